@@ -1,0 +1,379 @@
+"""Stage 2, admit: a parsed document becomes a :class:`Case`, or is refused with reasons.
+
+Fail-closed (SPEC §4): the document is validated against the published case schema, then the
+rules a schema cannot express are checked here as plain functions — at least one effective
+check, coherent bounds, RE2 patterns that compile, unique tool-call ids, falsifiability against
+the empty run, and (suite-wide) unique case names. Every problem of every document is reported.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from jsonschema.exceptions import ValidationError
+
+from evalrunner.grade import grade
+from evalrunner.grade.response import PatternError, compile_pattern
+from evalrunner.load import LoadedSuite, RawDocument
+from evalrunner.model import (
+    AdmissionError,
+    Case,
+    CaseClass,
+    Expectations,
+    JSONPath,
+    ModelResponse,
+    PayloadNeedle,
+    RunRecord,
+    TextResponse,
+    ToolCall,
+    ToolCallsResponse,
+    Turn,
+)
+from evalrunner.schemas import case_validator
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The outcome of admitting a suite: the admitted cases and every refusal, sorted."""
+
+    cases: tuple[Case, ...]
+    errors: tuple[AdmissionError, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was refused."""
+        return not self.errors
+
+
+def admit_suite(loaded: LoadedSuite) -> Admission:
+    """Admit every document of a loaded suite; load errors are carried over."""
+    errors = list(loaded.errors)
+    cases: list[Case] = []
+    named: dict[str, RawDocument] = {}
+    for document in loaded.documents:
+        outcome = admit(document)
+        if isinstance(outcome, Case):
+            cases.append(outcome)
+            first = named.setdefault(outcome.name, document)
+            if first is not document:
+                errors.append(
+                    document.error(
+                        f"case name {json.dumps(outcome.name, ensure_ascii=False)} is already "
+                        f"used by {first.display_path}; names must be unique in a suite",
+                        (_name_key(document.data),),
+                    )
+                )
+        else:
+            errors.extend(outcome)
+    return Admission(tuple(cases), tuple(sorted(errors, key=AdmissionError.sort_key)))
+
+
+def _name_key(data: object) -> str:
+    return "model_name" if isinstance(data, dict) and "model_name" in data else "name"
+
+
+def admit(document: RawDocument) -> Case | list[AdmissionError]:
+    """Admit one document: a :class:`Case`, or the sorted list of everything wrong with it."""
+    schema_errors = [
+        problem
+        for error in case_validator().iter_errors(document.data)
+        for problem in _explain(document, error)
+    ]
+    if schema_errors:
+        return _unique_sorted(schema_errors)
+    data = cast(dict[str, Any], document.data)
+    case = build_case(data, document)
+    rule_errors = check_rules(case, data, document)
+    return _unique_sorted(rule_errors) if rule_errors else case
+
+
+def _unique_sorted(errors: Iterable[AdmissionError]) -> list[AdmissionError]:
+    return sorted(set(errors), key=AdmissionError.sort_key)
+
+
+# --- building the case -------------------------------------------------------------------------
+
+
+def build_case(data: Mapping[str, Any], document: RawDocument) -> Case:
+    """Normalize schema-valid fixture data into a :class:`Case`."""
+    turns = tuple(
+        Turn(
+            user_input=turn["user_input"],
+            responses=tuple(_response(step["response"]) for step in turn["steps"]),
+        )
+        for turn in data["turns"]
+    )
+    return Case(
+        name=data["name"] if "name" in data else data["model_name"],
+        turns=turns,
+        expects=_expectations(data["expects"]),
+        description=data.get("description"),
+        case_class=cast(CaseClass | None, data.get("class")),
+        source=document.path,
+    )
+
+
+def _response(raw: Mapping[str, Any]) -> ModelResponse:
+    tokens = {
+        "input_tokens": raw.get("input_tokens", 0),
+        "output_tokens": raw.get("output_tokens", 0),
+    }
+    if raw["type"] == "text":
+        return TextResponse(content=raw["content"], **tokens)
+    return ToolCallsResponse(
+        tool_calls=tuple(
+            ToolCall(id=call["id"], name=call["name"], arguments=argument_text(call["arguments"]))
+            for call in raw["tool_calls"]
+        ),
+        **tokens,
+    )
+
+
+def argument_text(arguments: object) -> str:
+    """The argument text a scripted call hands the agent (SPEC §5).
+
+    An object becomes compact JSON with sorted keys and non-ASCII kept; a string is verbatim.
+    """
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _expectations(raw: Mapping[str, Any]) -> Expectations:
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in {"tool_arguments_contain", "tool_results_contain"}:
+            values[key] = tuple(
+                PayloadNeedle(e["tool"], e["needle"], e.get("call_index")) for e in value
+            )
+        elif isinstance(value, list):
+            values[key] = tuple(value)
+        else:
+            values[key] = value
+    return Expectations(**values)
+
+
+# --- rules beyond the schema -------------------------------------------------------------------
+
+
+def check_rules(
+    case: Case, data: Mapping[str, Any], document: RawDocument
+) -> list[AdmissionError]:
+    """SPEC §4 rules 3–7 on a schema-valid case."""
+    expects = case.expects
+    here = ("expects",)
+    errors: list[AdmissionError] = []
+
+    declared = {key: value for key, value in data["expects"].items()}
+    effective = [k for k, v in declared.items() if not (isinstance(v, list) and not v)]
+    if not effective:
+        what = "no checks" if not declared else "only empty lists, which check nothing"
+        errors.append(
+            document.error(
+                f"expects declares {what}; add at least one check, "
+                "e.g. response_contains or exact_tool_calls",
+                here,
+            )
+        )
+
+    low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
+    if low is not None and high is not None and low > high:
+        errors.append(
+            document.error(
+                f"min_tool_calls ({low}) is greater than max_tool_calls ({high}); "
+                "no run can satisfy both",
+                here + ("min_tool_calls",),
+            )
+        )
+    if exact is not None:
+        if low is not None and exact < low:
+            errors.append(
+                document.error(
+                    f"exact_tool_calls ({exact}) is below min_tool_calls ({low}); "
+                    "drop one of them or make them agree",
+                    here + ("exact_tool_calls",),
+                )
+            )
+        if high is not None and exact > high:
+            errors.append(
+                document.error(
+                    f"exact_tool_calls ({exact}) is above max_tool_calls ({high}); "
+                    "drop one of them or make them agree",
+                    here + ("exact_tool_calls",),
+                )
+            )
+
+    bad_pattern = False
+    for index, pattern in enumerate(expects.response_matches or ()):
+        try:
+            compile_pattern(pattern)
+        except PatternError as exc:
+            bad_pattern = True
+            errors.append(
+                document.error(_pattern_message(pattern, str(exc)), here + ("response_matches", index))
+            )
+
+    errors.extend(_duplicate_ids(data, document))
+
+    if effective and not bad_pattern and all(g.passed for g in grade(expects, RunRecord.empty())):
+        errors.append(
+            document.error(
+                "every check passes on a run that did nothing (no reply, no tool calls), so this "
+                "case can never fail; add a check the scripted run must satisfy, such as "
+                "response_contains, tools_used or exact_tool_calls",
+                here,
+            )
+        )
+    return errors
+
+
+def _pattern_message(pattern: str, reason: str) -> str:
+    hint = ""
+    if any(s in reason for s in ("invalid escape sequence: \\1", "invalid perl operator: (?")) or any(
+        f"\\{d}" in pattern for d in "123456789"
+    ):
+        hint = " (RE2 has no backreferences or lookaround)"
+    return (
+        f"pattern {json.dumps(pattern, ensure_ascii=False)} is not valid RE2: {reason}{hint}; "
+        "patterns use the RE2 syntax of Go and Rust's regex crate"
+    )
+
+
+def _duplicate_ids(data: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
+    seen: dict[str, JSONPath] = {}
+    errors = []
+    for t, turn in enumerate(data["turns"]):
+        for s, step in enumerate(turn["steps"]):
+            for c, call in enumerate(step["response"].get("tool_calls", ())):
+                path: JSONPath = ("turns", t, "steps", s, "response", "tool_calls", c, "id")
+                first = seen.setdefault(call["id"], path)
+                if first is not path:
+                    errors.append(
+                        document.error(
+                            f"tool-call id {json.dumps(call['id'], ensure_ascii=False)} is "
+                            f"already used at {_describe(first[:-1])}; "
+                            "ids must be unique within a case",
+                            path,
+                        )
+                    )
+    return errors
+
+
+# --- schema errors, explained ------------------------------------------------------------------
+
+_JSON_TYPE = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
+
+
+def _json_type(value: object) -> str:
+    return _JSON_TYPE.get(type(value), type(value).__name__)
+
+
+def _describe(path: Sequence[str | int]) -> str:
+    """``('turns', 0, 'steps')`` → ``turns[0].steps``; the root is "the case"."""
+    if not path:
+        return "the case"
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionError]:
+    """Turn one jsonschema error into messages that say what is wrong and what would be right."""
+    path: JSONPath = tuple(error.absolute_path)
+    where = _describe(path)
+    keyword = error.validator
+    instance = error.instance
+    schema = error.schema if isinstance(error.schema, dict) else {}
+
+    if keyword == "additionalProperties" and isinstance(instance, dict):
+        allowed = sorted(schema.get("properties", {}))
+        return [
+            document.error(_unknown_key(key, where, allowed), path + (key,), key=True)
+            for key in instance
+            if key not in schema.get("properties", {})
+        ]
+    if keyword == "required" and isinstance(instance, dict):
+        return [
+            document.error(f"missing required key {key!r} in {where}", path)
+            for key in cast(list[str], error.validator_value)
+            if key not in instance
+        ]
+    if keyword == "oneOf" and not path and isinstance(instance, dict):
+        if "name" in instance and "model_name" in instance:
+            return [
+                document.error(
+                    "the case has both 'name' and 'model_name'; keep one (name is preferred)",
+                    ("model_name",),
+                    key=True,
+                )
+            ]
+        return [document.error("missing required key 'name' in the case", ())]
+    if keyword == "type":
+        expected = error.validator_value
+        names = expected if isinstance(expected, list) else [expected]
+        if not path:
+            return [
+                document.error(
+                    "a fixture must be an object (a mapping or table) at the top level, "
+                    f"got {_json_type(instance)}",
+                    path,
+                )
+            ]
+        return [
+            document.error(
+                f"{where} must be {' or '.join(_article(n) for n in names)}, "
+                f"got {_json_type(instance)} {_short(instance)}",
+                path,
+            )
+        ]
+    if keyword == "minLength":
+        return [document.error(f"{where} must not be empty", path)]
+    if keyword == "pattern" and error.validator_value == "\\S":
+        return [document.error(f"{where} must not be blank", path)]
+    if keyword == "minItems":
+        count = error.validator_value
+        return [document.error(f"{where} needs at least {count} item(s), got none", path)]
+    if keyword == "minimum":
+        return [
+            document.error(
+                f"{where} must be at least {error.validator_value}, got {_short(instance)}", path
+            )
+        ]
+    if keyword == "enum":
+        options = " or ".join(_short(v) for v in cast(list[object], error.validator_value))
+        if path[-1:] == ("type",) and "response" in path:
+            return [
+                document.error(f"unknown response type {_short(instance)}; expected {options}", path)
+            ]
+        return [document.error(f"{where} must be {options}, got {_short(instance)}", path)]
+    return [document.error(f"{where}: {error.message}", path)]
+
+
+def _article(type_name: str) -> str:
+    return f"an {type_name}" if type_name[0] in "aeiou" else f"a {type_name}"
+
+
+def _unknown_key(key: str, where: str, allowed: list[str]) -> str:
+    message = f"unknown key {key!r} in {where}"
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"{message} (did you mean {close[0]!r}?)"
+    return f"{message} (allowed: {', '.join(allowed)})"

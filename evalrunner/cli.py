@@ -1,0 +1,192 @@
+"""The ``evalrunner`` command line. It parses arguments, calls the library, prints, and exits.
+
+Exit codes: 0 every case passed (or every fixture admitted, for ``validate``); 1 a case failed
+or errored; 2 the run could not start (usage, config, admission, no fixtures, unavailable mode).
+Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line each.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evalrunner import __version__
+from evalrunner.admit import admit_suite
+from evalrunner.config import Config, ConfigError, load_config
+from evalrunner.load import SuiteNotFound, load_paths
+from evalrunner.model import RunRefused, SuiteReport
+from evalrunner.pipeline import run_suite
+from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
+from evalrunner.schemas import schema_tree
+
+app = typer.Typer(
+    name="evalrunner",
+    help="Replay scripted agent fixtures through a real agent loop and grade the run.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+schema_app = typer.Typer(help="The published JSON Schemas.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+
+
+class ReportFormat(str, Enum):
+    """Output formats of ``evalrunner run``."""
+
+    table = "table"
+    json = "json"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"evalrunner {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """evalrunner: CI tests for LLM agent machinery, no network, same verdict every time."""
+
+
+def _fail(lines: list[str] | tuple[str, ...], summary: str | None = None) -> typer.Exit:
+    for line in lines:
+        typer.echo(line, err=True)
+    if summary:
+        typer.echo(summary, err=True)
+    return typer.Exit(EXIT_REFUSED)
+
+
+def _config(config: Path | None, suite: Path | None = None, mode: str | None = None) -> Config:
+    try:
+        return load_config(config_file=config, env=os.environ, suite_dir=suite, mode=mode)
+    except ConfigError as exc:
+        raise _fail(exc.problems) from None
+
+
+def _color() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="Config file to use instead of discovering one."),
+]
+
+
+@app.command()
+def run(
+    suite: Annotated[
+        Path | None, typer.Option("--suite", help="Suite directory (default: from config).")
+    ] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="replay or live.")] = None,
+    report_format: Annotated[
+        ReportFormat, typer.Option("--format", help="Report format on stdout.")
+    ] = ReportFormat.table,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            help="Also write the report (in --format) to FILE, atomically; stdout then shows "
+            "the table.",
+        ),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run a suite: admit every fixture, replay each case, grade it, report."""
+    settings = _config(config, suite, mode)
+    outcome = run_suite(
+        settings.suite_dir,
+        mode=settings.mode,
+        max_tool_iterations=settings.max_tool_iterations,
+    )
+    if isinstance(outcome, RunRefused):
+        raise _fail(outcome.lines(), _refusal_summary(outcome))
+    rendered = _render(outcome, report_format)
+    if output is not None:
+        try:
+            write_atomic(output, rendered)
+        except OSError as exc:
+            raise _fail([f"{output}: cannot write report: {exc.strerror or exc}"]) from None
+        typer.echo(render_table(outcome, color=_color()), nl=False)
+    elif report_format is ReportFormat.table:
+        typer.echo(render_table(outcome, color=_color()), nl=False)
+    else:
+        typer.echo(rendered, nl=False)
+    raise typer.Exit(exit_code(outcome))
+
+
+def _render(report: SuiteReport, report_format: ReportFormat) -> str:
+    if report_format is ReportFormat.json:
+        return render_json(report)
+    return render_table(report, color=False)
+
+
+def _refusal_summary(outcome: RunRefused) -> str | None:
+    if not outcome.admission_errors:
+        return None
+    files = len({e.path for e in outcome.admission_errors})
+    count = len(outcome.admission_errors)
+    return f"{count} problem(s) in {files} file(s); nothing was run"
+
+
+@app.command()
+def validate(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Fixture files or suite directories (default: the configured suite)."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Admit fixtures without running them: exit 0 if all are admitted, else 2."""
+    targets = list(paths) if paths else [_config(config).suite_dir]
+    try:
+        loaded = load_paths(targets)
+    except SuiteNotFound as exc:
+        raise _fail([str(exc)]) from None
+    except OSError as exc:
+        raise _fail([f"{exc.filename}: cannot read: {exc.strerror or exc}"]) from None
+    admission = admit_suite(loaded)
+    if not admission.ok:
+        refused = RunRefused(admission_errors=admission.errors)
+        raise _fail(refused.lines(), _refusal_summary(refused))
+    typer.echo(f"{len(admission.cases)} fixture(s) admitted")
+
+
+@app.command("config")
+def show_config(config: ConfigOption = None) -> None:
+    """Print the effective configuration and where each value came from."""
+    settings = _config(config)
+    typer.echo(f"# config file: {settings.file or '(none found; defaults apply)'}")
+    typer.echo("[eval]")
+    values = {
+        "suite_dir": str(settings.suite_dir),
+        "mode": settings.mode,
+        "max_tool_iterations": settings.max_tool_iterations,
+    }
+    for key, value in values.items():
+        shown = f'"{value}"' if isinstance(value, str) else str(value)
+        typer.echo(f"{key} = {shown}  # {settings.sources.get(key, 'default')}")
+
+
+@schema_app.command("list")
+def schema_list() -> None:
+    """Print each expectation kind and the $id of its schema."""
+    kinds = schema_tree().kinds()
+    width = max(len(kind) for kind in kinds)
+    for kind, schema_id in kinds.items():
+        typer.echo(f"{kind.ljust(width)}  {schema_id}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="evalrunner")

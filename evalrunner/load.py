@@ -1,0 +1,401 @@
+"""Stage 1, load: find a suite's fixture files and parse each into JSON-compatible data.
+
+Parsing is strict and identical in spirit across formats (SPEC §3, §4 rule 1): duplicate keys,
+non-string keys, dates and times, non-finite numbers, YAML tags, anchors and aliases, YAML 1.1
+and over-deep or oversized input are all refused here, with positions. Nothing in a fixture is
+ever constructed, executed, fetched or followed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.composer import Composer, ComposerError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from evalrunner.model import AdmissionError, Format, JSONPath, JSONValue
+from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys
+
+FIXTURE_SUFFIXES: dict[str, Format] = {
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+}
+"""File endings that make a file in a suite directory a fixture, and their formats."""
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+"""Files larger than this are refused before parsing (SPEC §4 rule 1)."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of objects and arrays a fixture may have; real fixtures need about 10."""
+
+
+@dataclass(frozen=True)
+class RawDocument:
+    """One parsed fixture: its data, and a source map to report positions in its text."""
+
+    path: Path
+    format: Format
+    data: JSONValue
+    source_map: SourceMap = field(compare=False, repr=False)
+
+    @property
+    def display_path(self) -> str:
+        """The path as reports show it."""
+        return str(self.path)
+
+    def error(self, message: str, path: JSONPath = (), *, key: bool = False) -> AdmissionError:
+        """An :class:`AdmissionError` about this document at ``path``, positioned if possible."""
+        spot = self.source_map.locate(path, key=key)
+        line, col = spot if spot is not None else (None, None)
+        if self.format == "toml" and spot is not None and spot == (1, 1) and path:
+            line, col = None, None  # fell back to the root: say where in the data instead
+        return AdmissionError(self.display_path, message, line, col, path)
+
+
+@dataclass(frozen=True)
+class LoadedSuite:
+    """The outcome of loading: documents that parsed, and errors for those that did not."""
+
+    root: Path
+    documents: tuple[RawDocument, ...]
+    errors: tuple[AdmissionError, ...]
+
+
+class SuiteNotFound(Exception):
+    """The suite directory does not exist, is not a directory, or holds no fixtures."""
+
+
+def discover(suite_dir: Path) -> list[Path]:
+    """The fixture files of a suite: directly inside it, sorted by name, dotfiles skipped.
+
+    Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it, and
+    ``OSError`` when the directory cannot be listed: a suite never silently shrinks.
+    """
+    if not suite_dir.is_dir():
+        raise SuiteNotFound(f"{suite_dir}: suite directory not found")
+    found = sorted(
+        (entry for entry in suite_dir.iterdir() if _is_fixture_name(entry.name)),
+        key=lambda p: p.name,
+    )
+    if not found:
+        suffixes = ", ".join(FIXTURE_SUFFIXES)
+        raise SuiteNotFound(f"{suite_dir}: no fixtures found (files ending in {suffixes})")
+    return found
+
+
+def _is_fixture_name(name: str) -> bool:
+    return not name.startswith(".") and Path(name).suffix.lower() in FIXTURE_SUFFIXES
+
+
+def load_suite(suite_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedSuite:
+    """Discover and parse every fixture of ``suite_dir``."""
+    return load_paths([suite_dir], max_bytes=max_bytes, root=suite_dir)
+
+
+def load_paths(
+    paths: list[Path], *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path | None = None
+) -> LoadedSuite:
+    """Parse fixture files and suite directories (expanded as in :func:`discover`)."""
+    documents: list[RawDocument] = []
+    errors: list[AdmissionError] = []
+    for given in paths:
+        files = discover(given) if given.is_dir() else [given]
+        for file in files:
+            outcome = load_document(file, max_bytes=max_bytes)
+            if isinstance(outcome, RawDocument):
+                documents.append(outcome)
+            else:
+                errors.extend(outcome)
+    return LoadedSuite(root or Path("."), tuple(documents), tuple(errors))
+
+
+def load_document(
+    path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> RawDocument | list[AdmissionError]:
+    """Read and parse one fixture file."""
+    shown = str(path)
+    fmt = FIXTURE_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        accepted = ", ".join(FIXTURE_SUFFIXES)
+        return [AdmissionError(shown, f"not a fixture file: expected one of {accepted}")]
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return [
+                AdmissionError(
+                    shown,
+                    f"file is {size} bytes, over the {max_bytes}-byte cap for fixtures; "
+                    "split it into smaller cases",
+                )
+            ]
+        raw = path.read_bytes()
+    except OSError as exc:
+        return [AdmissionError(shown, f"cannot read file: {exc.strerror or exc}")]
+    return parse_document(raw, fmt, path, max_bytes=max_bytes)
+
+
+def parse_document(
+    raw: bytes, fmt: Format, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> RawDocument | list[AdmissionError]:
+    """Parse the bytes of one fixture of format ``fmt``; ``path`` is used in messages."""
+    shown = str(path)
+    if len(raw) > max_bytes:
+        return [
+            AdmissionError(
+                shown, f"file is {len(raw)} bytes, over the {max_bytes}-byte cap for fixtures"
+            )
+        ]
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return [
+            AdmissionError(
+                shown,
+                f"not valid UTF-8 at byte {exc.start}: fixtures must be UTF-8 text",
+            )
+        ]
+    source_map = SourceMap(text, fmt)
+    too_deep = _over_deep_offset(text, fmt)
+    if too_deep is not None:
+        line, col = LineIndex(text).position(too_deep)
+        return [
+            AdmissionError(
+                shown, f"nesting deeper than {MAX_DEPTH} levels; flatten the data", line, col
+            )
+        ]
+    parsed = _PARSERS[fmt](text, shown)
+    if isinstance(parsed, list):
+        return parsed
+    document = RawDocument(path, fmt, parsed, source_map)
+    problems = [document.error(message, where) for where, message in _foreign_values(parsed)]
+    return problems or document
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not allowed in JSON fixtures; numbers must be finite")
+
+
+def _parse_json(text: str, shown: str) -> JSONValue | list[AdmissionError]:
+    try:
+        data: JSONValue = json.loads(
+            text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
+        )
+    except _DuplicateKey:
+        return [
+            AdmissionError(
+                shown,
+                f"duplicate key {json.dumps(path[-1], ensure_ascii=False)}; "
+                "each key may appear once per object",
+                line,
+                col,
+                path,
+            )
+            for path, (line, col) in json_duplicate_keys(text)
+        ]
+    except json.JSONDecodeError as exc:
+        return [AdmissionError(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)]
+    except ValueError as exc:  # NaN/Infinity
+        return [AdmissionError(shown, str(exc), 1, 1)]
+    return data
+
+
+# --- YAML --------------------------------------------------------------------------------------
+
+
+class _StrictComposer(Composer):
+    """Refuses what a fixture never needs and an attacker might: aliases, anchors, YAML 1.1."""
+
+    def compose_document(self) -> Any:
+        event = self.parser.peek_event()
+        version = getattr(event, "version", None)
+        if version is not None and tuple(version) != (1, 2):
+            raise ComposerError(
+                None,
+                None,
+                f"%YAML {'.'.join(map(str, version))} directive: fixtures are YAML 1.2 "
+                "(remove the directive)",
+                event.start_mark,
+            )
+        return super().compose_document()
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.parser.peek_event()
+        if getattr(event, "anchor", None) is not None:
+            kind = "aliases" if type(event).__name__ == "AliasEvent" else "anchors"
+            raise ComposerError(
+                None,
+                None,
+                f"YAML {kind} are not allowed in fixtures; write the value out in full",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+
+def _yaml_loader() -> YAML:
+    loader = YAML(typ="safe", pure=True)
+    loader.Composer = _StrictComposer
+    loader.max_depth = MAX_DEPTH + 1
+    return loader
+
+
+def _parse_yaml(text: str, shown: str) -> JSONValue | list[AdmissionError]:
+    try:
+        data: JSONValue = _yaml_loader().load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = _yaml_message(exc)
+        if mark is None:
+            return [AdmissionError(shown, message)]
+        return [AdmissionError(shown, message, mark.line + 1, mark.column + 1)]
+    except (YAMLError, RecursionError) as exc:
+        return [AdmissionError(shown, f"invalid YAML: {exc}")]
+    return data
+
+
+def _yaml_message(exc: MarkedYAMLError) -> str:
+    problem = (exc.problem or "").strip()
+    name = type(exc).__name__
+    if name == "DuplicateKeyError":
+        match = re.search(r'duplicate key "(.*?)"', problem)
+        key = match.group(1) if match else "?"
+        return f"duplicate key {key!r}; each key may appear once per mapping"
+    if name == "ConstructorError" and "could not determine a constructor" in problem:
+        tag = re.search(r"tag '?([^'\s]+)'?", problem)
+        shown_tag = tag.group(1) if tag else "?"
+        return f"YAML tag {shown_tag} is not allowed; fixtures hold plain data only"
+    if problem.startswith("%YAML") or problem.startswith("YAML "):
+        return problem
+    if name == "MaxDepthExceededError":
+        return f"nesting deeper than {MAX_DEPTH} levels; flatten the data"
+    context = (exc.context or "").strip()
+    detail = f"{context}: {problem}" if context and problem else (problem or context)
+    return f"invalid YAML: {detail.splitlines()[0] if detail else name}"
+
+
+# --- TOML --------------------------------------------------------------------------------------
+
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def _parse_toml(text: str, shown: str) -> JSONValue | list[AdmissionError]:
+    try:
+        data: JSONValue = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        line = col = None
+        match = _TOML_AT.search(message)
+        if match:
+            line, col = int(match.group(1)), int(match.group(2))
+            message = message[: match.start()]
+        return [AdmissionError(shown, f"invalid TOML: {message}", line, col)]
+    except RecursionError:
+        return [AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]
+    return data
+
+
+_PARSERS = {"json": _parse_json, "yaml": _parse_yaml, "toml": _parse_toml}
+
+
+# --- shared checks -----------------------------------------------------------------------------
+
+
+def _over_deep_offset(text: str, fmt: Format) -> int | None:
+    """Offset where bracket nesting first exceeds :data:`MAX_DEPTH`, before any parser recurses.
+
+    Counts ``[``/``{`` outside strings; YAML block nesting is capped by the composer instead.
+    Strings are skipped roughly (no escapes of the quote in TOML literal strings exist, and a
+    JSON or YAML ``\\"`` is honoured), which is enough to bound the parsers' recursion.
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None
+    depth = 0
+    quote = ""
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'" and (fmt != "json" or ch == '"'):
+            quote = ch
+        elif ch == "#" and fmt != "json":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return i
+        elif ch in "]}":
+            depth -= 1
+        i += 1
+    return None
+
+
+def _foreign_values(data: object) -> list[tuple[JSONPath, str]]:
+    """Everything in parsed data that is not plain JSON, with where it is.
+
+    Catches YAML's and TOML's richer types (dates, times, binary, sets, non-string keys) and
+    non-finite floats, so every format hands admission the same kind of value.
+    """
+    problems: list[tuple[JSONPath, str]] = []
+    stack: list[tuple[JSONPath, object]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    problems.append(
+                        (path, f"mapping key {key!r} is not a string; quote it")
+                    )
+                    continue
+                stack.append((path + (key,), item))
+        elif isinstance(value, list):
+            stack.extend((path + (i,), item) for i, item in enumerate(value))
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                problems.append((path, f"{value} is not allowed; numbers must be finite"))
+        elif value is None or isinstance(value, str | int | bool):
+            continue
+        else:
+            problems.append((path, _foreign_message(value)))
+    return problems
+
+
+def _foreign_message(value: object) -> str:
+    kind = type(value).__name__
+    if kind in {"date", "datetime", "time"}:
+        return f"{kind} values are not allowed; quote the value to make it a string"
+    if isinstance(value, bytes):
+        return "binary values are not allowed; fixtures hold text"
+    return f"{kind} values are not allowed; fixtures hold plain JSON-compatible data"
+

@@ -1,0 +1,306 @@
+"""The plain values that flow between the pipeline stages.
+
+``load`` yields :class:`RawDocument`, ``admit`` turns each into a :class:`Case` (or
+:class:`AdmissionError` values), ``replay`` produces a :class:`RunRecord`, ``grade`` produces
+:class:`GradeResult` values and ``report`` renders :class:`SuiteReport`. Everything here is a
+frozen dataclass: stages never mutate what they were handed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
+"""What a fixture document is made of once parsed: JSON-compatible data, nothing else."""
+
+JSONPath: TypeAlias = tuple[str | int, ...]
+"""A location inside a document: object keys and array indices from the root."""
+
+Format = Literal["json", "yaml", "toml"]
+CaseClass = Literal["positive", "negative"]
+
+
+def render_json_path(path: JSONPath) -> str:
+    """``('turns', 0, 'steps')`` → ``$.turns[0].steps`` (the form jsonschema uses)."""
+    out = "$"
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}"
+        else:
+            out += "[" + json.dumps(part, ensure_ascii=False) + "]"
+    return out
+
+
+@dataclass(frozen=True)
+class AdmissionError:
+    """One reason a fixture (or config file) was refused, with where it is.
+
+    ``line``/``col`` are 1-based; either may be ``None`` when the format gives no position
+    (TOML schema errors whose key cannot be found). ``json_path`` is always present.
+    """
+
+    path: str
+    message: str
+    line: int | None = None
+    col: int | None = None
+    json_path: JSONPath = ()
+
+    def __str__(self) -> str:
+        if self.line is None:
+            where = render_json_path(self.json_path)
+            return f"{self.path}: at {where}: {self.message}"
+        if self.col is None:
+            return f"{self.path}:{self.line}: {self.message}"
+        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        """Errors sort by file, then position (unpositioned ones last in their file)."""
+        big = 1 << 30
+        return (
+            self.path,
+            self.line if self.line is not None else big,
+            self.col if self.col is not None else 0,
+            self.message,
+        )
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model issues it: ``arguments`` is the raw argument text.
+
+    Arguments scripted as an object become compact JSON with sorted keys; arguments scripted as
+    a string are kept verbatim so that fixtures can script malformed payloads.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class TextResponse:
+    """The model answers with text: the end of a turn."""
+
+    content: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ToolCallsResponse:
+    """The model asks for one or more tool calls, to be dispatched in order."""
+
+    tool_calls: tuple[ToolCall, ...]
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+ModelResponse: TypeAlias = TextResponse | ToolCallsResponse
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One user message and the model responses scripted for it, in order."""
+
+    user_input: str
+    responses: tuple[ModelResponse, ...]
+
+
+@dataclass(frozen=True)
+class PayloadNeedle:
+    """``{tool, needle, call_index?}``: a substring expected in one tool's arguments or result."""
+
+    tool: str
+    needle: str
+    call_index: int | None = None
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """The declared checks of a case, one field per expectation kind (``None`` = not declared).
+
+    The field order is the grading order (SPEC §6). The kind registry in
+    :mod:`evalrunner.grade` must name exactly these fields; a test holds them together.
+    """
+
+    response_contains: tuple[str, ...] | None = None
+    response_not_contains: tuple[str, ...] | None = None
+    response_matches: tuple[str, ...] | None = None
+    tools_used: tuple[str, ...] | None = None
+    tools_not_used: tuple[str, ...] | None = None
+    max_tool_calls: int | None = None
+    min_tool_calls: int | None = None
+    exact_tool_calls: int | None = None
+    all_tools_succeeded: bool | None = None
+    tool_arguments_contain: tuple[PayloadNeedle, ...] | None = None
+    tool_results_contain: tuple[PayloadNeedle, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """An admitted fixture: schema-valid, coherent, falsifiable, normalized across formats.
+
+    ``source`` (the file it came from) does not take part in equality, so the same case written
+    in JSON, YAML and TOML admits to equal values.
+    """
+
+    name: str
+    turns: tuple[Turn, ...]
+    expects: Expectations
+    description: str | None = None
+    case_class: CaseClass | None = None
+    source: Path = field(default=Path(), compare=False)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the agent offers the model about one tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, JSONValue]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One entry of the conversation history, in a provider-neutral shape."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """What an agent sends the model: the conversation so far and the tools on offer."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One dispatch as it crossed the tool boundary.
+
+    ``arguments`` is the argument text exactly as the agent received it and ``result`` exactly
+    what the model is shown next: these two are what boundary expectations grade.
+    """
+
+    name: str
+    arguments: str
+    result: str
+    success: bool
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything observed while one case ran. The only input of grading besides the case."""
+
+    final_response: str = ""
+    history: tuple[Message, ...] = ()
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+    duration_ms: int = 0
+    requests: tuple[ModelRequest, ...] = ()
+    error: str | None = None
+
+    @property
+    def tools_called(self) -> tuple[str, ...]:
+        """Tool names in dispatch order, derived from :attr:`tool_calls`."""
+        return tuple(call.name for call in self.tool_calls)
+
+    @property
+    def all_tools_succeeded(self) -> bool:
+        """True when every dispatch succeeded (vacuously true when there were none)."""
+        return all(call.success for call in self.tool_calls)
+
+    @classmethod
+    def empty(cls) -> RunRecord:
+        """The run that did nothing: admission grades every case against it (falsifiability)."""
+        return cls()
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The outcome of one declared check."""
+
+    check: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CaseReport:
+    """One case's verdict: its grades, or the run error that stopped it."""
+
+    name: str
+    source: str
+    case_class: CaseClass | None
+    grades: tuple[GradeResult, ...]
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+    duration_ms: int = 0
+
+    @property
+    def passed(self) -> bool:
+        """A case passes when it ran without error and every check passed."""
+        return self.error is None and all(g.passed for g in self.grades)
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    """The outcome of a whole run, as rendered by :mod:`evalrunner.report`."""
+
+    suite: str
+    mode: str
+    cases: tuple[CaseReport, ...]
+    duration_ms: int = 0
+
+    @property
+    def passed(self) -> int:
+        """Number of cases that passed."""
+        return sum(1 for c in self.cases if c.passed)
+
+    @property
+    def failed(self) -> int:
+        """Number of cases that failed or errored."""
+        return len(self.cases) - self.passed
+
+    @property
+    def all_passed(self) -> bool:
+        """True when every case passed."""
+        return self.failed == 0
+
+
+@dataclass(frozen=True)
+class RunRefused:
+    """Why a run could not start: bad usage or config, admission errors, no fixtures, a mode
+    that is not available. Exit code 2."""
+
+    reasons: tuple[str, ...] = ()
+    admission_errors: tuple[AdmissionError, ...] = ()
+
+    def lines(self) -> tuple[str, ...]:
+        """Every problem, one line each, as printed on stderr."""
+        return self.reasons + tuple(str(e) for e in self.admission_errors)
+
+
+class RunError(Exception):
+    """Something went wrong while replaying one case; it fails that case only."""

@@ -1,0 +1,107 @@
+"""The whole pipeline for one suite: load → admit → replay → grade → report values.
+
+:func:`run_suite` is what ``evalrunner run`` calls; it returns a :class:`SuiteReport`, or a
+:class:`RunRefused` when nothing could run. Rendering and exit codes live in
+:mod:`evalrunner.report`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from evalrunner.admit import admit_suite
+from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
+from evalrunner.grade import grade
+from evalrunner.load import DEFAULT_MAX_BYTES, SuiteNotFound, load_suite
+from evalrunner.model import Case, CaseReport, RunRefused, SuiteReport
+from evalrunner.replay import case_workspace, run_case
+from evalrunner.tools import Tool
+
+LIVE_NOT_BUILT = "live mode is not implemented yet (replay only)"
+
+
+def evaluate_case(
+    case: Case,
+    *,
+    agent_factory: AgentFactory = reference_agent,
+    tools: Mapping[str, Tool] | None = None,
+    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
+) -> CaseReport:
+    """Replay and grade one case in its own workspace, removed once it is graded.
+
+    A case whose run errored is not graded: its report carries the error and no grades.
+    """
+    with case_workspace() as workspace:
+        record = run_case(
+            case,
+            agent_factory=agent_factory,
+            tools=tools,
+            max_tool_iterations=max_tool_iterations,
+            workspace=workspace,
+        )
+        grades = grade(case.expects, record) if record.error is None else ()
+    return CaseReport(
+        name=case.name,
+        source=case.source.name,
+        case_class=case.case_class,
+        grades=grades,
+        error=record.error,
+        input_tokens=record.input_tokens,
+        output_tokens=record.output_tokens,
+        llm_calls=record.llm_calls,
+        duration_ms=record.duration_ms,
+    )
+
+
+def run_suite(
+    suite_dir: Path,
+    *,
+    mode: str = "replay",
+    agent_factory: AgentFactory = reference_agent,
+    tools: Mapping[str, Tool] | None = None,
+    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> SuiteReport | RunRefused:
+    """Load, admit, replay and grade every case of ``suite_dir``.
+
+    Admission is all-or-nothing: if any fixture is refused, no case runs and every problem is
+    returned at once.
+    """
+    if mode == "live":
+        return RunRefused((LIVE_NOT_BUILT,))
+    started = time.perf_counter()
+    try:
+        loaded = load_suite(suite_dir, max_bytes=max_bytes)
+    except SuiteNotFound as exc:
+        return RunRefused((str(exc),))
+    except OSError as exc:
+        return RunRefused((f"{suite_dir}: cannot read suite directory: {exc.strerror or exc}",))
+    admission = admit_suite(loaded)
+    if not admission.ok:
+        return RunRefused(admission_errors=admission.errors)
+    reports = tuple(
+        evaluate_case(
+            case,
+            agent_factory=agent_factory,
+            tools=tools,
+            max_tool_iterations=max_tool_iterations,
+        )
+        for case in admission.cases
+    )
+    return SuiteReport(
+        suite=_shown(suite_dir),
+        mode=mode,
+        cases=reports,
+        duration_ms=int((time.perf_counter() - started) * 1000),
+    )
+
+
+def _shown(path: Path) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return rel if not rel.startswith("..") else str(path)

@@ -1,0 +1,360 @@
+"""Where things are in a fixture's text: JSON paths → 1-based line and column.
+
+Parsing for data uses the fast C/safe loaders in :mod:`evalrunner.load`; positions are only
+needed when there is something to report, so each format's locator is built lazily, on the first
+error, from the same text:
+
+* JSON: a small scanner over the text with exact JSON semantics (stdlib string and number
+  scanning), recording where each key and value starts.
+* YAML: ruamel.yaml's round-trip loader, whose nodes carry their line/column.
+* TOML: a scanner over the (already known valid) text that follows table headers, arrays of
+  tables, dotted keys, inline tables and arrays. ``tomllib`` keeps no positions.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import json.decoder
+import json.scanner
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalrunner.model import Format, JSONPath
+
+Position = tuple[int, int]
+"""(line, column), both 1-based."""
+
+
+@dataclass(frozen=True)
+class _Spot:
+    key: int | None  # offset of the key naming this value (None for array items and the root)
+    value: int  # offset where the value starts
+
+
+class LineIndex:
+    """Turns character offsets into 1-based (line, column); CRLF counts as one line break."""
+
+    def __init__(self, text: str) -> None:
+        self._starts = [0]
+        for i, ch in enumerate(text):
+            if ch == "\n":
+                self._starts.append(i + 1)
+
+    def position(self, offset: int) -> Position:
+        """1-based (line, column) of a character offset."""
+        line = bisect.bisect_right(self._starts, offset) - 1
+        return line + 1, offset - self._starts[line] + 1
+
+
+@dataclass
+class SourceMap:
+    """Finds positions in one document's text, building its index on first use."""
+
+    text: str
+    format: Format
+    _spots: dict[JSONPath, _Spot] | None = field(default=None, repr=False)
+    _lines: LineIndex | None = field(default=None, repr=False)
+    _yaml_root: Any = field(default=None, repr=False)
+    _yaml_failed: bool = field(default=False, repr=False)
+
+    def locate(self, path: JSONPath, *, key: bool = False) -> Position | None:
+        """Position of the value at ``path`` (or of its key, with ``key=True``).
+
+        When ``path`` does not exist (a missing required key), the nearest existing ancestor is
+        used. Returns ``None`` only when the text yields no positions at all.
+        """
+        if self.format == "yaml":
+            return self._locate_yaml(path, key=key)
+        spots = self._index()
+        for cut in range(len(path), -1, -1):
+            spot = spots.get(path[:cut])
+            if spot is None:
+                continue
+            use_key = key if cut == len(path) else False
+            offset = spot.key if (use_key and spot.key is not None) else spot.value
+            return self._line_index().position(offset)
+        return None
+
+    def _line_index(self) -> LineIndex:
+        if self._lines is None:
+            self._lines = LineIndex(self.text)
+        return self._lines
+
+    def _index(self) -> dict[JSONPath, _Spot]:
+        if self._spots is None:
+            try:
+                if self.format == "json":
+                    self._spots = _JSONScanner(self.text).scan()
+                else:
+                    self._spots = _TOMLScanner(self.text).scan()
+            except (ValueError, IndexError, RecursionError):
+                self._spots = {}
+        return self._spots
+
+    def _locate_yaml(self, path: JSONPath, *, key: bool) -> Position | None:
+        if self._yaml_root is None and not self._yaml_failed:
+            from ruamel.yaml import YAML
+
+            try:
+                self._yaml_root = YAML(typ="rt", pure=True).load(self.text)
+            except Exception:  # noqa: BLE001 - positions are best effort; data errors are reported elsewhere
+                self._yaml_failed = True
+        node = self._yaml_root
+        if node is None or not hasattr(node, "lc"):
+            return (1, 1)
+        best: tuple[int, int] = (node.lc.line, node.lc.col)
+        for depth, part in enumerate(path):
+            last = depth == len(path) - 1
+            lc = getattr(node, "lc", None)
+            if lc is None:
+                break
+            try:
+                if isinstance(part, int):
+                    best = lc.item(part)
+                    node = node[part]
+                else:
+                    if part not in node:
+                        break
+                    best = lc.key(part) if (key and last) else lc.value(part)
+                    node = node[part]
+            except (KeyError, IndexError, TypeError, AttributeError):
+                break
+        return best[0] + 1, best[1] + 1
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+_WS = " \t\n\r"
+
+
+class _JSONScanner:
+    """Walks JSON text recording where each path's key and value start."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.spots: dict[JSONPath, _Spot] = {}
+        self.duplicates: list[tuple[JSONPath, int]] = []
+
+    def scan(self) -> dict[JSONPath, _Spot]:
+        i = self._skip(0)
+        self._value(i, (), None)
+        return self.spots
+
+    def _skip(self, i: int) -> int:
+        text = self.text
+        while i < len(text) and text[i] in _WS:
+            i += 1
+        return i
+
+    def _value(self, i: int, path: JSONPath, key_at: int | None) -> int:
+        text = self.text
+        self.spots[path] = _Spot(key_at, i)
+        ch = text[i]
+        if ch == "{":
+            i = self._skip(i + 1)
+            seen: set[str] = set()
+            if text[i] == "}":
+                return i + 1
+            while True:
+                k_at = i
+                name, i = json.decoder.scanstring(text, i + 1)
+                if name in seen:
+                    self.duplicates.append((path + (name,), k_at))
+                seen.add(name)
+                i = self._skip(i)
+                i = self._skip(i + 1)  # ':'
+                i = self._skip(self._value(i, path + (name,), k_at))
+                if text[i] == "}":
+                    return i + 1
+                i = self._skip(i + 1)  # ','
+        if ch == "[":
+            i = self._skip(i + 1)
+            index = 0
+            if text[i] == "]":
+                return i + 1
+            while True:
+                i = self._skip(self._value(i, path + (index,), None))
+                index += 1
+                if text[i] == "]":
+                    return i + 1
+                i = self._skip(i + 1)
+        if ch == '"':
+            return json.decoder.scanstring(text, i + 1)[1]
+        match = json.scanner.NUMBER_RE.match(text, i)
+        if match is not None and match.end() > i:
+            return match.end()
+        for word in ("true", "false", "null"):
+            if text.startswith(word, i):
+                return i + len(word)
+        raise ValueError(f"unexpected character at {i}")
+
+
+def json_duplicate_keys(text: str) -> list[tuple[JSONPath, Position]]:
+    """Every repeated key in a JSON object, with the position of the repeat."""
+    scanner = _JSONScanner(text)
+    scanner.scan()
+    lines = LineIndex(text)
+    return [(path, lines.position(at)) for path, at in scanner.duplicates]
+
+
+# --- TOML --------------------------------------------------------------------------------------
+
+_BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+class _TOMLScanner:
+    """Follows valid TOML text, recording where each path's key and value start.
+
+    Only called on text ``tomllib`` has already accepted, so it can be lenient: it needs to
+    know structure (tables, arrays of tables, inline values), not to validate it.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.spots: dict[JSONPath, _Spot] = {(): _Spot(None, 0)}
+        self.array_len: dict[JSONPath, int] = {}  # arrays of tables seen so far → length
+
+    def scan(self) -> dict[JSONPath, _Spot]:
+        text = self.text
+        table: JSONPath = ()
+        i = 0
+        while i < len(text):
+            i = self._skip_blank(i, newlines=True)
+            if i >= len(text):
+                break
+            if text[i] == "[":
+                table, i = self._header(i)
+            else:
+                i = self._key_value(i, table)
+        return self.spots
+
+    def _skip_blank(self, i: int, *, newlines: bool) -> int:
+        text = self.text
+        while i < len(text):
+            ch = text[i]
+            if ch in " \t" or (newlines and ch in "\r\n"):
+                i += 1
+            elif ch == "#":
+                while i < len(text) and text[i] != "\n":
+                    i += 1
+            else:
+                break
+        return i
+
+    def _resolve(self, keys: list[str]) -> JSONPath:
+        """Concrete path of a dotted header, descending into the last element of arrays."""
+        path: JSONPath = ()
+        for name in keys:
+            path = path + (name,)
+            if path in self.array_len:
+                path = path + (self.array_len[path] - 1,)
+        return path
+
+    def _header(self, i: int) -> tuple[JSONPath, int]:
+        text = self.text
+        is_array = text.startswith("[[", i)
+        i += 2 if is_array else 1
+        i = self._skip_blank(i, newlines=False)
+        name_at = i
+        keys, i = self._keys(i)
+        i = self._skip_blank(i, newlines=False)
+        i += 2 if is_array else 1
+        if is_array:
+            parent = self._resolve(keys[:-1])
+            array_path = parent + (keys[-1],)
+            index = self.array_len.get(array_path, 0)
+            self.array_len[array_path] = index + 1
+            self.spots.setdefault(array_path, _Spot(name_at, name_at))
+            path: JSONPath = array_path + (index,)
+        else:
+            path = self._resolve(keys)
+        self.spots[path] = _Spot(name_at, name_at)
+        return path, i
+
+    def _keys(self, i: int) -> tuple[list[str], int]:
+        """A possibly dotted key; returns its parts and the offset after it."""
+        text = self.text
+        keys: list[str] = []
+        while True:
+            i = self._skip_blank(i, newlines=False)
+            if text[i] in "\"'":
+                end = self._string_end(i)
+                raw = text[i:end]
+                keys.append(json.loads(raw) if raw[0] == '"' else raw[1:-1])
+                i = end
+            else:
+                start = i
+                while i < len(text) and text[i] in _BARE:
+                    i += 1
+                keys.append(text[start:i])
+            i = self._skip_blank(i, newlines=False)
+            if i < len(text) and text[i] == ".":
+                i += 1
+                continue
+            return keys, i
+
+    def _key_value(self, i: int, table: JSONPath) -> int:
+        key_at = i
+        keys, i = self._keys(i)
+        i = self._skip_blank(i, newlines=False) + 1  # '='
+        i = self._skip_blank(i, newlines=False)
+        for depth in range(1, len(keys)):
+            self.spots.setdefault(table + tuple(keys[:depth]), _Spot(key_at, key_at))
+        return self._value(i, table + tuple(keys), key_at)
+
+    def _value(self, i: int, path: JSONPath, key_at: int | None) -> int:
+        text = self.text
+        self.spots[path] = _Spot(key_at, i)
+        ch = text[i]
+        if ch == "{":
+            i = self._skip_blank(i + 1, newlines=False)
+            while text[i] != "}":
+                i = self._key_value(i, path)
+                i = self._skip_blank(i, newlines=False)
+                if text[i] == ",":
+                    i = self._skip_blank(i + 1, newlines=False)
+            return i + 1
+        if ch == "[":
+            index = 0
+            i = self._skip_blank(i + 1, newlines=True)
+            while text[i] != "]":
+                i = self._value(i, path + (index,), None)
+                index += 1
+                i = self._skip_blank(i, newlines=True)
+                if text[i] == ",":
+                    i = self._skip_blank(i + 1, newlines=True)
+            return i + 1
+        if ch in "\"'":
+            return self._string_end(i)
+        while i < len(text) and text[i] not in ",]}#\r\n":
+            i += 1
+        return i
+
+    def _string_end(self, i: int) -> int:
+        text = self.text
+        quote = text[i]
+        if text.startswith(quote * 3, i):
+            j = i + 3
+            while True:
+                j = text.index(quote * 3, j)
+                if quote == '"' and _escaped(text, j):
+                    j += 1
+                    continue
+                # up to two quotes may directly precede the closing delimiter
+                while text.startswith(quote, j + 3):
+                    j += 1
+                return j + 3
+        j = i + 1
+        while text[j] != quote or (quote == '"' and _escaped(text, j)):
+            j += 1
+        return j + 1
+
+
+def _escaped(text: str, j: int) -> bool:
+    backslashes = 0
+    k = j - 1
+    while k >= 0 and text[k] == "\\":
+        backslashes += 1
+        k -= 1
+    return backslashes % 2 == 1
