@@ -160,10 +160,8 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
 # --- rules beyond the schema -------------------------------------------------------------------
 
 
-def check_rules(
-    case: Case, data: Mapping[str, Any], document: RawDocument
-) -> list[AdmissionError]:
-    """SPEC §4 rules 3–7 on a schema-valid case."""
+def check_rules(case: Case, data: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
+    """SPEC §4 rules 3 to 7 on a schema-valid case."""
     expects = case.expects
     here = ("expects",)
     errors: list[AdmissionError] = []
@@ -214,7 +212,9 @@ def check_rules(
         except PatternError as exc:
             bad_pattern = True
             errors.append(
-                document.error(_pattern_message(pattern, str(exc)), here + ("response_matches", index))
+                document.error(
+                    _pattern_message(pattern, str(exc)), here + ("response_matches", index)
+                )
             )
 
     errors.extend(_duplicate_ids(data, document))
@@ -233,9 +233,9 @@ def check_rules(
 
 def _pattern_message(pattern: str, reason: str) -> str:
     hint = ""
-    if any(s in reason for s in ("invalid escape sequence: \\1", "invalid perl operator: (?")) or any(
-        f"\\{d}" in pattern for d in "123456789"
-    ):
+    if any(
+        s in reason for s in ("invalid escape sequence: \\1", "invalid perl operator: (?")
+    ) or any(f"\\{d}" in pattern for d in "123456789"):
         hint = " (RE2 has no backreferences or lookaround)"
     return (
         f"pattern {json.dumps(pattern, ensure_ascii=False)} is not valid RE2: {reason}{hint}; "
@@ -328,7 +328,7 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
         return [document.error("missing required key 'name' in the case", ())]
     if keyword == "type":
         expected = error.validator_value
-        names = expected if isinstance(expected, list) else [expected]
+        names = [str(n) for n in (expected if isinstance(expected, list) else [expected])]
         if not path:
             return [
                 document.error(
@@ -361,7 +361,9 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
         options = " or ".join(_short(v) for v in cast(list[object], error.validator_value))
         if path[-1:] == ("type",) and "response" in path:
             return [
-                document.error(f"unknown response type {_short(instance)}; expected {options}", path)
+                document.error(
+                    f"unknown response type {_short(instance)}; expected {options}", path
+                )
             ]
         return [document.error(f"{where} must be {options}, got {_short(instance)}", path)]
     return [document.error(f"{where}: {error.message}", path)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -35,7 +35,7 @@ schema_app = typer.Typer(help="The published JSON Schemas.", no_args_is_help=Tru
 app.add_typer(schema_app, name="schema")
 
 
-class ReportFormat(str, Enum):
+class ReportFormat(StrEnum):
     """Output formats of ``evalrunner run``."""
 
     table = "table"

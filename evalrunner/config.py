@@ -53,9 +53,7 @@ def parse_mode(raw: str, origin: str) -> str:
     """A mode value, trimmed and lower-cased; anything but replay/live is a :class:`ConfigError`."""
     mode = raw.strip().lower()
     if mode not in MODES:
-        raise ConfigError(
-            [f"{origin}: mode must be 'replay' or 'live', got {raw!r}"]
-        )
+        raise ConfigError([f"{origin}: mode must be 'replay' or 'live', got {raw!r}"])
     return mode
 
 
@@ -91,6 +89,7 @@ def load_config(
     """Resolve the effective configuration; ``suite_dir``/``mode`` are command-line values."""
     cwd = cwd or Path.cwd()
     env = env if env is not None else {}
+    path: Path | None
     if config_file is not None:
         path = config_file if config_file.is_absolute() else cwd / config_file
         if not path.is_file():

@@ -172,15 +172,24 @@ def parse_document(
                 shown, f"nesting deeper than {MAX_DEPTH} levels; flatten the data", line, col
             )
         ]
-    parsed = _PARSERS[fmt](text, shown)
-    if isinstance(parsed, list):
-        return parsed
+    try:
+        parsed = _PARSERS[fmt](text, shown)
+    except _Refused as refused:
+        return refused.errors
     document = RawDocument(path, fmt, parsed, source_map)
     problems = [document.error(message, where) for where, message in _foreign_values(parsed)]
     return problems or document
 
 
 # --- JSON --------------------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """A parser's way out: the document is refused for these reasons."""
+
+    def __init__(self, errors: list[AdmissionError]) -> None:
+        super().__init__(errors)
+        self.errors = errors
 
 
 class _DuplicateKey(ValueError):
@@ -200,27 +209,31 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not allowed in JSON fixtures; numbers must be finite")
 
 
-def _parse_json(text: str, shown: str) -> JSONValue | list[AdmissionError]:
+def _parse_json(text: str, shown: str) -> JSONValue:
     try:
         data: JSONValue = json.loads(
             text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
         )
     except _DuplicateKey:
-        return [
-            AdmissionError(
-                shown,
-                f"duplicate key {json.dumps(path[-1], ensure_ascii=False)}; "
-                "each key may appear once per object",
-                line,
-                col,
-                path,
-            )
-            for path, (line, col) in json_duplicate_keys(text)
-        ]
+        raise _Refused(
+            [
+                AdmissionError(
+                    shown,
+                    f"duplicate key {json.dumps(path[-1], ensure_ascii=False)}; "
+                    "each key may appear once per object",
+                    line,
+                    col,
+                    path,
+                )
+                for path, (line, col) in json_duplicate_keys(text)
+            ]
+        ) from None
     except json.JSONDecodeError as exc:
-        return [AdmissionError(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)]
+        raise _Refused(
+            [AdmissionError(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)]
+        ) from None
     except ValueError as exc:  # NaN/Infinity
-        return [AdmissionError(shown, str(exc), 1, 1)]
+        raise _Refused([AdmissionError(shown, str(exc), 1, 1)]) from None
     return data
 
 
@@ -263,17 +276,17 @@ def _yaml_loader() -> YAML:
     return loader
 
 
-def _parse_yaml(text: str, shown: str) -> JSONValue | list[AdmissionError]:
+def _parse_yaml(text: str, shown: str) -> JSONValue:
     try:
         data: JSONValue = _yaml_loader().load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = _yaml_message(exc)
         if mark is None:
-            return [AdmissionError(shown, message)]
-        return [AdmissionError(shown, message, mark.line + 1, mark.column + 1)]
+            raise _Refused([AdmissionError(shown, message)]) from None
+        raise _Refused([AdmissionError(shown, message, mark.line + 1, mark.column + 1)]) from None
     except (YAMLError, RecursionError) as exc:
-        return [AdmissionError(shown, f"invalid YAML: {exc}")]
+        raise _Refused([AdmissionError(shown, f"invalid YAML: {exc}")]) from None
     return data
 
 
@@ -302,7 +315,7 @@ def _yaml_message(exc: MarkedYAMLError) -> str:
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
-def _parse_toml(text: str, shown: str) -> JSONValue | list[AdmissionError]:
+def _parse_toml(text: str, shown: str) -> JSONValue:
     try:
         data: JSONValue = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -312,9 +325,9 @@ def _parse_toml(text: str, shown: str) -> JSONValue | list[AdmissionError]:
         if match:
             line, col = int(match.group(1)), int(match.group(2))
             message = message[: match.start()]
-        return [AdmissionError(shown, f"invalid TOML: {message}", line, col)]
+        raise _Refused([AdmissionError(shown, f"invalid TOML: {message}", line, col)]) from None
     except RecursionError:
-        return [AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]
+        raise _Refused([AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]) from None
     return data
 
 
@@ -374,9 +387,7 @@ def _foreign_values(data: object) -> list[tuple[JSONPath, str]]:
         if isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
-                    problems.append(
-                        (path, f"mapping key {key!r} is not a string; quote it")
-                    )
+                    problems.append((path, f"mapping key {key!r} is not a string; quote it"))
                     continue
                 stack.append((path + (key,), item))
         elif isinstance(value, list):
@@ -398,4 +409,3 @@ def _foreign_message(value: object) -> str:
     if isinstance(value, bytes):
         return "binary values are not allowed; fixtures hold text"
     return f"{kind} values are not allowed; fixtures hold plain JSON-compatible data"
-

@@ -69,6 +69,4 @@ class ReplayProvider:
         turn = self._turn
         self._turn = None
         if left:
-            raise RunError(
-                f"turn {turn + 1} scripted {left} response(s) the agent never requested"
-            )
+            raise RunError(f"turn {turn + 1} scripted {left} response(s) the agent never requested")

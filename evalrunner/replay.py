@@ -13,7 +13,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentContext, AgentFactory, reference_agent
+from evalrunner.agent import (
+    DEFAULT_MAX_TOOL_ITERATIONS,
+    AgentContext,
+    AgentFactory,
+    reference_agent,
+)
 from evalrunner.model import Case, RunError, RunRecord
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
@@ -72,7 +77,7 @@ def run_case(
             provider.end_turn()
     except RunError as exc:
         error = str(exc)
-    except Exception as exc:  # noqa: BLE001 - an agent bug fails its case, not the suite
+    except Exception as exc:
         error = f"the agent raised {type(exc).__name__}: {exc}"
     duration_ms = int((time.perf_counter() - started) * 1000)
     return RunRecord(

@@ -6,6 +6,7 @@ writer, used for ``--output``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -81,9 +82,7 @@ def _case_data(case: CaseReport) -> dict[str, Any]:
         "class": case.case_class,
         "passed": case.passed,
         "error": case.error,
-        "grades": [
-            {"check": g.check, "passed": g.passed, "detail": g.detail} for g in case.grades
-        ],
+        "grades": [{"check": g.check, "passed": g.passed, "detail": g.detail} for g in case.grades],
         "input_tokens": case.input_tokens,
         "output_tokens": case.output_tokens,
         "llm_calls": case.llm_calls,
@@ -111,8 +110,6 @@ def write_atomic(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise

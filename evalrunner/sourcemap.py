@@ -17,6 +17,7 @@ import bisect
 import json
 import json.decoder
 import json.scanner
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +99,7 @@ class SourceMap:
 
             try:
                 self._yaml_root = YAML(typ="rt", pure=True).load(self.text)
-            except Exception:  # noqa: BLE001 - positions are best effort; data errors are reported elsewhere
+            except Exception:
                 self._yaml_failed = True
         node = self._yaml_root
         if node is None or not hasattr(node, "lc"):
@@ -126,6 +127,9 @@ class SourceMap:
 # --- JSON --------------------------------------------------------------------------------------
 
 _WS = " \t\n\r"
+
+# The stdlib's own JSON string scanner (exact escapes); typeshed does not declare it.
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.__dict__["scanstring"]
 
 
 class _JSONScanner:
@@ -158,7 +162,7 @@ class _JSONScanner:
                 return i + 1
             while True:
                 k_at = i
-                name, i = json.decoder.scanstring(text, i + 1)
+                name, i = _scanstring(text, i + 1)
                 if name in seen:
                     self.duplicates.append((path + (name,), k_at))
                 seen.add(name)
@@ -180,7 +184,7 @@ class _JSONScanner:
                     return i + 1
                 i = self._skip(i + 1)
         if ch == '"':
-            return json.decoder.scanstring(text, i + 1)[1]
+            return _scanstring(text, i + 1)[1]
         match = json.scanner.NUMBER_RE.match(text, i)
         if match is not None and match.end() > i:
             return match.end()

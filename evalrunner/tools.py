@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec
 
@@ -40,7 +40,7 @@ class EchoTool:
 
     name = "echo"
     description = "Echo back the given message."
-    parameters: dict[str, JSONValue] = {
+    parameters: ClassVar[dict[str, JSONValue]] = {
         "type": "object",
         "properties": {"message": {"type": "string", "description": "Text to echo back."}},
         "required": ["message"],
@@ -82,7 +82,7 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
     try:
         result = tool.call(arguments)
-    except Exception as exc:  # noqa: BLE001 - any tool failure is a recorded, failed call
+    except Exception as exc:
         return _record(call, f"Error: {exc}", success=False)
     if not isinstance(result, str):
         return _record(
@@ -91,7 +91,13 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
     return _record(call, result or "(no output)", success=True)
 
 
-_JSON_NAMES = {"list": "array", "str": "string", "int": "number", "float": "number", "bool": "boolean"}
+_JSON_NAMES = {
+    "list": "array",
+    "str": "string",
+    "int": "number",
+    "float": "number",
+    "bool": "boolean",
+}
 
 
 def _record(call: ToolCall, result: str, *, success: bool) -> ToolCallRecord:

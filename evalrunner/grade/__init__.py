@@ -40,9 +40,7 @@ _GRADERS: dict[str, Callable[[Any, RunRecord], list[GradeResult]]] = {
     "tool_results_contain": payloads.tool_results_contain,
 }
 
-KINDS: tuple[Kind, ...] = tuple(
-    Kind(f.name, _GRADERS[f.name]) for f in fields(Expectations)
-)
+KINDS: tuple[Kind, ...] = tuple(Kind(f.name, _GRADERS[f.name]) for f in fields(Expectations))
 """Every expectation kind, in grading order. Built from the fields of ``Expectations``, so a
 kind without a grader fails at import."""
 
@@ -55,4 +53,3 @@ def grade(expects: Expectations, run: RunRecord) -> tuple[GradeResult, ...]:
         if value is not None:
             results.extend(kind.grader(value, run))
     return tuple(results)
-

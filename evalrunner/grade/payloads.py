@@ -24,7 +24,9 @@ def _payload_checks(
         check = f"{kind}({target}, {quote(entry.needle)})"
         calls = [call for call in run.tool_calls if call.name == entry.tool]
         if not calls:
-            detail = f"{quote(entry.tool)} was never called; tools called: {listing(run.tools_called)}"
+            detail = (
+                f"{quote(entry.tool)} was never called; tools called: {listing(run.tools_called)}"
+            )
             results.append(GradeResult(check, False, detail))
             continue
         if entry.call_index is None:
@@ -54,4 +56,6 @@ def tool_arguments_contain(needles: tuple[PayloadNeedle, ...], run: RunRecord) -
 
 def tool_results_contain(needles: tuple[PayloadNeedle, ...], run: RunRecord) -> list[GradeResult]:
     """The result text of a call to the tool (or of its ``call_index``-th call) has the needle."""
-    return _payload_checks("tool_results_contain", "results", needles, run, lambda call: call.result)
+    return _payload_checks(
+        "tool_results_contain", "results", needles, run, lambda call: call.result
+    )

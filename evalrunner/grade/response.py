@@ -19,7 +19,7 @@ class PatternError(ValueError):
 
 
 @lru_cache(maxsize=1024)
-def compile_pattern(pattern: str) -> re2._Regexp:
+def compile_pattern(pattern: str) -> re2._Regexp[str]:
     """Compile an RE2 pattern; raises :class:`PatternError` with RE2's reason."""
     try:
         return re2.compile(pattern, _OPTIONS)
@@ -36,7 +36,9 @@ def response_contains(needles: tuple[str, ...], run: RunRecord) -> list[GradeRes
         GradeResult(
             f"response_contains({quote(s)})",
             s in run.final_response,
-            "" if s in run.final_response else f"not found in response: {quote(run.final_response)}",
+            ""
+            if s in run.final_response
+            else f"not found in response: {quote(run.final_response)}",
         )
         for s in needles
     ]
