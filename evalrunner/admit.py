@@ -83,12 +83,21 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
         for error in case_validator().iter_errors(document.data)
         for problem in _explain(document, error)
     ]
-    if schema_errors:
-        return _unique_sorted(schema_errors)
-    data = cast(dict[str, Any], document.data)
-    case = build_case(data, document)
-    rule_errors = check_rules(case, data, document)
-    return _unique_sorted(rule_errors) if rule_errors else case
+    errors = list(schema_errors)
+    data = document.data
+    if isinstance(data, dict):
+        # The rules beyond the schema need well-formed input; each part that is well-formed is
+        # still checked, so one pass reports every problem.
+        def clean(key: str) -> bool:
+            return key in data and not any(e.json_path[:1] == (key,) for e in schema_errors)
+
+        if clean("expects"):
+            errors.extend(check_expects(cast(dict[str, Any], data["expects"]), document))
+        if clean("turns"):
+            errors.extend(_duplicate_ids(cast(list[Any], data["turns"]), document))
+    if errors:
+        return _unique_sorted(errors)
+    return build_case(cast(dict[str, Any], data), document)
 
 
 def _unique_sorted(errors: Iterable[AdmissionError]) -> list[AdmissionError]:
@@ -160,13 +169,12 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
 # --- rules beyond the schema -------------------------------------------------------------------
 
 
-def check_rules(case: Case, data: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
-    """SPEC §4 rules 3 to 7 on a schema-valid case."""
-    expects = case.expects
+def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
+    """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object."""
+    expects = _expectations(declared)
     here = ("expects",)
     errors: list[AdmissionError] = []
 
-    declared = {key: value for key, value in data["expects"].items()}
     effective = [k for k, v in declared.items() if not (isinstance(v, list) and not v)]
     if not effective:
         what = "no checks" if not declared else "only empty lists, which check nothing"
@@ -175,6 +183,7 @@ def check_rules(case: Case, data: Mapping[str, Any], document: RawDocument) -> l
                 f"expects declares {what}; add at least one check, "
                 "e.g. response_contains or exact_tool_calls",
                 here,
+                key=True,
             )
         )
 
@@ -217,8 +226,6 @@ def check_rules(case: Case, data: Mapping[str, Any], document: RawDocument) -> l
                 )
             )
 
-    errors.extend(_duplicate_ids(data, document))
-
     if effective and not bad_pattern and all(g.passed for g in grade(expects, RunRecord.empty())):
         errors.append(
             document.error(
@@ -226,6 +233,7 @@ def check_rules(case: Case, data: Mapping[str, Any], document: RawDocument) -> l
                 "case can never fail; add a check the scripted run must satisfy, such as "
                 "response_contains, tools_used or exact_tool_calls",
                 here,
+                key=True,
             )
         )
     return errors
@@ -243,10 +251,11 @@ def _pattern_message(pattern: str, reason: str) -> str:
     )
 
 
-def _duplicate_ids(data: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
+def _duplicate_ids(turns: list[Any], document: RawDocument) -> list[AdmissionError]:
+    """SPEC §4 rule 6: tool-call ids are unique within a case."""
     seen: dict[str, JSONPath] = {}
     errors = []
-    for t, turn in enumerate(data["turns"]):
+    for t, turn in enumerate(turns):
         for s, step in enumerate(turn["steps"]):
             for c, call in enumerate(step["response"].get("tool_calls", ())):
                 path: JSONPath = ("turns", t, "steps", s, "response", "tool_calls", c, "id")
