@@ -1,0 +1,118 @@
+"""One source of truth: kinds ↔ schema files ↔ graders ↔ README, and a schema tree whose every
+``$ref`` resolves offline."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from evalrunner.admit import admit
+from evalrunner.grade import KINDS
+from evalrunner.load import parse_document
+from evalrunner.model import Case, Expectations
+from evalrunner.schemas import BASE_URI, CASE_ID, schema_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_kinds() -> list[str]:
+    section = README.split("## Expectation kinds", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M)
+
+
+def test_every_kind_has_a_schema_a_grader_and_a_doc_entry_and_nothing_else_exists() -> None:
+    graders = [kind.name for kind in KINDS]
+    schema_files = sorted(
+        p.name.removesuffix(".schema.json") for p in (ROOT / "schemas" / "expects").iterdir()
+    )
+    case_schema = schema_tree().documents["case.schema.json"]
+    in_case_schema = list(case_schema["$defs"]["expects"]["properties"])
+    assert len(graders) == 11
+    assert sorted(graders) == schema_files
+    assert sorted(graders) == sorted(in_case_schema)
+    assert graders == readme_kinds(), "README table must list the kinds in grading order"
+    assert graders == [f.name for f in fields(Expectations)]
+    assert sorted(schema_tree().kinds()) == sorted(graders)
+    assert all(callable(kind.grader) for kind in KINDS)
+
+
+def test_every_ref_resolves_offline_and_ids_mirror_paths() -> None:
+    tree = schema_tree()  # raises if a $ref dangles or an $id does not mirror its path
+    on_disk = sorted(
+        str(p.relative_to(ROOT / "schemas")) for p in (ROOT / "schemas").rglob("*.schema.json")
+    )
+    assert sorted(tree.documents) == on_disk
+    for rel, schema in tree.documents.items():
+        assert schema["$id"] == BASE_URI + rel
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        resolver = tree.registry.resolver(base_uri=schema["$id"])
+        for ref in _refs(schema):
+            assert resolver.lookup(ref).contents is not None, (rel, ref)
+
+
+def test_a_dangling_ref_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
+    import shutil
+
+    import evalrunner.schemas as schemas
+
+    copy = tmp_path / "schemas"
+    shutil.copytree(ROOT / "schemas", copy)
+    target = copy / "expects" / "tool_results_contain.schema.json"
+    data = json.loads(target.read_text(encoding="utf-8"))
+    data["items"]["$ref"] = "../missing.schema.json"
+    target.write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(schemas, "schema_root", lambda: copy)
+    schemas.schema_tree.cache_clear()
+    try:
+        try:
+            schemas.schema_tree()
+        except schemas.SchemaTreeError as exc:
+            assert "missing.schema.json" in str(exc)
+        else:
+            raise AssertionError("a dangling $ref was not caught")
+    finally:
+        schemas.schema_tree.cache_clear()
+
+
+def test_every_object_schema_is_closed() -> None:
+    for rel, schema in schema_tree().documents.items():
+        for where, node in _objects(schema):
+            if node.get("type") == "object" and "properties" in node:
+                # A tagged union is closed by its branches: each `then` target is checked too.
+                dispatches = all("then" in branch for branch in node.get("allOf", [{}]))
+                assert node.get("additionalProperties") is False or dispatches, (rel, where)
+
+
+def test_the_readme_fixture_example_admits(tmp_path: Path) -> None:
+    block = README.split("```yaml\n", 1)[1].split("```", 1)[0]
+    document = parse_document(block.encode(), "yaml", tmp_path / "example.yaml")
+    assert not isinstance(document, list), document
+    assert isinstance(admit(document), Case)
+
+
+def test_case_schema_is_the_validator_entry_point() -> None:
+    assert CASE_ID in {s["$id"] for s in schema_tree().documents.values()}
+
+
+def _refs(node: object) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [r for value in node.values() for r in _refs(value)]
+    if isinstance(node, list):
+        return [r for item in node for r in _refs(item)]
+    return []
+
+
+def _objects(node: object, where: str = "#") -> list[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        found = [(where, node)]
+        for key, value in node.items():
+            found += _objects(value, f"{where}/{key}")
+        return found
+    if isinstance(node, list):
+        return [o for i, item in enumerate(node) for o in _objects(item, f"{where}/{i}")]
+    return []
