@@ -325,6 +325,8 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
             for key in cast(list[str], error.validator_value)
             if key not in instance
         ]
+    if keyword == "oneOf" and not path and not isinstance(instance, dict):
+        return []  # not an object at all: the "type" error says so
     if keyword == "oneOf" and not path and isinstance(instance, dict):
         if "name" in instance and "model_name" in instance:
             return [
@@ -355,6 +357,8 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
         ]
     if keyword == "minLength":
         return [document.error(f"{where} must not be empty", path)]
+    if keyword == "pattern" and error.validator_value == "\\S" and instance == "":
+        return []  # empty, not just blank: the "minLength" error says so
     if keyword == "pattern" and error.validator_value == "\\S":
         return [document.error(f"{where} must not be blank", path)]
     if keyword == "minItems":

@@ -54,10 +54,10 @@ class RawDocument:
 
     def error(self, message: str, path: JSONPath = (), *, key: bool = False) -> AdmissionError:
         """An :class:`AdmissionError` about this document at ``path``, positioned if possible."""
-        spot = self.source_map.locate(path, key=key)
+        # A TOML key that cannot be found falls back to saying where in the data it is, rather
+        # than pointing at the top of the file.
+        spot = self.source_map.locate(path, key=key, root_fallback=self.format != "toml")
         line, col = spot if spot is not None else (None, None)
-        if self.format == "toml" and spot is not None and spot == (1, 1) and path:
-            line, col = None, None  # fell back to the root: say where in the data instead
         return AdmissionError(self.display_path, message, line, col, path)
 
 
@@ -97,7 +97,8 @@ def _is_fixture_name(name: str) -> bool:
 
 
 def load_suite(suite_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedSuite:
-    """Discover and parse every fixture of ``suite_dir``."""
+    """Discover and parse every fixture of ``suite_dir`` (see :func:`discover` for errors)."""
+    discover(suite_dir)  # a missing or empty suite is refused before anything is parsed
     return load_paths([suite_dir], max_bytes=max_bytes, root=suite_dir)
 
 
@@ -157,10 +158,13 @@ def parse_document(
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        line, col = _byte_position(raw, exc.start)
         return [
             AdmissionError(
                 shown,
                 f"not valid UTF-8 at byte {exc.start}: fixtures must be UTF-8 text",
+                line,
+                col,
             )
         ]
     source_map = SourceMap(text, fmt)
@@ -177,8 +181,28 @@ def parse_document(
     except _Refused as refused:
         return refused.errors
     document = RawDocument(path, fmt, parsed, source_map)
-    problems = [document.error(message, where) for where, message in _foreign_values(parsed)]
-    return problems or document
+    problems = [_foreign_error(document, foreign) for foreign in _foreign_values(parsed)]
+    return sorted(problems, key=AdmissionError.sort_key) or document
+
+
+def _byte_position(raw: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of byte ``offset`` in undecodable ``raw``, columns in characters."""
+    start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+    before = raw[start:offset]
+    line_start = before.rfind(b"\n") + 1
+    column = len(before[line_start:].decode("utf-8", errors="replace")) + 1
+    return before.count(b"\n") + 1, column
+
+
+def _foreign_error(document: RawDocument, foreign: _Foreign) -> AdmissionError:
+    if foreign.key is _NO_KEY:
+        return document.error(foreign.message, foreign.path)
+    if isinstance(foreign.key, str):
+        return document.error(foreign.message, foreign.path + (foreign.key,), key=True)
+    spot = document.source_map.locate_mapping_key(foreign.path, foreign.key)
+    if spot is None:
+        return document.error(foreign.message, foreign.path)
+    return AdmissionError(document.display_path, foreign.message, *spot, foreign.path)
 
 
 # --- JSON --------------------------------------------------------------------------------------
@@ -205,15 +229,11 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed in JSON fixtures; numbers must be finite")
-
-
 def _parse_json(text: str, shown: str) -> JSONValue:
     try:
-        data: JSONValue = json.loads(
-            text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
-        )
+        # NaN and Infinity parse to floats here and are refused, with their positions, by
+        # _foreign_values like every other format's non-finite numbers.
+        data: JSONValue = json.loads(text, object_pairs_hook=_reject_duplicates)
     except _DuplicateKey:
         raise _Refused(
             [
@@ -232,8 +252,6 @@ def _parse_json(text: str, shown: str) -> JSONValue:
         raise _Refused(
             [AdmissionError(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)]
         ) from None
-    except ValueError as exc:  # NaN/Infinity
-        raise _Refused([AdmissionError(shown, str(exc), 1, 1)]) from None
     return data
 
 
@@ -300,9 +318,12 @@ def _yaml_message(exc: MarkedYAMLError) -> str:
     if name == "ConstructorError" and "could not determine a constructor" in problem:
         tag = re.search(r"tag '?([^'\s]+)'?", problem)
         shown_tag = tag.group(1) if tag else "?"
+        shown_tag = re.sub(r"^tag:yaml\.org,2002:", "!!", shown_tag)
         return f"YAML tag {shown_tag} is not allowed; fixtures hold plain data only"
     if problem.startswith("%YAML") or problem.startswith("YAML "):
         return problem
+    if name == "ComposerError" and "single document" in (exc.context or ""):
+        return "a fixture is one YAML document; found another ('---' starts a new document)"
     if name == "MaxDepthExceededError":
         return f"nesting deeper than {MAX_DEPTH} levels; flatten the data"
     context = (exc.context or "").strip()
@@ -374,32 +395,77 @@ def _over_deep_offset(text: str, fmt: Format) -> int | None:
     return None
 
 
-def _foreign_values(data: object) -> list[tuple[JSONPath, str]]:
+_NO_KEY = object()
+
+
+@dataclass(frozen=True)
+class _Foreign:
+    """Something in parsed data that is not plain JSON: at ``path``, or a mapping ``key`` there."""
+
+    path: JSONPath
+    message: str
+    key: object = _NO_KEY
+
+
+def _foreign_values(data: object) -> list[_Foreign]:
     """Everything in parsed data that is not plain JSON, with where it is.
 
-    Catches YAML's and TOML's richer types (dates, times, binary, sets, non-string keys) and
-    non-finite floats, so every format hands admission the same kind of value.
+    Catches YAML's and TOML's richer types (dates, times, binary, sets, non-string keys),
+    non-finite floats, and nesting deeper than :data:`MAX_DEPTH` that bracket counting cannot
+    see (TOML dotted keys and table headers), so every format hands admission the same kind of
+    value. Iterative: the data may be deeper than Python's recursion limit.
     """
-    problems: list[tuple[JSONPath, str]] = []
+    problems: list[_Foreign] = []
     stack: list[tuple[JSONPath, object]] = [((), data)]
     while stack:
         path, value = stack.pop()
+        if isinstance(value, dict | list) and len(path) >= MAX_DEPTH:
+            problems.append(
+                _Foreign(path, f"nesting deeper than {MAX_DEPTH} levels; flatten the data")
+            )
+            continue
         if isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
-                    problems.append((path, f"mapping key {key!r} is not a string; quote it"))
+                    message = f"mapping key {_yaml_scalar(key)} is not a string; quote it"
+                    problems.append(_Foreign(path, message, key))
+                    continue
+                if _LONE_SURROGATE.search(key):
+                    problems.append(_Foreign(path, _SURROGATE_MESSAGE, key))
                     continue
                 stack.append((path + (key,), item))
         elif isinstance(value, list):
             stack.extend((path + (i,), item) for i, item in enumerate(value))
         elif isinstance(value, float):
             if not math.isfinite(value):
-                problems.append((path, f"{value} is not allowed; numbers must be finite"))
-        elif value is None or isinstance(value, str | int | bool):
+                shown = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+                problems.append(_Foreign(path, f"{shown} is not allowed; numbers must be finite"))
+        elif isinstance(value, str):
+            if _LONE_SURROGATE.search(value):
+                problems.append(_Foreign(path, _SURROGATE_MESSAGE))
+        elif value is None or isinstance(value, int | bool):
             continue
         else:
-            problems.append((path, _foreign_message(value)))
+            problems.append(_Foreign(path, _foreign_message(value)))
     return problems
+
+
+# An escape such as \ud800 decodes to a lone UTF-16 surrogate: not a Unicode character, so it
+# could not be shown in a report or written as UTF-8. TOML refuses it while parsing.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_MESSAGE = (
+    "string holds a lone surrogate escape (e.g. \\ud800), which is not text; "
+    "escape whole characters, such as \\ud83d\\ude80 for one emoji"
+)
+
+
+def _yaml_scalar(key: object) -> str:
+    """A non-string key as a fixture author wrote it (``true``, ``null``, ``2``)."""
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return repr(key)
 
 
 def _foreign_message(value: object) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -100,16 +101,30 @@ def write_atomic(path: Path, text: str) -> None:
 
     The text goes to a temporary file in the same directory, is flushed to disk, then renamed
     over ``path``; on any failure the temporary file is removed and ``path`` is untouched.
+    The file gets the permissions a plain write would give it: those of the file it replaces,
+    else the default for new files (``0o666`` less the umask), not ``mkstemp``'s private 0600.
     """
     directory = path.parent if str(path.parent) else Path(".")
+    mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _file_mode(path: Path) -> int:
+    """Permission bits for a report written to ``path``."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

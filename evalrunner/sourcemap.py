@@ -59,11 +59,15 @@ class SourceMap:
     _yaml_root: Any = field(default=None, repr=False)
     _yaml_failed: bool = field(default=False, repr=False)
 
-    def locate(self, path: JSONPath, *, key: bool = False) -> Position | None:
+    def locate(
+        self, path: JSONPath, *, key: bool = False, root_fallback: bool = True
+    ) -> Position | None:
         """Position of the value at ``path`` (or of its key, with ``key=True``).
 
         When ``path`` does not exist (a missing required key), the nearest existing ancestor is
-        used. Returns ``None`` only when the text yields no positions at all.
+        used. Returns ``None`` when the text yields no positions at all, or, with
+        ``root_fallback=False``, when the nearest ancestor found is the document root although
+        ``path`` is not (JSON and TOML only; YAML positions always come from the parser).
         """
         if self.format == "yaml":
             return self._locate_yaml(path, key=key)
@@ -72,10 +76,45 @@ class SourceMap:
             spot = spots.get(path[:cut])
             if spot is None:
                 continue
+            if cut == 0 and path and not root_fallback:
+                return None
             use_key = key if cut == len(path) else False
             offset = spot.key if (use_key and spot.key is not None) else spot.value
             return self._line_index().position(offset)
         return None
+
+    def locate_mapping_key(self, path: JSONPath, mapping_key: object) -> Position | None:
+        """Position of a key that is not a string (YAML only: ``2:``, ``true:``, ``null:``) in
+        the mapping at ``path``; ``None`` when it cannot be found."""
+        if self.format != "yaml":
+            return None
+        node = self._yaml_node(path)
+        try:
+            if mapping_key in node:
+                line, col = node.lc.key(mapping_key)
+                return line + 1, col + 1
+        except (TypeError, AttributeError, KeyError):
+            pass
+        return None
+
+    def _yaml_node(self, path: JSONPath) -> Any:
+        self._load_yaml()
+        node = self._yaml_root
+        for part in path:
+            try:
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                return None
+        return node
+
+    def _load_yaml(self) -> None:
+        if self._yaml_root is None and not self._yaml_failed:
+            from ruamel.yaml import YAML
+
+            try:
+                self._yaml_root = YAML(typ="rt", pure=True).load(self.text)
+            except Exception:
+                self._yaml_failed = True
 
     def _line_index(self) -> LineIndex:
         if self._lines is None:
@@ -94,13 +133,7 @@ class SourceMap:
         return self._spots
 
     def _locate_yaml(self, path: JSONPath, *, key: bool) -> Position | None:
-        if self._yaml_root is None and not self._yaml_failed:
-            from ruamel.yaml import YAML
-
-            try:
-                self._yaml_root = YAML(typ="rt", pure=True).load(self.text)
-            except Exception:
-                self._yaml_failed = True
+        self._load_yaml()
         node = self._yaml_root
         if node is None or not hasattr(node, "lc"):
             return (1, 1)
@@ -188,7 +221,7 @@ class _JSONScanner:
         match = json.scanner.NUMBER_RE.match(text, i)
         if match is not None and match.end() > i:
             return match.end()
-        for word in ("true", "false", "null"):
+        for word in ("true", "false", "null", "NaN", "Infinity", "-Infinity"):
             if text.startswith(word, i):
                 return i + len(word)
         raise ValueError(f"unexpected character at {i}")
@@ -264,6 +297,8 @@ class _TOMLScanner:
         keys, i = self._keys(i)
         i = self._skip_blank(i, newlines=False)
         i += 2 if is_array else 1
+        for depth in range(1, len(keys)):  # implicitly created super-tables
+            self.spots.setdefault(self._resolve(keys[:depth]), _Spot(name_at, name_at))
         if is_array:
             parent = self._resolve(keys[:-1])
             array_path = parent + (keys[-1],)

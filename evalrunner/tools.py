@@ -5,8 +5,9 @@ next (SPEC §5)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
 from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec
 
@@ -72,13 +73,18 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
     if tool is None:
         return _record(call, f"Unknown tool: {call.name}", success=False)
     try:
-        arguments = json.loads(call.arguments)
+        arguments = json.loads(call.arguments, parse_constant=_reject_constant)
     except (json.JSONDecodeError, RecursionError) as exc:
         reason = getattr(exc, "msg", None) or "nesting too deep"
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
+    except _NotJSON as exc:
+        return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__ if arguments is not None else "null"
         reason = f"expected a JSON object, got {_JSON_NAMES.get(kind, kind)}"
+        return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
+    if _has_lone_surrogate(arguments):
+        reason = "a string holds a lone surrogate escape (not a Unicode scalar value)"
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
     try:
         result = tool.call(arguments)
@@ -98,6 +104,38 @@ _JSON_NAMES = {
     "float": "number",
     "bool": "boolean",
 }
+
+
+class _NotJSON(ValueError):
+    """Argument text that Python's ``json`` accepts but JSON (RFC 8259) does not."""
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise _NotJSON(f"{name} is not valid JSON")
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    """True when a decoded string (key or value) holds an unpaired UTF-16 surrogate.
+
+    Python's ``json`` decodes an escape like ``\\ud800`` to a lone surrogate, which is not text
+    (it cannot be encoded as UTF-8, so a report showing it could not be written); a strict
+    parser such as serde_json refuses it. Walked iteratively: the data may be deeply nested.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _record(call: ToolCall, result: str, *, success: bool) -> ToolCallRecord:

@@ -1,0 +1,531 @@
+"""Grading (SPEC §6): every expectation kind, passing and failing, with the exact check labels
+and failure details; grading order; and falsifiability of the gated suite."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from evalrunner.admit import admit_suite
+from evalrunner.grade import KINDS, grade
+from evalrunner.grade.response import PatternError, compile_pattern
+from evalrunner.load import load_suite
+from evalrunner.model import (
+    Case,
+    Expectations,
+    GradeResult,
+    PayloadNeedle,
+    RunRecord,
+    ToolCallRecord,
+)
+from evalrunner.replay import run_case
+
+REGRESSION = Path(__file__).resolve().parent.parent / "evals" / "regression"
+
+
+def rec(name: str, arguments: str = "{}", result: str = "", success: bool = True) -> ToolCallRecord:
+    return ToolCallRecord(name, arguments, result, success)
+
+
+def run(final_response: str = "", *calls: ToolCallRecord) -> RunRecord:
+    return RunRecord(final_response=final_response, tool_calls=tuple(calls))
+
+
+def only(expects: Expectations, record: RunRecord) -> GradeResult:
+    results = grade(expects, record)
+    assert len(results) == 1, results
+    return results[0]
+
+
+# A run with a failed unknown tool, two echo calls and a failed echo.
+MIXED = run(
+    'The answer is "42" — 東京',
+    rec("echo", '{"message":"first"}', "first"),
+    rec("web_fetch", '{"url":"https://example.com"}', "Unknown tool: web_fetch", False),
+    rec("echo", '{"message":"second"}', "second"),
+    rec("echo", "{bad", "Invalid arguments for echo: Expecting value", False),
+)
+
+
+# --- response_contains / response_not_contains / response_matches ------------------------------
+
+
+def test_response_contains_pass() -> None:
+    assert only(Expectations(response_contains=("42",)), MIXED) == GradeResult(
+        'response_contains("42")', True, ""
+    )
+
+
+def test_response_contains_fail_quotes_as_json() -> None:
+    result = only(Expectations(response_contains=('say "hi"',)), MIXED)
+    assert result == GradeResult(
+        'response_contains("say \\"hi\\"")',
+        False,
+        'not found in response: "The answer is \\"42\\" — 東京"',
+    )
+
+
+def test_response_contains_is_case_sensitive() -> None:
+    assert not only(Expectations(response_contains=("the answer",)), MIXED).passed
+
+
+def test_response_contains_each_entry_is_its_own_check() -> None:
+    results = grade(Expectations(response_contains=("answer", "missing", "東京")), MIXED)
+    assert [(r.check, r.passed) for r in results] == [
+        ('response_contains("answer")', True),
+        ('response_contains("missing")', False),
+        ('response_contains("東京")', True),
+    ]
+
+
+def test_response_contains_on_empty_response() -> None:
+    assert only(Expectations(response_contains=("x",)), RunRecord.empty()) == GradeResult(
+        'response_contains("x")', False, 'not found in response: ""'
+    )
+
+
+def test_response_contains_newline_in_label_is_escaped() -> None:
+    result = only(Expectations(response_contains=("a\nb",)), run("a\nb"))
+    assert result == GradeResult('response_contains("a\\nb")', True, "")
+
+
+def test_response_not_contains_pass() -> None:
+    assert only(Expectations(response_not_contains=("secret",)), MIXED) == GradeResult(
+        'response_not_contains("secret")', True, ""
+    )
+
+
+def test_response_not_contains_fail() -> None:
+    assert only(Expectations(response_not_contains=("東京",)), MIXED) == GradeResult(
+        'response_not_contains("東京")',
+        False,
+        'unexpectedly present in response: "The answer is \\"42\\" — 東京"',
+    )
+
+
+def test_response_matches_pass_is_a_search() -> None:
+    # not anchored: matches in the middle of the response
+    assert only(Expectations(response_matches=("[0-9]+",)), MIXED) == GradeResult(
+        'response_matches("[0-9]+")', True, ""
+    )
+    assert only(Expectations(response_matches=("answer",)), MIXED).passed
+
+
+def test_response_matches_fail() -> None:
+    assert only(Expectations(response_matches=("^42",)), MIXED) == GradeResult(
+        'response_matches("^42")',
+        False,
+        'no match in response: "The answer is \\"42\\" — 東京"',
+    )
+
+
+def test_response_matches_label_quotes_backslashes() -> None:
+    result = only(Expectations(response_matches=(r"\d+",)), run("no digits"))
+    assert result.check == 'response_matches("\\\\d+")'
+    assert result.passed is False
+
+
+def test_response_matches_multiline_flag() -> None:
+    response = "line one\n2. Run the suite\nline three"
+    assert only(Expectations(response_matches=(r"(?m)^2\. Run the suite$",)), run(response)).passed
+    assert not only(Expectations(response_matches=(r"^2\. Run the suite$",)), run(response)).passed
+
+
+def test_response_matches_uses_re2_linear_time() -> None:
+    # Catastrophic backtracking for a backtracking engine; RE2 returns promptly.
+    result = only(Expectations(response_matches=("(a+)+$",)), run("a" * 5000 + "b"))
+    assert result.passed is False
+    assert result.check == 'response_matches("(a+)+$")'
+    assert result.detail.startswith('no match in response: "aaaa')
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"(?=a)", r"(?<=a)b", "(unclosed"])
+def test_patterns_outside_re2_do_not_compile(pattern: str) -> None:
+    with pytest.raises(PatternError):
+        compile_pattern(pattern)
+
+
+# --- tools_used / tools_not_used ---------------------------------------------------------------
+
+
+def test_tools_used_pass_includes_failed_calls() -> None:
+    results = grade(Expectations(tools_used=("echo", "web_fetch")), MIXED)
+    assert results == (
+        GradeResult('tools_used("echo")', True, ""),
+        GradeResult('tools_used("web_fetch")', True, ""),
+    )
+
+
+def test_tools_used_fail() -> None:
+    assert only(Expectations(tools_used=("shell_exec",)), MIXED) == GradeResult(
+        'tools_used("shell_exec")',
+        False,
+        'not called; tools called: ["echo", "web_fetch", "echo", "echo"]',
+    )
+
+
+def test_tools_used_fail_on_no_calls() -> None:
+    assert only(Expectations(tools_used=("echo",)), RunRecord.empty()) == GradeResult(
+        'tools_used("echo")', False, "not called; tools called: []"
+    )
+
+
+def test_tools_used_is_case_sensitive() -> None:
+    assert not only(Expectations(tools_used=("Echo",)), MIXED).passed
+
+
+def test_tools_not_used_pass() -> None:
+    assert only(Expectations(tools_not_used=("shell_exec",)), MIXED) == GradeResult(
+        'tools_not_used("shell_exec")', True, ""
+    )
+
+
+def test_tools_not_used_fail_counts_every_dispatch() -> None:
+    assert grade(Expectations(tools_not_used=("echo", "web_fetch")), MIXED) == (
+        GradeResult('tools_not_used("echo")', False, "unexpectedly called 3 time(s)"),
+        GradeResult('tools_not_used("web_fetch")', False, "unexpectedly called 1 time(s)"),
+    )
+
+
+# --- max / min / exact tool calls --------------------------------------------------------------
+
+CALLED = '4 tool call(s): ["echo", "web_fetch", "echo", "echo"]'
+
+
+@pytest.mark.parametrize(
+    ("expects", "check", "passed"),
+    [
+        (Expectations(max_tool_calls=4), "max_tool_calls(4)", True),
+        (Expectations(max_tool_calls=5), "max_tool_calls(5)", True),
+        (Expectations(max_tool_calls=3), "max_tool_calls(3)", False),
+        (Expectations(max_tool_calls=0), "max_tool_calls(0)", False),
+        (Expectations(min_tool_calls=4), "min_tool_calls(4)", True),
+        (Expectations(min_tool_calls=1), "min_tool_calls(1)", True),
+        (Expectations(min_tool_calls=5), "min_tool_calls(5)", False),
+        (Expectations(exact_tool_calls=4), "exact_tool_calls(4)", True),
+        (Expectations(exact_tool_calls=3), "exact_tool_calls(3)", False),
+        (Expectations(exact_tool_calls=5), "exact_tool_calls(5)", False),
+        (Expectations(exact_tool_calls=0), "exact_tool_calls(0)", False),
+    ],
+)
+def test_count_kinds_include_failed_and_unknown_calls(
+    expects: Expectations, check: str, passed: bool
+) -> None:
+    assert only(expects, MIXED) == GradeResult(check, passed, "" if passed else CALLED)
+
+
+def test_count_kinds_on_the_empty_run() -> None:
+    empty = RunRecord.empty()
+    assert only(Expectations(max_tool_calls=0), empty) == GradeResult("max_tool_calls(0)", True)
+    assert only(Expectations(exact_tool_calls=0), empty) == GradeResult("exact_tool_calls(0)", True)
+    assert only(Expectations(min_tool_calls=1), empty) == GradeResult(
+        "min_tool_calls(1)", False, "0 tool call(s): []"
+    )
+    assert only(Expectations(exact_tool_calls=2), empty) == GradeResult(
+        "exact_tool_calls(2)", False, "0 tool call(s): []"
+    )
+
+
+# --- all_tools_succeeded -----------------------------------------------------------------------
+
+
+def test_all_tools_succeeded_true_pass() -> None:
+    ok = run("", rec("echo", result="a"), rec("echo", result="b"))
+    assert only(Expectations(all_tools_succeeded=True), ok) == GradeResult(
+        "all_tools_succeeded(true)", True, ""
+    )
+
+
+def test_all_tools_succeeded_true_fail_names_failed_calls() -> None:
+    assert only(Expectations(all_tools_succeeded=True), MIXED) == GradeResult(
+        "all_tools_succeeded(true)",
+        False,
+        'actual all_tools_succeeded = false; failed: ["web_fetch", "echo"]',
+    )
+
+
+def test_all_tools_succeeded_false_pass() -> None:
+    assert only(Expectations(all_tools_succeeded=False), MIXED) == GradeResult(
+        "all_tools_succeeded(false)", True, ""
+    )
+
+
+def test_all_tools_succeeded_false_fail() -> None:
+    ok = run("", rec("echo", result="a"))
+    assert only(Expectations(all_tools_succeeded=False), ok) == GradeResult(
+        "all_tools_succeeded(false)", False, "actual all_tools_succeeded = true; failed: []"
+    )
+
+
+def test_all_tools_succeeded_is_vacuously_true_without_calls() -> None:
+    empty = RunRecord.empty()
+    assert empty.all_tools_succeeded is True
+    assert only(Expectations(all_tools_succeeded=True), empty).passed
+    assert not only(Expectations(all_tools_succeeded=False), empty).passed
+
+
+# --- tool_arguments_contain / tool_results_contain ---------------------------------------------
+
+
+def test_tool_arguments_contain_any_call_pass() -> None:
+    result = only(Expectations(tool_arguments_contain=(PayloadNeedle("echo", "second"),)), MIXED)
+    assert result == GradeResult('tool_arguments_contain("echo", "second")', True, "")
+
+
+def test_tool_arguments_contain_any_call_fail_shows_every_payload() -> None:
+    result = only(Expectations(tool_arguments_contain=(PayloadNeedle("echo", "third"),)), MIXED)
+    assert result.check == 'tool_arguments_contain("echo", "third")'
+    assert result.passed is False
+    # the observed argument texts of every echo call, JSON-quoted, in dispatch order
+    for payload in ['"{\\"message\\":\\"first\\"}"', '"{\\"message\\":\\"second\\"}"', '"{bad"']:
+        assert payload in result.detail
+    assert result.detail.index("first") < result.detail.index("second")
+    assert "web_fetch" not in result.detail
+
+
+def test_tool_arguments_contain_with_index_pass() -> None:
+    # call_index counts calls to that tool only: echo[1] is the third dispatch overall.
+    result = only(Expectations(tool_arguments_contain=(PayloadNeedle("echo", "second", 1),)), MIXED)
+    assert result == GradeResult('tool_arguments_contain("echo"[1], "second")', True, "")
+
+
+def test_tool_arguments_contain_with_index_fail_shows_that_payload() -> None:
+    result = only(Expectations(tool_arguments_contain=(PayloadNeedle("echo", "second", 0),)), MIXED)
+    assert result.check == 'tool_arguments_contain("echo"[0], "second")'
+    assert result.passed is False
+    assert '"{\\"message\\":\\"first\\"}"' in result.detail
+    assert "second" not in result.detail
+
+
+def test_tool_arguments_contain_never_called() -> None:
+    result = only(Expectations(tool_arguments_contain=(PayloadNeedle("shell_exec", "ls"),)), MIXED)
+    assert result == GradeResult(
+        'tool_arguments_contain("shell_exec", "ls")',
+        False,
+        '"shell_exec" was never called; tools called: ["echo", "web_fetch", "echo", "echo"]',
+    )
+
+
+def test_tool_arguments_contain_never_called_with_index() -> None:
+    result = only(
+        Expectations(tool_arguments_contain=(PayloadNeedle("echo", "x", 0),)), RunRecord.empty()
+    )
+    assert result == GradeResult(
+        'tool_arguments_contain("echo"[0], "x")',
+        False,
+        '"echo" was never called; tools called: []',
+    )
+
+
+def test_tool_arguments_contain_index_out_of_range() -> None:
+    result = only(
+        Expectations(tool_arguments_contain=(PayloadNeedle("web_fetch", "url", 1),)), MIXED
+    )
+    assert result.check == 'tool_arguments_contain("web_fetch"[1], "url")'
+    assert result.passed is False
+    assert result.detail.startswith('no call 1 to "web_fetch"; only 1 call(s) observed: [')
+    assert "example.com" in result.detail
+
+
+def test_tool_arguments_contain_index_out_of_range_many_calls() -> None:
+    result = only(Expectations(tool_arguments_contain=(PayloadNeedle("echo", "x", 3),)), MIXED)
+    assert result.passed is False
+    assert result.detail.startswith('no call 3 to "echo"; only 3 call(s) observed: [')
+
+
+def test_tool_results_contain_any_call_pass_includes_failed_calls() -> None:
+    result = only(
+        Expectations(tool_results_contain=(PayloadNeedle("web_fetch", "Unknown tool"),)), MIXED
+    )
+    assert result == GradeResult('tool_results_contain("web_fetch", "Unknown tool")', True, "")
+
+
+def test_tool_results_contain_any_call_fail() -> None:
+    result = only(Expectations(tool_results_contain=(PayloadNeedle("echo", "third"),)), MIXED)
+    assert result.check == 'tool_results_contain("echo", "third")'
+    assert result.passed is False
+    for payload in ['"first"', '"second"', '"Invalid arguments for echo: Expecting value"']:
+        assert payload in result.detail
+
+
+def test_tool_results_contain_with_index() -> None:
+    results = grade(
+        Expectations(
+            tool_results_contain=(
+                PayloadNeedle("echo", "second", 1),
+                PayloadNeedle("echo", "Invalid arguments", 2),
+                PayloadNeedle("echo", "second", 2),
+            )
+        ),
+        MIXED,
+    )
+    assert [(r.check, r.passed) for r in results] == [
+        ('tool_results_contain("echo"[1], "second")', True),
+        ('tool_results_contain("echo"[2], "Invalid arguments")', True),
+        ('tool_results_contain("echo"[2], "second")', False),
+    ]
+    assert '"Invalid arguments for echo: Expecting value"' in results[2].detail
+
+
+def test_tool_results_contain_never_called() -> None:
+    result = only(Expectations(tool_results_contain=(PayloadNeedle("Echo", "x"),)), MIXED)
+    assert result == GradeResult(
+        'tool_results_contain("Echo", "x")',
+        False,
+        '"Echo" was never called; tools called: ["echo", "web_fetch", "echo", "echo"]',
+    )
+
+
+def test_tool_results_contain_index_out_of_range() -> None:
+    result = only(Expectations(tool_results_contain=(PayloadNeedle("echo", "x", 7),)), MIXED)
+    assert result == GradeResult(
+        'tool_results_contain("echo"[7], "x")',
+        False,
+        'no call 7 to "echo"; only 3 call(s) observed: '
+        '["first", "second", "Invalid arguments for echo: Expecting value"]',
+    )
+
+
+def test_payload_labels_quote_as_json() -> None:
+    result = only(
+        Expectations(tool_arguments_contain=(PayloadNeedle('we"ird', 'q"uote\\', 0),)), MIXED
+    )
+    assert result.check == 'tool_arguments_contain("we\\"ird"[0], "q\\"uote\\\\")'
+
+
+def test_payload_needle_matches_arguments_not_results() -> None:
+    # The arguments of the failed echo are "{bad"; its result mentions "Invalid".
+    args = only(Expectations(tool_arguments_contain=(PayloadNeedle("echo", "Invalid", 2),)), MIXED)
+    results = only(Expectations(tool_results_contain=(PayloadNeedle("echo", "{bad", 2),)), MIXED)
+    assert not args.passed
+    assert not results.passed
+
+
+# --- order and empty lists ---------------------------------------------------------------------
+
+ALL_KINDS = Expectations(
+    tool_results_contain=(PayloadNeedle("echo", "first"), PayloadNeedle("echo", "zzz", 0)),
+    tool_arguments_contain=(PayloadNeedle("echo", "first", 0),),
+    all_tools_succeeded=True,
+    exact_tool_calls=4,
+    min_tool_calls=1,
+    max_tool_calls=9,
+    tools_not_used=("shell_exec", "echo"),
+    tools_used=("web_fetch",),
+    response_matches=("answer",),
+    response_not_contains=("nope",),
+    response_contains=("42", "The"),
+)
+
+
+def test_grades_follow_the_spec_table_order() -> None:
+    checks = [r.check for r in grade(ALL_KINDS, MIXED)]
+    assert checks == [
+        'response_contains("42")',
+        'response_contains("The")',
+        'response_not_contains("nope")',
+        'response_matches("answer")',
+        'tools_used("web_fetch")',
+        'tools_not_used("shell_exec")',
+        'tools_not_used("echo")',
+        "max_tool_calls(9)",
+        "min_tool_calls(1)",
+        "exact_tool_calls(4)",
+        "all_tools_succeeded(true)",
+        'tool_arguments_contain("echo"[0], "first")',
+        'tool_results_contain("echo", "first")',
+        'tool_results_contain("echo"[0], "zzz")',
+    ]
+
+
+def test_kind_registry_is_the_spec_table() -> None:
+    assert [k.name for k in KINDS] == [
+        "response_contains",
+        "response_not_contains",
+        "response_matches",
+        "tools_used",
+        "tools_not_used",
+        "max_tool_calls",
+        "min_tool_calls",
+        "exact_tool_calls",
+        "all_tools_succeeded",
+        "tool_arguments_contain",
+        "tool_results_contain",
+    ]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "response_contains",
+        "response_not_contains",
+        "response_matches",
+        "tools_used",
+        "tools_not_used",
+        "tool_arguments_contain",
+        "tool_results_contain",
+    ],
+)
+def test_empty_list_yields_no_grade(kind: str) -> None:
+    expects = dataclasses.replace(Expectations(), **{kind: ()})  # type: ignore[arg-type]
+    assert grade(expects, MIXED) == ()
+    assert grade(expects, RunRecord.empty()) == ()
+
+
+def test_nothing_declared_yields_no_grade() -> None:
+    assert grade(Expectations(), MIXED) == ()
+
+
+def test_grading_is_pure_and_repeatable() -> None:
+    assert grade(ALL_KINDS, MIXED) == grade(ALL_KINDS, MIXED)
+
+
+def test_passing_grades_have_empty_detail_and_failing_ones_do_not() -> None:
+    for result in grade(ALL_KINDS, MIXED):
+        assert (result.detail == "") == result.passed
+
+
+# --- the gated suite: falsifiable, and green on its real replay --------------------------------
+
+
+def _gated_cases() -> list[Case]:
+    admission = admit_suite(load_suite(REGRESSION))
+    assert admission.ok, [str(e) for e in admission.errors]
+    return list(admission.cases)
+
+
+GATED = _gated_cases()
+
+
+def test_gated_suite_uses_all_three_formats() -> None:
+    assert {c.source.suffix for c in GATED} >= {".json", ".yaml", ".toml"}
+    assert len(GATED) == len(list(REGRESSION.glob("*.*")))
+
+
+@pytest.mark.parametrize("case", GATED, ids=[c.source.name for c in GATED])
+def test_gated_fixture_fails_on_the_empty_run(case: Case) -> None:
+    results = grade(case.expects, RunRecord.empty())
+    assert results
+    assert any(not r.passed for r in results)
+
+
+@pytest.mark.parametrize("case", GATED, ids=[c.source.name for c in GATED])
+def test_gated_fixture_passes_on_its_real_replay(case: Case) -> None:
+    record = run_case(case)
+    assert record.error is None
+    results = grade(case.expects, record)
+    assert results
+    failing = [r for r in results if not r.passed]
+    assert failing == []
+
+
+def test_every_kind_is_used_by_the_gated_suite() -> None:
+    used = {
+        kind.name
+        for case in GATED
+        for kind in KINDS
+        if getattr(case.expects, kind.name) not in (None, ())
+    }
+    assert used == {k.name for k in KINDS}

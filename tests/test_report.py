@@ -1,0 +1,363 @@
+"""Report (SPEC §7): exit codes, the JSON report and its schema, the table, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalrunner.model import (
+    AdmissionError,
+    CaseReport,
+    GradeResult,
+    RunRefused,
+    SuiteReport,
+)
+from evalrunner.pipeline import run_suite
+from evalrunner.report import (
+    REPORT_SCHEMA,
+    exit_code,
+    render_json,
+    render_table,
+    report_data,
+    write_atomic,
+)
+from evalrunner.schemas import report_validator
+
+REGRESSION = Path(__file__).resolve().parent.parent / "evals" / "regression"
+
+PASSING = CaseReport(
+    name="echo-roundtrip",
+    source="echo_roundtrip.yaml",
+    case_class="positive",
+    grades=(
+        GradeResult('tools_used("echo")', True),
+        GradeResult("exact_tool_calls(1)", True),
+    ),
+    input_tokens=80,
+    output_tokens=21,
+    llm_calls=2,
+    duration_ms=3,
+)
+FAILING = CaseReport(
+    name="reply-shape",
+    source="reply_shape.json",
+    case_class="negative",
+    grades=(
+        GradeResult('response_contains("Tuesday")', False, 'not found in response: "Monday"'),
+        GradeResult("max_tool_calls(0)", True),
+        GradeResult("exact_tool_calls(2)", False, '1 tool call(s): ["echo"]'),
+    ),
+    input_tokens=10,
+    output_tokens=5,
+    llm_calls=1,
+)
+ERRORED = CaseReport(
+    name="short-script",
+    source="short_script.toml",
+    case_class=None,
+    grades=(),
+    error="turn 1 requested more model responses than the fixture scripts for it",
+    llm_calls=1,
+)
+
+
+def suite(*cases: CaseReport) -> SuiteReport:
+    return SuiteReport(suite="evals/regression", mode="replay", cases=cases, duration_ms=12)
+
+
+def validate(data: Any) -> list[str]:
+    return [error.message for error in report_validator().iter_errors(data)]
+
+
+# --- exit codes --------------------------------------------------------------------------------
+
+
+def test_exit_code_all_passed() -> None:
+    assert exit_code(suite(PASSING, PASSING)) == 0
+
+
+def test_exit_code_a_failed_case() -> None:
+    assert exit_code(suite(PASSING, FAILING)) == 1
+
+
+def test_exit_code_a_run_error() -> None:
+    assert exit_code(suite(PASSING, ERRORED)) == 1
+
+
+def test_exit_code_run_error_even_without_grades() -> None:
+    # An errored case has no grades; "all grades passed" must not make it pass.
+    assert ERRORED.passed is False
+    assert exit_code(suite(ERRORED)) == 1
+
+
+def test_exit_code_refused() -> None:
+    assert exit_code(RunRefused(("live mode is not implemented yet (replay only)",))) == 2
+    refused = RunRefused(admission_errors=(AdmissionError("a.json", "bad", 1, 2),))
+    assert exit_code(refused) == 2
+    assert exit_code(RunRefused()) == 2
+
+
+def test_exit_code_of_the_gated_suite_is_zero() -> None:
+    outcome = run_suite(REGRESSION)
+    assert isinstance(outcome, SuiteReport)
+    assert exit_code(outcome) == 0
+
+
+def test_suite_counts() -> None:
+    report = suite(PASSING, FAILING, ERRORED)
+    assert (report.passed, report.failed, report.all_passed) == (1, 2, False)
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+TOP_KEYS = [
+    "schema",
+    "suite",
+    "mode",
+    "passed",
+    "failed",
+    "total",
+    "all_passed",
+    "duration_ms",
+    "cases",
+]
+CASE_KEYS = [
+    "name",
+    "source",
+    "class",
+    "passed",
+    "error",
+    "grades",
+    "input_tokens",
+    "output_tokens",
+    "llm_calls",
+    "duration_ms",
+]
+
+
+def test_json_key_order_is_the_spec_order() -> None:
+    text = render_json(suite(PASSING, FAILING, ERRORED))
+    data = json.loads(text)
+    assert list(data) == TOP_KEYS
+    for case in data["cases"]:
+        assert list(case) == CASE_KEYS
+        for grade in case["grades"]:
+            assert list(grade) == ["check", "passed", "detail"]
+    # the text itself is in that order, not just the parsed dict
+    positions = [text.index(f'"{key}":') for key in TOP_KEYS]
+    assert positions == sorted(positions)
+
+
+def test_json_values() -> None:
+    data = json.loads(render_json(suite(PASSING, FAILING, ERRORED)))
+    assert data["schema"] == REPORT_SCHEMA == "evalrunner/report/v1"
+    assert data["suite"] == "evals/regression"
+    assert data["mode"] == "replay"
+    assert (data["passed"], data["failed"], data["total"]) == (1, 2, 3)
+    assert data["all_passed"] is False
+    assert data["duration_ms"] == 12
+    passing, failing, errored = data["cases"]
+    assert passing == {
+        "name": "echo-roundtrip",
+        "source": "echo_roundtrip.yaml",
+        "class": "positive",
+        "passed": True,
+        "error": None,
+        "grades": [
+            {"check": 'tools_used("echo")', "passed": True, "detail": ""},
+            {"check": "exact_tool_calls(1)", "passed": True, "detail": ""},
+        ],
+        "input_tokens": 80,
+        "output_tokens": 21,
+        "llm_calls": 2,
+        "duration_ms": 3,
+    }
+    assert failing["passed"] is False
+    assert failing["grades"][0]["detail"] == 'not found in response: "Monday"'
+    assert errored["class"] is None
+    assert errored["passed"] is False
+    assert errored["grades"] == []
+    assert errored["error"] == ERRORED.error
+
+
+def test_json_validates_against_the_report_schema() -> None:
+    for report in (suite(PASSING, FAILING, ERRORED), suite(PASSING), suite()):
+        assert validate(json.loads(render_json(report))) == []
+
+
+def test_json_of_a_real_run_validates() -> None:
+    outcome = run_suite(REGRESSION)
+    assert isinstance(outcome, SuiteReport)
+    data = json.loads(render_json(outcome))
+    assert validate(data) == []
+    assert data["all_passed"] is True
+    assert data["total"] == len(outcome.cases)
+    assert all(case["source"] == Path(case["source"]).name for case in data["cases"])
+
+
+def test_report_schema_rejects_what_the_report_never_has() -> None:
+    data = report_data(suite(PASSING))
+    assert validate(data) == []
+    assert validate({**data, "extra": 1})
+    assert validate({**data, "schema": "evalrunner/report/v2"})
+    broken_case = {**data["cases"][0], "passed": "yes"}
+    assert validate({**data, "cases": [broken_case]})
+    missing = dict(data)
+    del missing["total"]
+    assert validate(missing)
+
+
+def test_json_keeps_non_ascii_and_ends_with_newline() -> None:
+    case = CaseReport(
+        "東京-case", "tokyo.yaml", None, (GradeResult('response_contains("✓")', True),)
+    )
+    text = render_json(suite(case))
+    assert "東京-case" in text and "✓" in text
+    assert text.endswith("}\n")
+    assert json.loads(text)["cases"][0]["name"] == "東京-case"
+
+
+# --- table -------------------------------------------------------------------------------------
+
+
+def test_table_lines() -> None:
+    table = render_table(suite(PASSING, FAILING, ERRORED), color=False)
+    assert table.splitlines() == [
+        "✓ echo-roundtrip (echo_roundtrip.yaml)  2/2 checks",
+        "✗ reply-shape (reply_shape.json)  1/3 checks",
+        '    ✗ response_contains("Tuesday"): not found in response: "Monday"',
+        '    ✗ exact_tool_calls(2): 1 tool call(s): ["echo"]',
+        "✗ short-script (short_script.toml)  —  run error: "
+        "turn 1 requested more model responses than the fixture scripts for it",
+        "1/3 cases passed (2 failed)",
+    ]
+    assert table.endswith("\n")
+
+
+def test_table_all_passed_has_no_failed_count() -> None:
+    table = render_table(suite(PASSING, PASSING), color=False)
+    assert table.splitlines()[-1] == "2/2 cases passed"
+    assert "failed" not in table
+    assert "✗" not in table
+
+
+def test_table_passing_case_lists_no_checks() -> None:
+    lines = render_table(suite(PASSING), color=False).splitlines()
+    assert len(lines) == 2
+
+
+def test_table_without_colour_has_no_ansi_codes() -> None:
+    table = render_table(suite(PASSING, FAILING, ERRORED), color=False)
+    assert "\x1b" not in table
+    assert "\x1b" not in render_table(suite(PASSING, FAILING, ERRORED))  # default is no colour
+
+
+def test_table_with_colour_only_adds_codes() -> None:
+    plain = render_table(suite(PASSING, FAILING, ERRORED), color=False)
+    coloured = render_table(suite(PASSING, FAILING, ERRORED), color=True)
+    assert "\x1b[" in coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+
+
+def test_table_of_a_real_run() -> None:
+    outcome = run_suite(REGRESSION)
+    assert isinstance(outcome, SuiteReport)
+    lines = render_table(outcome, color=False).splitlines()
+    assert len(lines) == len(outcome.cases) + 1
+    assert all(line.startswith("✓ ") and line.endswith(" checks") for line in lines[:-1])
+    assert lines[-1] == f"{len(outcome.cases)}/{len(outcome.cases)} cases passed"
+
+
+# --- atomic writes -----------------------------------------------------------------------------
+
+
+def test_write_atomic_creates_and_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    write_atomic(target, "first\n")
+    assert target.read_text(encoding="utf-8") == "first\n"
+    write_atomic(target, "second — 東京\n")
+    assert target.read_text(encoding="utf-8") == "second — 東京\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_write_atomic_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_atomic(Path("out.json"), "x")
+    assert (tmp_path / "out.json").read_text(encoding="utf-8") == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+@pytest.mark.parametrize("failing_call", ["replace", "fsync"])
+def test_write_atomic_failure_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_call: str
+) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old report\n", encoding="utf-8")
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, failing_call, boom)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic(target, "new report that must not appear\n")
+    monkeypatch.undo()
+    assert target.read_text(encoding="utf-8") == "old report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+@pytest.mark.parametrize("failing_call", ["replace", "fsync"])
+def test_write_atomic_failure_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_call: str
+) -> None:
+    target = tmp_path / "report.json"
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, failing_call, boom)
+    with pytest.raises(OSError):
+        write_atomic(target, "new\n")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_atomic_interrupted_write_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old\n", encoding="utf-8")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, "new\n")
+    monkeypatch.undo()
+    assert target.read_text(encoding="utf-8") == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_write_atomic_new_file_gets_default_permissions(tmp_path: Path) -> None:
+    # Not mkstemp's private 0600: a report is an artifact other CI steps read.
+    old_umask = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "report.json", "x")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "report.json").stat().st_mode) == 0o644
+
+
+def test_write_atomic_keeps_the_replaced_file_permissions(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(0o640)
+    write_atomic(target, "new")
+    assert target.read_text(encoding="utf-8") == "new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
