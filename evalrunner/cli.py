@@ -18,7 +18,7 @@ import typer
 from evalrunner import __version__
 from evalrunner.admit import admit_suite
 from evalrunner.config import Config, ConfigError, load_config
-from evalrunner.load import SuiteNotFound, load_paths
+from evalrunner.load import SuiteNotFound, load_paths, relative_to_cwd
 from evalrunner.model import RunRefused, SuiteReport
 from evalrunner.pipeline import run_suite
 from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
@@ -148,7 +148,7 @@ def validate(
     config: ConfigOption = None,
 ) -> None:
     """Admit fixtures without running them: exit 0 if all are admitted, else 2."""
-    targets = list(paths) if paths else [_config(config).suite_dir]
+    targets = [relative_to_cwd(p) for p in (paths or [_config(config).suite_dir])]
     try:
         loaded = load_paths(targets)
     except SuiteNotFound as exc:

@@ -96,6 +96,15 @@ def _is_fixture_name(name: str) -> bool:
     return not name.startswith(".") and Path(name).suffix.lower() in FIXTURE_SUFFIXES
 
 
+def relative_to_cwd(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it, so that messages show
+    paths as a user would type them; otherwise unchanged."""
+    try:
+        return path.relative_to(Path.cwd()) if path.is_absolute() else path
+    except ValueError:
+        return path
+
+
 def load_suite(suite_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedSuite:
     """Discover and parse every fixture of ``suite_dir`` (see :func:`discover` for errors)."""
     discover(suite_dir)  # a missing or empty suite is refused before anything is parsed

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 from evalrunner.admit import admit_suite
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
 from evalrunner.grade import grade
-from evalrunner.load import DEFAULT_MAX_BYTES, SuiteNotFound, load_suite
+from evalrunner.load import DEFAULT_MAX_BYTES, SuiteNotFound, load_suite, relative_to_cwd
 from evalrunner.model import Case, CaseReport, RunRefused, SuiteReport
 from evalrunner.replay import case_workspace, run_case
 from evalrunner.tools import Tool
@@ -72,6 +71,7 @@ def run_suite(
     """
     if mode == "live":
         return RunRefused((LIVE_NOT_BUILT,))
+    suite_dir = relative_to_cwd(suite_dir)
     started = time.perf_counter()
     try:
         loaded = load_suite(suite_dir, max_bytes=max_bytes)
@@ -92,16 +92,8 @@ def run_suite(
         for case in admission.cases
     )
     return SuiteReport(
-        suite=_shown(suite_dir),
+        suite=str(suite_dir),
         mode=mode,
         cases=reports,
         duration_ms=int((time.perf_counter() - started) * 1000),
     )
-
-
-def _shown(path: Path) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return rel if not rel.startswith("..") else str(path)

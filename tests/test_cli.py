@@ -207,3 +207,13 @@ def test_version() -> None:
     code, out, _ = invoke("--version")
     assert code == 0
     assert out.startswith("evalrunner ")
+
+
+def test_paths_are_shown_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = suite(tmp_path, {"bad.json": '{"name": "x"'})
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke("run", "--suite", str(directory))
+    assert code == 2
+    assert err.startswith("suite/bad.json:1:13: invalid JSON")
