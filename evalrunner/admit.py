@@ -51,22 +51,36 @@ class Admission:
 
 def admit_suite(loaded: LoadedSuite) -> Admission:
     """Admit every document of a loaded suite; load errors are carried over."""
-    errors = list(loaded.errors)
+    return admit_documents([*loaded.documents, list(loaded.errors)])
+
+
+def admit_documents(outcomes: Iterable[RawDocument | list[AdmissionError]]) -> Admission:
+    """Admit a stream of loaded documents (or their load errors), one at a time.
+
+    Only admitted cases and errors are kept, so memory does not grow with the documents'
+    text. Case names must be unique across the stream (SPEC §4 rule 8).
+    """
+    errors: list[AdmissionError] = []
     cases: list[Case] = []
-    named: dict[str, RawDocument] = {}
-    for document in loaded.documents:
+    named: dict[str, str] = {}
+    for document in outcomes:
+        if not isinstance(document, RawDocument):
+            errors.extend(document)
+            continue
         outcome = admit(document)
         if isinstance(outcome, Case):
-            cases.append(outcome)
-            first = named.setdefault(outcome.name, document)
-            if first is not document:
+            shown = document.display_path
+            first = named.setdefault(outcome.name, shown)
+            if first is not shown:
                 errors.append(
                     document.error(
                         f"case name {json.dumps(outcome.name, ensure_ascii=False)} is already "
-                        f"used by {first.display_path}; names must be unique in a suite",
+                        f"used by {first}; names must be unique in a suite",
                         (_name_key(document.data),),
                     )
                 )
+            else:
+                cases.append(outcome)
         else:
             errors.extend(outcome)
     return Admission(tuple(cases), tuple(sorted(errors, key=AdmissionError.sort_key)))

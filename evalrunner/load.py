@@ -12,6 +12,7 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,20 +112,31 @@ def load_suite(suite_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Loaded
     return load_paths([suite_dir], max_bytes=max_bytes, root=suite_dir)
 
 
+def iter_documents(
+    paths: Iterable[Path], *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Iterator[RawDocument | list[AdmissionError]]:
+    """Parse fixture files and suite directories one file at a time, lazily.
+
+    Directories are expanded as in :func:`discover` before any file is parsed. Consumers that
+    keep only what they need (admission keeps the :class:`Case`) run in memory bounded by the
+    largest fixture, not by the size of the suite.
+    """
+    files = [file for given in paths for file in (discover(given) if given.is_dir() else [given])]
+    for file in files:
+        yield load_document(file, max_bytes=max_bytes)
+
+
 def load_paths(
     paths: list[Path], *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path | None = None
 ) -> LoadedSuite:
     """Parse fixture files and suite directories (expanded as in :func:`discover`)."""
     documents: list[RawDocument] = []
     errors: list[AdmissionError] = []
-    for given in paths:
-        files = discover(given) if given.is_dir() else [given]
-        for file in files:
-            outcome = load_document(file, max_bytes=max_bytes)
-            if isinstance(outcome, RawDocument):
-                documents.append(outcome)
-            else:
-                errors.extend(outcome)
+    for outcome in iter_documents(paths, max_bytes=max_bytes):
+        if isinstance(outcome, RawDocument):
+            documents.append(outcome)
+        else:
+            errors.extend(outcome)
     return LoadedSuite(root or Path("."), tuple(documents), tuple(errors))
 
 

@@ -11,10 +11,16 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from evalrunner.admit import admit_suite
+from evalrunner.admit import admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
 from evalrunner.grade import grade
-from evalrunner.load import DEFAULT_MAX_BYTES, SuiteNotFound, load_suite, relative_to_cwd
+from evalrunner.load import (
+    DEFAULT_MAX_BYTES,
+    SuiteNotFound,
+    discover,
+    iter_documents,
+    relative_to_cwd,
+)
 from evalrunner.model import Case, CaseReport, RunRefused, SuiteReport
 from evalrunner.replay import case_workspace, run_case
 from evalrunner.tools import Tool
@@ -74,12 +80,12 @@ def run_suite(
     suite_dir = relative_to_cwd(suite_dir)
     started = time.perf_counter()
     try:
-        loaded = load_suite(suite_dir, max_bytes=max_bytes)
+        fixtures = discover(suite_dir)
+        admission = admit_documents(iter_documents(fixtures, max_bytes=max_bytes))
     except SuiteNotFound as exc:
         return RunRefused((str(exc),))
     except OSError as exc:
         return RunRefused((f"{suite_dir}: cannot read suite directory: {exc.strerror or exc}",))
-    admission = admit_suite(loaded)
     if not admission.ok:
         return RunRefused(admission_errors=admission.errors)
     reports = tuple(

@@ -628,4 +628,4 @@ def test_broken_suite_names_every_file_with_a_position() -> None:
         error = first[name]
         assert (error.line, error.col) == (line, col), f"{name}: {error}"
         assert fragment in error.message, f"{name}: {error}"
-    assert [c.name for c in admission.cases] == ["shared-name", "shared-name"]
+    assert [c.name for c in admission.cases] == ["shared-name"]  # the refused twin is not kept
