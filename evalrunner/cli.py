@@ -8,7 +8,11 @@ Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -19,7 +23,7 @@ from evalrunner import __version__
 from evalrunner.admit import admit_suite
 from evalrunner.config import Config, ConfigError, load_config
 from evalrunner.load import SuiteNotFound, load_paths, relative_to_cwd
-from evalrunner.model import RunRefused, SuiteReport
+from evalrunner.model import RunInterrupted, RunRefused, SuiteReport
 from evalrunner.pipeline import run_suite
 from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
 from evalrunner.schemas import schema_tree
@@ -66,9 +70,20 @@ def _fail(lines: list[str] | tuple[str, ...], summary: str | None = None) -> typ
     return typer.Exit(EXIT_REFUSED)
 
 
-def _config(config: Path | None, suite: Path | None = None, mode: str | None = None) -> Config:
+def _config(
+    config: Path | None,
+    suite: Path | None = None,
+    mode: str | None = None,
+    case_timeout: float | None = None,
+) -> Config:
     try:
-        return load_config(config_file=config, env=os.environ, suite_dir=suite, mode=mode)
+        return load_config(
+            config_file=config,
+            env=os.environ,
+            suite_dir=suite,
+            mode=mode,
+            case_timeout_secs=case_timeout,
+        )
     except ConfigError as exc:
         raise _fail(exc.problems) from None
 
@@ -100,21 +115,37 @@ def run(
             "the table.",
         ),
     ] = None,
+    case_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--case-timeout",
+            metavar="SECS",
+            help="Seconds one case may run before it fails as timed out (default: from config, "
+            "120).",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Run a suite: admit every fixture, replay each case, grade it, report."""
-    settings = _config(config, suite, mode)
-    outcome = run_suite(
-        settings.suite_dir,
-        mode=settings.mode,
-        max_tool_iterations=settings.max_tool_iterations,
-    )
+    """Run a suite: admit every fixture, replay each case, grade it, report.
+
+    SIGINT (Ctrl-C) or SIGTERM stops the run: the finished cases are reported, --output is
+    written with "interrupted": true, and the exit code is 130 or 143.
+    """
+    settings = _config(config, suite, mode, case_timeout)
+    with _signals_stop_the_run():
+        outcome = run_suite(
+            settings.suite_dir,
+            mode=settings.mode,
+            max_tool_iterations=settings.max_tool_iterations,
+            case_timeout=settings.case_timeout_secs,
+        )
     if isinstance(outcome, RunRefused):
         raise _fail(outcome.lines(), _refusal_summary(outcome))
     rendered = _render(outcome, report_format)
     if output is not None:
         try:
-            write_atomic(output, rendered)
+            with _signals_ignored():  # a report half-renamed by a second Ctrl-C helps nobody
+                write_atomic(output, rendered)
         except OSError as exc:
             raise _fail([f"{output}: cannot write report: {exc.strerror or exc}"]) from None
         typer.echo(render_table(outcome, color=_color()), nl=False)
@@ -123,6 +154,41 @@ def run(
     else:
         typer.echo(rendered, nl=False)
     raise typer.Exit(exit_code(outcome))
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise RunInterrupted(signum)
+
+
+@contextmanager
+def _signals_stop_the_run() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`RunInterrupted`, which the pipeline turns into a report
+    of the finished cases. Outside the main thread (embedded use) signals are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _render(report: SuiteReport, report_format: ReportFormat) -> str:
@@ -172,6 +238,7 @@ def show_config(config: ConfigOption = None) -> None:
         "suite_dir": str(settings.suite_dir),
         "mode": settings.mode,
         "max_tool_iterations": settings.max_tool_iterations,
+        "case_timeout_secs": settings.case_timeout_secs,
     }
     for key, value in values.items():
         shown = f'"{value}"' if isinstance(value, str) else str(value)

@@ -25,6 +25,7 @@ from evalrunner.sourcemap import SourceMap
 CONFIG_FILE = "evalrunner.toml"
 PYPROJECT = "pyproject.toml"
 DEFAULT_SUITE_DIR = "evals/regression"
+DEFAULT_CASE_TIMEOUT_SECS = 120.0
 MODES = ("replay", "live")
 ENV_SUITE_DIR = "EVALRUNNER_SUITE_DIR"
 ENV_MODE = "EVALRUNNER_MODE"
@@ -45,6 +46,7 @@ class Config:
     suite_dir: Path
     mode: str = "replay"
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
+    case_timeout_secs: float = DEFAULT_CASE_TIMEOUT_SECS
     file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -85,8 +87,9 @@ def load_config(
     env: Mapping[str, str] | None = None,
     suite_dir: Path | None = None,
     mode: str | None = None,
+    case_timeout_secs: float | None = None,
 ) -> Config:
-    """Resolve the effective configuration; ``suite_dir``/``mode`` are command-line values."""
+    """Resolve the effective configuration; the keyword values come from the command line."""
     cwd = cwd or Path.cwd()
     env = env if env is not None else {}
     path: Path | None
@@ -135,12 +138,21 @@ def load_config(
     iterations = table.get("max_tool_iterations", DEFAULT_MAX_TOOL_ITERATIONS)
     sources["max_tool_iterations"] = positions.get("max_tool_iterations", "default")
 
+    if case_timeout_secs is not None:
+        timeout, sources["case_timeout_secs"] = case_timeout_secs, "--case-timeout"
+        if not timeout > 0:
+            problems.append(f"--case-timeout: must be a number of seconds above 0, got {timeout:g}")
+    else:
+        timeout = float(table.get("case_timeout_secs", DEFAULT_CASE_TIMEOUT_SECS))
+        sources["case_timeout_secs"] = positions.get("case_timeout_secs", "default")
+
     if problems:
         raise ConfigError(problems)
     return Config(
         suite_dir=suite,
         mode=chosen_mode,
         max_tool_iterations=iterations,
+        case_timeout_secs=timeout,
         file=path,
         sources=sources,
     )

@@ -176,6 +176,17 @@ def parse_document(
                 shown, f"file is {len(raw)} bytes, over the {max_bytes}-byte cap for fixtures"
             )
         ]
+    for bom, encoding in _OTHER_BOMS:
+        if raw.startswith(bom):
+            return [
+                AdmissionError(
+                    shown,
+                    f"file is {encoding} (it starts with a {encoding} byte-order mark); "
+                    "fixtures must be UTF-8: save it as UTF-8",
+                    1,
+                    1,
+                )
+            ]
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -204,6 +215,15 @@ def parse_document(
     document = RawDocument(path, fmt, parsed, source_map)
     problems = [_foreign_error(document, foreign) for foreign in _foreign_values(parsed)]
     return sorted(problems, key=AdmissionError.sort_key) or document
+
+
+# Longest first: the UTF-32 LE mark starts with the UTF-16 LE one.
+_OTHER_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 
 
 def _byte_position(raw: bytes, offset: int) -> tuple[int, int]:

@@ -272,6 +272,8 @@ class SuiteReport:
     mode: str
     cases: tuple[CaseReport, ...]
     duration_ms: int = 0
+    interrupted: int | None = None
+    """The signal number that stopped the run early (``cases`` then holds the finished ones)."""
 
     @property
     def passed(self) -> int:
@@ -285,8 +287,8 @@ class SuiteReport:
 
     @property
     def all_passed(self) -> bool:
-        """True when every case passed."""
-        return self.failed == 0
+        """True when the run finished and every case passed."""
+        return self.failed == 0 and self.interrupted is None
 
 
 @dataclass(frozen=True)
@@ -304,3 +306,15 @@ class RunRefused:
 
 class RunError(Exception):
     """Something went wrong while replaying one case; it fails that case only."""
+
+
+class RunInterrupted(BaseException):
+    """A signal asked the run to stop (raised by the command line's SIGINT/SIGTERM handlers).
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that no agent's ``except Exception``
+    can swallow it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

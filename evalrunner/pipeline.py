@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +22,7 @@ from evalrunner.load import (
     iter_documents,
     relative_to_cwd,
 )
-from evalrunner.model import Case, CaseReport, RunRefused, SuiteReport
+from evalrunner.model import Case, CaseReport, RunInterrupted, RunRefused, SuiteReport
 from evalrunner.replay import case_workspace, run_case
 from evalrunner.tools import Tool
 
@@ -34,10 +35,12 @@ def evaluate_case(
     agent_factory: AgentFactory = reference_agent,
     tools: Mapping[str, Tool] | None = None,
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
+    case_timeout: float | None = None,
 ) -> CaseReport:
     """Replay and grade one case in its own workspace, removed once it is graded.
 
-    A case whose run errored is not graded: its report carries the error and no grades.
+    A case whose run errored (or timed out) is not graded: its report carries the error and
+    no grades.
     """
     with case_workspace() as workspace:
         record = run_case(
@@ -46,6 +49,7 @@ def evaluate_case(
             tools=tools,
             max_tool_iterations=max_tool_iterations,
             workspace=workspace,
+            timeout=case_timeout,
         )
         grades = grade(case.expects, record) if record.error is None else ()
     return CaseReport(
@@ -68,38 +72,50 @@ def run_suite(
     agent_factory: AgentFactory = reference_agent,
     tools: Mapping[str, Tool] | None = None,
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
+    case_timeout: float | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SuiteReport | RunRefused:
     """Load, admit, replay and grade every case of ``suite_dir``.
 
     Admission is all-or-nothing: if any fixture is refused, no case runs and every problem is
-    returned at once.
+    returned at once. A :class:`RunInterrupted` (or ``KeyboardInterrupt``) stops the run
+    between or during cases; the report then holds the cases that finished and the signal.
     """
     if mode == "live":
         return RunRefused((LIVE_NOT_BUILT,))
     suite_dir = relative_to_cwd(suite_dir)
     started = time.perf_counter()
+    reports: list[CaseReport] = []
+    interrupted: int | None = None
     try:
-        fixtures = discover(suite_dir)
-        admission = admit_documents(iter_documents(fixtures, max_bytes=max_bytes))
-    except SuiteNotFound as exc:
-        return RunRefused((str(exc),))
-    except OSError as exc:
-        return RunRefused((f"{suite_dir}: cannot read suite directory: {exc.strerror or exc}",))
-    if not admission.ok:
-        return RunRefused(admission_errors=admission.errors)
-    reports = tuple(
-        evaluate_case(
-            case,
-            agent_factory=agent_factory,
-            tools=tools,
-            max_tool_iterations=max_tool_iterations,
-        )
-        for case in admission.cases
-    )
+        try:
+            fixtures = discover(suite_dir)
+            admission = admit_documents(iter_documents(fixtures, max_bytes=max_bytes))
+        except SuiteNotFound as exc:
+            return RunRefused((str(exc),))
+        except OSError as exc:
+            reason = exc.strerror or exc
+            return RunRefused((f"{suite_dir}: cannot read suite directory: {reason}",))
+        if not admission.ok:
+            return RunRefused(admission_errors=admission.errors)
+        for case in admission.cases:
+            reports.append(
+                evaluate_case(
+                    case,
+                    agent_factory=agent_factory,
+                    tools=tools,
+                    max_tool_iterations=max_tool_iterations,
+                    case_timeout=case_timeout,
+                )
+            )
+    except RunInterrupted as stop:
+        interrupted = stop.signum
+    except KeyboardInterrupt:
+        interrupted = int(signal.SIGINT)
     return SuiteReport(
         suite=str(suite_dir),
         mode=mode,
-        cases=reports,
+        cases=tuple(reports),
         duration_ms=int((time.perf_counter() - started) * 1000),
+        interrupted=interrupted,
     )

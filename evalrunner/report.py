@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import stat
 import tempfile
 from pathlib import Path
@@ -24,9 +25,12 @@ EXIT_REFUSED = 2
 
 
 def exit_code(outcome: SuiteReport | RunRefused) -> int:
-    """0 when every case passed, 1 when any failed or errored, 2 when the run could not start."""
+    """0 when every case passed, 1 when any failed or errored, 2 when the run could not start,
+    128 + the signal number when a signal stopped it (130 for SIGINT, 143 for SIGTERM)."""
     if isinstance(outcome, RunRefused):
         return EXIT_REFUSED
+    if outcome.interrupted is not None:
+        return 128 + outcome.interrupted
     return EXIT_PASSED if outcome.all_passed else EXIT_FAILED
 
 
@@ -58,7 +62,20 @@ def render_table(report: SuiteReport, *, color: bool = False) -> str:
     if report.failed:
         summary += " " + paint(f"({report.failed} failed)", _RED)
     lines.append(summary)
+    if report.interrupted is not None:
+        lines.append(
+            paint(f"run interrupted by {signal_name(report.interrupted)}", _RED)
+            + f" after {len(report.cases)} finished case(s); the rest did not run"
+        )
     return "\n".join(lines) + "\n"
+
+
+def signal_name(signum: int) -> str:
+    """``2`` → ``SIGINT``."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def report_data(report: SuiteReport) -> dict[str, Any]:
@@ -71,6 +88,7 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "failed": report.failed,
         "total": len(report.cases),
         "all_passed": report.all_passed,
+        "interrupted": report.interrupted is not None,
         "duration_ms": report.duration_ms,
         "cases": [_case_data(case) for case in report.cases],
     }

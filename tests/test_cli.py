@@ -90,6 +90,7 @@ def test_json_report_validates_against_the_report_schema(tmp_path: Path) -> None
         "failed",
         "total",
         "all_passed",
+        "interrupted",
         "duration_ms",
         "cases",
     ]

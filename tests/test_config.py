@@ -63,6 +63,7 @@ def test_precedence_flag_over_env_over_file_over_default(tmp_path: Path) -> None
         "suite_dir": "EVALRUNNER_SUITE_DIR",
         "mode": "EVALRUNNER_MODE",
         "max_tool_iterations": "default",
+        "case_timeout_secs": "default",
     }
     from_flag = load_config(cwd=tmp_path, env=env, suite_dir=Path("flag"), mode="replay")
     assert from_flag.suite_dir == tmp_path / "flag"
@@ -138,3 +139,30 @@ def test_example_config_documents_every_key_and_is_valid(tmp_path: Path) -> None
     schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
     for key in schema["$defs"]["eval"]["properties"]:
         assert f"\n{key} = " in example, key
+
+
+def test_case_timeout_from_file_and_flag(tmp_path: Path) -> None:
+    write(tmp_path / "evalrunner.toml", "[eval]\ncase_timeout_secs = 2.5\n")
+    config = load_config(cwd=tmp_path, env={})
+    assert config.case_timeout_secs == 2.5
+    assert config.sources["case_timeout_secs"].endswith("evalrunner.toml:2")
+    flagged = load_config(cwd=tmp_path, env={}, case_timeout_secs=7)
+    assert (flagged.case_timeout_secs, flagged.sources["case_timeout_secs"]) == (
+        7,
+        "--case-timeout",
+    )
+    assert load_config(cwd=ROOT, env={}).case_timeout_secs == 120
+
+
+@pytest.mark.parametrize("text", ["case_timeout_secs = 0", 'case_timeout_secs = "soon"'])
+def test_bad_case_timeout_in_file_is_an_error(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path / "evalrunner.toml", f"[eval]\n{text}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={})
+    assert caught.value.problems[0].startswith(f"{path}:2:")
+
+
+def test_bad_case_timeout_flag_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={}, case_timeout_secs=0)
+    assert "--case-timeout" in caught.value.problems[0]

@@ -124,6 +124,7 @@ TOP_KEYS = [
     "failed",
     "total",
     "all_passed",
+    "interrupted",
     "duration_ms",
     "cases",
 ]
