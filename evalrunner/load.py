@@ -20,6 +20,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer, ComposerError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
 
 from evalrunner.model import AdmissionError, Format, JSONPath, JSONValue
 from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys
@@ -327,6 +329,19 @@ class _StrictComposer(Composer):
             )
         return super().compose_node(parent, index)
 
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        node = super().compose_mapping_node(anchor)
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode):
+                kind = "sequence" if isinstance(key_node, SequenceNode) else "mapping"
+                raise ComposerError(
+                    None,
+                    None,
+                    f"a {kind} is used as a mapping key; keys must be strings",
+                    key_node.start_mark,
+                )
+        return node
+
 
 def _yaml_loader() -> YAML:
     loader = YAML(typ="safe", pure=True)
@@ -344,8 +359,17 @@ def _parse_yaml(text: str, shown: str) -> JSONValue:
         if mark is None:
             raise _Refused([AdmissionError(shown, message)]) from None
         raise _Refused([AdmissionError(shown, message, mark.line + 1, mark.column + 1)]) from None
+    except ReaderError as exc:
+        line, col = LineIndex(text).position(max(exc.position, 0))
+        character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else "a character"
+        message = (
+            f"{character} is not allowed in YAML text; write control characters as escapes "
+            'inside a double-quoted string (e.g. "\\u0000")'
+        )
+        raise _Refused([AdmissionError(shown, message, line, col)]) from None
     except (YAMLError, RecursionError) as exc:
-        raise _Refused([AdmissionError(shown, f"invalid YAML: {exc}")]) from None
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise _Refused([AdmissionError(shown, f"invalid YAML: {first_line}", 1, 1)]) from None
     return data
 
 
@@ -375,6 +399,7 @@ def _yaml_message(exc: MarkedYAMLError) -> str:
 # --- TOML --------------------------------------------------------------------------------------
 
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+_TOML_AT_END = "(at end of document)"
 
 
 def _parse_toml(text: str, shown: str) -> JSONValue:
@@ -387,6 +412,9 @@ def _parse_toml(text: str, shown: str) -> JSONValue:
         if match:
             line, col = int(match.group(1)), int(match.group(2))
             message = message[: match.start()]
+        elif message.endswith(_TOML_AT_END):
+            line, col = LineIndex(text).position(len(text))
+            message = message[: -len(_TOML_AT_END)].rstrip() + " at the end of the file"
         raise _Refused([AdmissionError(shown, f"invalid TOML: {message}", line, col)]) from None
     except RecursionError:
         raise _Refused([AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]) from None
