@@ -23,7 +23,7 @@ from evalrunner import __version__
 from evalrunner.admit import admit_suite
 from evalrunner.config import Config, ConfigError, load_config
 from evalrunner.load import SuiteNotFound, load_paths, relative_to_cwd
-from evalrunner.model import RunInterrupted, RunRefused, SuiteReport
+from evalrunner.model import Format, RunInterrupted, RunRefused, SuiteReport
 from evalrunner.pipeline import run_suite
 from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
 from evalrunner.schemas import schema_tree
@@ -252,6 +252,129 @@ def schema_list() -> None:
     width = max(len(kind) for kind in kinds)
     for kind, schema_id in kinds.items():
         typer.echo(f"{kind.ljust(width)}  {schema_id}")
+
+
+# --- the fixture toolbox: schema export, new, convert ------------------------------------------
+# Their modules are imported inside each command: only these commands need them, so `run`
+# does not pay for loading them.
+
+
+class FixtureFormat(StrEnum):
+    """Formats a fixture can be written in."""
+
+    yaml = "yaml"
+    toml = "toml"
+    json = "json"
+
+    def as_format(self) -> Format:
+        """The same, as the pipeline's format name."""
+        return _FORMATS[self]
+
+
+_FORMATS: dict[FixtureFormat, Format] = {
+    FixtureFormat.yaml: "yaml",
+    FixtureFormat.toml: "toml",
+    FixtureFormat.json: "json",
+}
+
+
+@schema_app.command("export")
+def schema_export(
+    directory: Annotated[Path, typer.Argument(help="Directory to write the schemas into.")],
+    fixtures: Annotated[
+        Path | None,
+        typer.Option(
+            "--fixtures",
+            help="Directory the printed modelines are written for (default: the configured "
+            "suite).",
+        ),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Write the schema tree and the single-file bundle editors use; print how to wire them."""
+    from evalrunner.export import export_files, wiring, write_export
+
+    files = export_files()  # all rendered before anything is written
+    try:
+        write_export(directory, files)
+    except OSError as exc:
+        raise _fail([f"{exc.filename or directory}: cannot write: {exc.strerror or exc}"]) from None
+    fixture_dir = fixtures if fixtures is not None else relative_to_cwd(_config(config).suite_dir)
+    typer.echo(wiring(directory, fixture_dir, Path(".")), nl=False)
+
+
+@app.command("new")
+def new_fixture(
+    name: Annotated[str, typer.Argument(help="The case's name (also gives the file name).")],
+    fixture_format: Annotated[
+        FixtureFormat, typer.Option("--format", help="Fixture format.")
+    ] = FixtureFormat.yaml,
+    directory: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Where to create it (default: the configured suite)."),
+    ] = None,
+    schema: Annotated[
+        Path | None,
+        typer.Option(
+            "--schema",
+            help="The exported case.bundle.schema.json to point editors at (default: "
+            "../schemas/case.bundle.schema.json from the fixture).",
+        ),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Create a fixture to fill in; it is refused until its expectation is filled in."""
+    from evalrunner.scaffold import ScaffoldError, file_name, scaffold, schema_reference_for
+
+    target_dir = directory if directory is not None else relative_to_cwd(_config(config).suite_dir)
+    fmt = fixture_format.as_format()
+    try:
+        path = target_dir / file_name(name, fmt)
+        text = scaffold(name, fmt, schema_reference_for(target_dir, schema))
+    except ScaffoldError as exc:
+        raise _fail([str(exc)]) from None
+    if path.exists():
+        raise _fail([f"{path}: already exists; choose another name or remove the file"])
+    try:
+        target_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except OSError as exc:
+        raise _fail([f"{path}: cannot write: {exc.strerror or exc}"]) from None
+    typer.echo(f"created {path}: fill in expects.response_contains, then run evalrunner validate")
+
+
+@app.command("convert")
+def convert_fixture(
+    file: Annotated[Path, typer.Argument(help="The fixture to convert.")],
+    to: Annotated[FixtureFormat, typer.Option("--to", help="Target format.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Write here (atomically) instead of to stdout."),
+    ] = None,
+) -> None:
+    """Rewrite a fixture in another format; the result admits to the same case."""
+    from evalrunner.convert import SUFFIXES, ConversionError, convert
+    from evalrunner.load import FIXTURE_SUFFIXES, load_document
+
+    fmt = to.as_format()
+    if output is not None and FIXTURE_SUFFIXES.get(output.suffix.lower()) != fmt:
+        raise _fail([f"{output}: a {fmt} fixture's name must end in {SUFFIXES[fmt]}"])
+    document = load_document(relative_to_cwd(file))
+    if isinstance(document, list):
+        raise _fail([str(e) for e in document])
+    try:
+        outcome = convert(document, fmt, target_path=output)
+    except ConversionError as exc:
+        raise _fail([f"{exc}; nothing was written (please report this)"]) from None
+    if isinstance(outcome, list):
+        raise _fail([str(e) for e in outcome], "the fixture is not admitted; nothing converted")
+    if output is None:
+        typer.echo(outcome.text, nl=False)
+        return
+    try:
+        write_atomic(output, outcome.text)
+    except OSError as exc:
+        raise _fail([f"{output}: cannot write: {exc.strerror or exc}"]) from None
 
 
 def main() -> None:

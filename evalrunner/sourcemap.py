@@ -17,6 +17,7 @@ import bisect
 import json
 import json.decoder
 import json.scanner
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,6 +155,8 @@ class SourceMap:
                     node = node[part]
             except (KeyError, IndexError, TypeError, AttributeError):
                 break
+        if best[0] is None or best[1] is None:  # e.g. a tagged scalar root carries no marks
+            return (1, 1)
         return best[0] + 1, best[1] + 1
 
 
@@ -320,7 +323,8 @@ class _TOMLScanner:
             if text[i] in "\"'":
                 end = self._string_end(i)
                 raw = text[i:end]
-                keys.append(json.loads(raw) if raw[0] == '"' else raw[1:-1])
+                # TOML's own decoder: its escapes and allowed characters differ from JSON's
+                keys.append(tomllib.loads(f"k = {raw}")["k"] if raw[0] == '"' else raw[1:-1])
                 i = end
             else:
                 start = i

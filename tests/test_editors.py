@@ -1,0 +1,308 @@
+"""The exported bundle, checked by the engines editors run, not by our own validator.
+
+* YAML: yaml-language-server 1.15.0's language service (VS Code YAML, and any LSP client),
+  each file finding the schema through the modeline ``evalrunner schema export`` prints.
+* TOML: Taplo (``taplo check``, the engine of Even Better TOML), through the printed
+  ``#:schema`` line and, separately, through the printed ``.taplo.toml`` rule.
+* JSON: VS Code's own engine (vscode-json-languageservice), through the printed ``$schema``
+  key, and jsonschema-rs, an implementation independent of the runtime's.
+
+Every fixture in ``evals/regression`` must validate; each broken fixture (unknown key, wrong
+type, empty string entry, nested typo, ...) must be rejected by every engine and by admission.
+The Node tools come from ``tests/editors``, installed from its lockfile by ``npm ci`` the first
+time these tests need them. These tests skip only when Node.js itself is missing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+import tomli_w
+from ruamel.yaml import YAML
+
+from evalrunner.admit import admit
+from evalrunner.export import CASE_BUNDLE, export_files, wiring, write_export
+from evalrunner.load import load_document
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "evals" / "regression"
+EDITORS = Path(__file__).resolve().parent / "editors"
+NODE = shutil.which("node")
+
+needs_node = pytest.mark.skipif(
+    NODE is None, reason="Node.js is not installed: the editor engines (npm packages) need it"
+)
+
+BASE: dict[str, Any] = {
+    "name": "broken",
+    "turns": [
+        {
+            "user_input": "echo it",
+            "steps": [
+                {
+                    "response": {
+                        "type": "tool_calls",
+                        "tool_calls": [{"id": "c1", "name": "echo", "arguments": {"message": "x"}}],
+                    }
+                },
+                {"response": {"type": "text", "content": "done x"}},
+            ],
+        }
+    ],
+    "expects": {
+        "tools_used": ["echo"],
+        "tool_arguments_contain": [{"tool": "echo", "needle": "x"}],
+    },
+}
+
+
+def _set(path: tuple[str | int, ...], value: object) -> Callable[[dict[str, Any]], None]:
+    def mutate(case: dict[str, Any]) -> None:
+        node: Any = case
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+
+    return mutate
+
+
+def _rename(path: tuple[str | int, ...], old: str, new: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(case: dict[str, Any]) -> None:
+        node: Any = case
+        for part in path:
+            node = node[part]
+        node[new] = node.pop(old)
+
+    return mutate
+
+
+BROKEN: dict[str, Callable[[dict[str, Any]], None]] = {
+    "unknown_key": _set(("expect",), {"tools_used": ["echo"]}),
+    "wrong_type": _set(("expects", "exact_tool_calls"), "1"),
+    "empty_string_entry": _set(("expects", "tools_used"), ["echo", ""]),
+    "nested_typo": _rename(("expects", "tool_arguments_contain", 0), "needle", "needel"),
+    "typo_in_response": _rename(("turns", 0, "steps", 1, "response"), "content", "contents"),
+    "unknown_response_type": _set(("turns", 0, "steps", 1, "response", "type"), "txt"),
+    "turn_without_steps": _set(("turns", 0, "steps"), []),
+    "negative_call_index": _set(("expects", "tool_arguments_contain", 0, "call_index"), -1),
+    "both_names": _set(("model_name",), "broken"),
+}
+
+
+def broken_data(kind: str) -> dict[str, Any]:
+    case = copy.deepcopy(BASE)
+    BROKEN[kind](case)
+    return case
+
+
+def dump(data: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "toml":
+        return tomli_w.dumps(data)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    from io import StringIO
+
+    out = StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def printed_lines(text: str) -> dict[str, str]:
+    """The lines ``schema export`` tells a user to paste, by format."""
+    lines = [line.strip() for line in text.splitlines()]
+    return {
+        "yaml": next(x for x in lines if x.startswith("# yaml-language-server: $schema=")),
+        "toml": next(x for x in lines if x.startswith("#:schema ")),
+        "json": next(x for x in lines if x.startswith('"$schema": ')),
+    }
+
+
+def with_schema_line(text: str, fmt: str, line: str) -> str:
+    """``text`` with the printed line pasted where the README says to put it."""
+    if fmt == "json":
+        return text.replace("{", "{\n  " + line, 1)
+    return line + "\n" + text
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """An exported schema dir and a fixture dir holding the suite and the broken cases, each
+    with the schema line ``schema export`` printed for that directory pasted in."""
+    root = tmp_path_factory.mktemp("editors")
+    schemas, fixtures = root / "schemas", root / "evals" / "regression"
+    fixtures.mkdir(parents=True)
+    write_export(schemas, export_files())
+    printed = wiring(schemas, fixtures, root)
+    lines = printed_lines(printed)
+    valid: dict[str, list[Path]] = {"yaml": [], "toml": [], "json": []}
+    broken: dict[str, dict[str, Path]] = {"yaml": {}, "toml": {}, "json": {}}
+    for source in sorted(SUITE.iterdir()):
+        fmt = {".yml": "yaml"}.get(source.suffix, source.suffix[1:])
+        target = fixtures / source.name
+        target.write_text(with_schema_line(source.read_text("utf-8"), fmt, lines[fmt]), "utf-8")
+        valid[fmt].append(target)
+    for kind in BROKEN:
+        for fmt in broken:
+            target = fixtures / f"broken_{kind}.{fmt}"
+            target.write_text(with_schema_line(dump(broken_data(kind), fmt), fmt, lines[fmt]))
+            broken[fmt][kind] = target
+    return {"root": root, "schemas": schemas, "printed": printed, "valid": valid, "broken": broken}
+
+
+def test_every_broken_fixture_is_also_refused_by_admission(workspace: dict[str, Any]) -> None:
+    for fmt, files in workspace["broken"].items():
+        for kind, path in files.items():
+            document = load_document(path)
+            assert not isinstance(document, list), (fmt, kind)
+            assert isinstance(admit(document), list), f"{kind} ({fmt}) was admitted"
+
+
+def test_the_suite_has_fixtures_in_every_format(workspace: dict[str, Any]) -> None:
+    assert all(workspace["valid"][fmt] for fmt in ("yaml", "toml", "json"))
+
+
+# --- JSON: jsonschema-rs, an independent implementation ----------------------------------------
+
+
+def test_jsonschema_rs_accepts_the_suite_and_rejects_the_broken(workspace: dict[str, Any]) -> None:
+    bundle = json.loads((workspace["schemas"] / CASE_BUNDLE).read_text("utf-8"))
+    validator = jsonschema_rs.Draft7Validator(bundle)
+    for source in sorted(SUITE.iterdir()):
+        document = load_document(source)
+        assert not isinstance(document, list)
+        errors = [e.message for e in validator.iter_errors(document.data)]
+        assert errors == [], (source.name, errors)
+    for kind in BROKEN:
+        assert not validator.is_valid(broken_data(kind)), kind
+
+
+# --- Node engines ------------------------------------------------------------------------------
+
+
+def node_tools() -> Path:
+    """``tests/editors/node_modules``, installed from the lockfile (``npm ci``) on first use so
+    that the README's one test command needs nothing else; a clear failure if that fails."""
+    modules = EDITORS / "node_modules"
+
+    def installed() -> bool:
+        return (modules / "yaml-language-server").is_dir() and (modules / "@taplo" / "cli").is_dir()
+
+    if not installed():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.fail("npm is missing: it installs the editor engines (tests/editors)")
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=EDITORS,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0 or not installed():
+            pytest.fail(f"`npm ci` in tests/editors failed:\n{done.stdout}{done.stderr}")
+    return modules
+
+
+def run_node(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    assert NODE is not None
+    return subprocess.run(
+        [NODE, *map(str, args)],
+        cwd=cwd or EDITORS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+        check=False,
+    )
+
+
+def language_service(mode: str, files: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    node_tools()
+    done = run_node(EDITORS / "validate.js", mode, *files)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    return {Path(r["file"]).name: r["diagnostics"] for r in results}
+
+
+@needs_node
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_language_services_accept_the_suite_and_reject_the_broken(
+    workspace: dict[str, Any], fmt: str
+) -> None:
+    valid: list[Path] = workspace["valid"][fmt]
+    broken: dict[str, Path] = workspace["broken"][fmt]
+    found = language_service(fmt, valid + list(broken.values()))
+    for path in valid:
+        assert found[path.name] == [], (path.name, found[path.name])
+    for kind, path in broken.items():
+        assert found[path.name], f"{kind}: {fmt} language service found nothing wrong"
+    # The diagnostics come from the schema (not, say, a failure to load it).
+    assert any("not allowed" in d["message"] for d in found[broken["unknown_key"].name])
+    assert any("needel" in d["message"] for d in found[broken["nested_typo"].name])
+
+
+@needs_node
+def test_yaml_language_service_reports_a_missing_schema(workspace: dict[str, Any]) -> None:
+    """Empty diagnostics above mean "valid", not "no schema found": a wrong path is reported."""
+    path = workspace["root"] / "evals" / "wrong_path.yaml"
+    path.write_text(
+        "# yaml-language-server: $schema=nowhere/case.bundle.schema.json\n" + dump(BASE, "yaml"),
+        "utf-8",
+    )
+    found = language_service("yaml", [path])
+    assert found[path.name], "a modeline pointing nowhere went unnoticed"
+
+
+def taplo(files: list[Path], *extra: str, cwd: Path | None = None) -> tuple[int, set[str]]:
+    """Run ``taplo check``; its exit code and the names of the files it found invalid."""
+    modules = node_tools()
+    done = run_node(modules / "@taplo" / "cli" / "dist" / "cli.js", "check", "--colors", "never",
+                    *extra, *files, cwd=cwd)  # fmt: skip
+    invalid = set(re.findall(r'invalid file .*?path="([^"]+)"', done.stderr))
+    return done.returncode, {Path(p).name for p in invalid}
+
+
+@needs_node
+def test_taplo_with_the_schema_line_accepts_the_suite(workspace: dict[str, Any]) -> None:
+    code, invalid = taplo(workspace["valid"]["toml"], "--no-auto-config")
+    assert (code, invalid) == (0, set())
+
+
+@needs_node
+def test_taplo_with_the_schema_line_rejects_the_broken(workspace: dict[str, Any]) -> None:
+    broken: dict[str, Path] = workspace["broken"]["toml"]
+    code, invalid = taplo(list(broken.values()), "--no-auto-config")
+    assert code != 0
+    assert invalid == {p.name for p in broken.values()}
+
+
+@needs_node
+def test_taplo_with_the_printed_taplo_toml_rule(workspace: dict[str, Any]) -> None:
+    """The ``.taplo.toml`` fragment as printed, in a project without ``#:schema`` lines."""
+    root: Path = workspace["root"] / "project"
+    suite = root / "evals" / "regression"
+    suite.mkdir(parents=True)
+    write_export(root / "schemas", export_files())
+    printed = wiring(Path("schemas"), Path("evals/regression"), Path("."))
+    block = printed.split(".taplo.toml (Taplo CLI, Even Better TOML):\n", 1)[1]
+    rule = "\n".join(line.strip() for line in block.splitlines() if line.strip())
+    (root / ".taplo.toml").write_text(rule + "\n", "utf-8")
+    for source in SUITE.glob("*.toml"):
+        shutil.copy(source, suite / source.name)
+    (suite / "broken.toml").write_text(dump(broken_data("nested_typo"), "toml"), "utf-8")
+    code, invalid = taplo(sorted(suite.glob("*.toml")), cwd=root)
+    assert code != 0
+    assert invalid == {"broken.toml"}

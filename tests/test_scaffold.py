@@ -1,0 +1,91 @@
+"""``evalrunner new``: a scaffold that is refused until its expectation is filled in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalrunner.cli import app
+from evalrunner.load import load_document
+from evalrunner.scaffold import ScaffoldError, file_name, scaffold
+
+runner = CliRunner()
+
+FILLED = {
+    "yaml": ("response_contains: []", 'response_contains: ["model replies"]'),
+    "toml": ("response_contains = []", 'response_contains = ["model replies"]'),
+    "json": ('"response_contains": []', '"response_contains": ["model replies"]'),
+}
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "toml", "json"])
+def test_scaffold_is_refused_until_filled_in_then_admits_and_passes(
+    tmp_path: Path, fmt: str
+) -> None:
+    suite = tmp_path / "suite"
+    created = runner.invoke(
+        app, ["new", "Echo round-trip", "--format", fmt, "--dir", str(suite)]
+    )
+    assert created.exit_code == 0, created.output
+    path = suite / f"echo_round_trip.{fmt}"
+    assert path.is_file()
+
+    refused = runner.invoke(app, ["validate", str(path)])
+    assert refused.exit_code == 2
+    problems = [line for line in refused.stderr.splitlines() if line.startswith(str(path))]
+    assert len(problems) == 1, refused.stderr
+    assert "expects declares only empty lists, which check nothing" in problems[0]
+
+    empty, filled = FILLED[fmt]
+    path.write_text(path.read_text("utf-8").replace(empty, filled), "utf-8")
+    assert runner.invoke(app, ["validate", str(path)]).exit_code == 0
+    ran = runner.invoke(app, ["run", "--suite", str(suite)])
+    assert ran.exit_code == 0, ran.output
+
+
+def test_scaffold_carries_the_schema_line_for_its_format(tmp_path: Path) -> None:
+    reference = "../schemas/case.bundle.schema.json"
+    yaml = scaffold("x", "yaml", reference)
+    assert yaml.startswith(f"# yaml-language-server: $schema={reference}\n")
+    assert scaffold("x", "toml", reference).startswith(f"#:schema {reference}\n")
+    assert f'"$schema": "{reference}"' in scaffold("x", "json", reference)
+
+
+def test_schema_option_is_made_relative_to_the_fixture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(
+        app,
+        ["new", "n", "--dir", "evals/regression", "--schema", "editor/case.bundle.schema.json"],
+    )
+    assert result.exit_code == 0, result.output
+    first = (tmp_path / "evals/regression/n.yaml").read_text("utf-8").splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../../editor/case.bundle.schema.json"
+
+
+def test_new_refuses_to_overwrite_and_odd_names(tmp_path: Path) -> None:
+    args = ["new", "same", "--dir", str(tmp_path)]
+    assert runner.invoke(app, args).exit_code == 0
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2
+    assert "already exists" in again.stderr
+    for name in ["   ", "---", "bad\x07name"]:
+        odd = runner.invoke(app, ["new", name, "--dir", str(tmp_path)])
+        assert odd.exit_code == 2, name
+        assert "Traceback" not in odd.output
+
+
+def test_names_with_quotes_and_unicode_survive_every_format(tmp_path: Path) -> None:
+    name = 'Café "quoted" \\ ☕'
+    assert file_name(name, "toml") == "caf_quoted.toml"
+    for fmt in ("yaml", "toml", "json"):
+        result = runner.invoke(app, ["new", name, "--format", fmt, "--dir", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+        document = load_document(tmp_path / f"caf_quoted.{fmt}")
+        assert not isinstance(document, list)
+        assert isinstance(document.data, dict) and document.data["name"] == name
+    with pytest.raises(ScaffoldError):
+        file_name("☕", "yaml")
