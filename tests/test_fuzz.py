@@ -6,7 +6,7 @@ fields; unicode, control characters, very long strings, deep nesting), written o
 format. Any other exception is a bug. The example database is off so no failing-example files
 land in the repository; a failure prints its reproducing example instead.
 
-``EVALRUNNER_FUZZ_EXAMPLES`` sets examples per test (default 300).
+``EVALRUNNER_FUZZ_EXAMPLES`` sets examples per test (default 1000).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from evalrunner.load import load_suite, parse_document
 from evalrunner.model import AdmissionError, Case, Format
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = int(os.environ.get("EVALRUNNER_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("EVALRUNNER_FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     database=None,

@@ -432,8 +432,32 @@ def test_default_size_cap_is_one_mebibyte() -> None:
 @pytest.mark.parametrize("name", ["big.json", "big.yaml", "big.toml"])
 def test_files_over_the_size_cap_are_refused(tmp_path: Path, name: str) -> None:
     error = only(refused(tmp_path, name, "#" + "x" * 200, max_bytes=100))
-    assert "201 bytes, over the 100-byte cap" in error.message
+    assert "over the 100-byte cap" in error.message
     assert error.path == str(tmp_path / name)
+    assert where(error) == (1, 1)
+
+
+def test_an_oversized_file_is_never_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, "huge.json", "[" + " " * 5000 + "]")
+    reads: list[int] = []
+    real_open = Path.open
+
+    def counting_open(self: Path, *args: object, **kwargs: object) -> object:
+        handle = real_open(self, *args, **kwargs)  # type: ignore[call-overload]
+        real_read = handle.read
+
+        def read(size: int = -1) -> bytes:
+            reads.append(size)
+            return real_read(size)  # type: ignore[no-any-return]
+
+        handle.read = read
+        return handle
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    assert isinstance(load_document(path, max_bytes=100), list)
+    assert reads == [101]
 
 
 def test_a_file_at_the_size_cap_is_accepted(tmp_path: Path) -> None:
@@ -586,3 +610,21 @@ def test_escaped_surrogate_pairs_are_text(tmp_path: Path) -> None:
     document = load_document(path)
     assert not isinstance(document, list)
     assert document.data == {"name": "🚀"}
+
+
+def test_a_toml_dotted_key_deeper_than_the_cap_is_refused_before_parsing(tmp_path: Path) -> None:
+    # tomllib takes quadratic time on long dotted keys: 500,000 parts would hang the loader.
+    keys = ".".join(["k"] * 500_000)
+    for text in (f"{keys} = 1\n", f"[{keys}]\n"):
+        error = only(refused(tmp_path, "dotted.toml", text))
+        assert error.message.startswith(f"nesting deeper than {MAX_DEPTH} levels")
+        assert where(error)[0] == 1
+
+
+def test_dots_in_toml_values_and_quoted_keys_are_not_nesting(tmp_path: Path) -> None:
+    floats = ", ".join(["1.5"] * 200)
+    text = (
+        f'"a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z" = "{"." * 300}"\nf = [{floats}]\n'
+    )
+    document = load_document(write(tmp_path, "dots.toml", text))
+    assert not isinstance(document, list), document
