@@ -628,3 +628,23 @@ def test_dots_in_toml_values_and_quoted_keys_are_not_nesting(tmp_path: Path) -> 
     )
     document = load_document(write(tmp_path, "dots.toml", text))
     assert not isinstance(document, list), document
+
+
+@pytest.mark.parametrize(
+    ("codec", "named"), [("utf-16", "UTF-16"), ("utf-32", "UTF-32"), ("utf-16-be", None)]
+)
+def test_other_encodings_are_refused(tmp_path: Path, codec: str, named: str | None) -> None:
+    raw = "name: café\n".encode(codec)
+    if named is None:
+        raw = b"\xfe\xff" + raw  # big-endian UTF-16 with its byte-order mark
+        named = "UTF-16"
+    error = only(refused(tmp_path, "other.yaml", raw))
+    assert error.message.startswith(f"file is {named} ")
+    assert "save it as UTF-8" in error.message
+    assert where(error) == (1, 1)
+
+
+def test_latin1_is_invalid_utf8_with_its_position(tmp_path: Path) -> None:
+    error = only(refused(tmp_path, "latin.yaml", "name: café\n".encode("latin-1")))
+    assert error.message.startswith("not valid UTF-8 at byte 9")
+    assert where(error) == (1, 10)

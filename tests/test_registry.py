@@ -116,3 +116,28 @@ def _objects(node: object, where: str = "#") -> list[tuple[str, dict[str, Any]]]
     if isinstance(node, list):
         return [o for i, item in enumerate(node) for o in _objects(item, f"{where}/{i}")]
     return []
+
+
+def test_every_guarantee_in_the_readme_names_a_test_that_exists() -> None:
+    import ast
+
+    section = README.split("## Guarantees", 1)[1].split("\n## ", 1)[0]
+    named: list[tuple[str, str]] = []
+    for row in section.splitlines():
+        if not row.startswith("| ") or row.startswith("| promise") or "---" in row:
+            continue
+        current = ""
+        for ref in re.findall(r"`([^`]+)`", row.split(" | ")[-1]):
+            if ref.startswith("tests/"):
+                current, _, test = ref.partition("::")
+            elif ref.startswith("::"):
+                test = ref[2:]
+            else:
+                continue
+            if test:
+                named.append((current, test))
+    assert len(named) >= 12
+    for file, test in named:
+        tree = ast.parse((ROOT / file).read_text(encoding="utf-8"))
+        defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        assert test in defined, f"README names {file}::{test}, which does not exist"
