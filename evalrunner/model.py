@@ -184,10 +184,17 @@ class Message:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """What an agent sends the model: the conversation so far and the tools on offer."""
+    """What an agent sends the model: the conversation so far and the tools on offer.
+
+    Requests that arrive over HTTP also say which API they used (``"openai"`` or
+    ``"anthropic"``), the model name the agent asked for, and whether it asked for a stream.
+    """
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
+    api: str | None = None
+    model: str | None = None
+    stream: bool = False
 
 
 @dataclass(frozen=True)
