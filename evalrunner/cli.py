@@ -7,6 +7,7 @@ Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -25,6 +26,7 @@ from evalrunner.config import Config, ConfigError, load_config
 from evalrunner.load import SuiteNotFound, load_paths, relative_to_cwd
 from evalrunner.model import Format, RunInterrupted, RunRefused, SuiteReport
 from evalrunner.pipeline import run_suite
+from evalrunner.plugins import PluginError, configured_agent
 from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
 from evalrunner.schemas import schema_tree
 
@@ -75,6 +77,7 @@ def _config(
     suite: Path | None = None,
     mode: str | None = None,
     case_timeout: float | None = None,
+    agent_command: str | None = None,
 ) -> Config:
     try:
         return load_config(
@@ -83,6 +86,7 @@ def _config(
             suite_dir=suite,
             mode=mode,
             case_timeout_secs=case_timeout,
+            agent_command=agent_command,
         )
     except ConfigError as exc:
         raise _fail(exc.problems) from None
@@ -124,6 +128,15 @@ def run(
             "120).",
         ),
     ] = None,
+    agent_command: Annotated[
+        str | None,
+        typer.Option(
+            "--agent-command",
+            metavar="CMD",
+            help="Run this command as the agent of each case, against the replay endpoint "
+            "(default: from config; else the reference agent).",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Run a suite: admit every fixture, replay each case, grade it, report.
@@ -131,11 +144,17 @@ def run(
     SIGINT (Ctrl-C) or SIGTERM stops the run: the finished cases are reported, --output is
     written with "interrupted": true, and the exit code is 130 or 143.
     """
-    settings = _config(config, suite, mode, case_timeout)
+    settings = _config(config, suite, mode, case_timeout, agent_command)
+    try:
+        agent_factory, tools = configured_agent(settings)
+    except PluginError as exc:
+        raise _fail(exc.problems) from None
     with _signals_stop_the_run():
         outcome = run_suite(
             settings.suite_dir,
             mode=settings.mode,
+            agent_factory=agent_factory,
+            tools=tools,
             max_tool_iterations=settings.max_tool_iterations,
             case_timeout=settings.case_timeout_secs,
         )
@@ -239,10 +258,17 @@ def show_config(config: ConfigOption = None) -> None:
         "mode": settings.mode,
         "max_tool_iterations": settings.max_tool_iterations,
         "case_timeout_secs": settings.case_timeout_secs,
+        "agent": settings.agent,
+        "tools": list(settings.tools),
+        "builtin_tools": settings.builtin_tools,
+        "agent_command": settings.agent_command,
     }
     for key, value in values.items():
-        shown = f'"{value}"' if isinstance(value, str) else str(value)
-        typer.echo(f"{key} = {shown}  # {settings.sources.get(key, 'default')}")
+        source = settings.sources.get(key, "default")
+        if value is None:
+            typer.echo(f"# {key} is not set  # {source}")
+        else:
+            typer.echo(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}")
 
 
 @schema_app.command("list")
@@ -285,8 +311,7 @@ def schema_export(
         Path | None,
         typer.Option(
             "--fixtures",
-            help="Directory the printed modelines are written for (default: the configured "
-            "suite).",
+            help="Directory the printed modelines are written for (default: the configured suite).",
         ),
     ] = None,
     config: ConfigOption = None,
@@ -375,6 +400,56 @@ def convert_fixture(
         write_atomic(output, outcome.text)
     except OSError as exc:
         raise _fail([f"{output}: cannot write: {exc.strerror or exc}"]) from None
+
+
+@app.command("serve")
+def serve(
+    case_file: Annotated[Path, typer.Option("--case", help="The fixture whose script to serve.")],
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")
+    ] = 0,
+) -> None:
+    """Serve one case's script as an OpenAI- and Anthropic-compatible endpoint on 127.0.0.1,
+    for driving an agent by hand.
+
+    Prints the URLs and the environment to give the agent, then logs each request and any
+    run error to stderr. A new user message opens the next turn. It stops by itself once the
+    script is consumed (every response served, every tool result back), at the first run error
+    (after answering it), or on Ctrl-C; then it prints the tool calls recorded. Exit 0, or 1
+    after a run error; 2 if the fixture is refused or the port cannot be bound.
+    """
+    from evalrunner.endpoint import Exchange, ReplayEndpoint
+    from evalrunner.serve import exchange_line, load_case, outcome_lines, serve_case
+
+    case = load_case(relative_to_cwd(case_file))
+    if isinstance(case, list):
+        raise _fail([str(e) for e in case], "the fixture is not admitted; nothing served")
+
+    def ready(endpoint: ReplayEndpoint) -> None:
+        typer.echo(f"serving {case.name!r} from {case.source} on {endpoint.base_url}")
+        typer.echo(f"  OpenAI chat completions: POST {endpoint.openai_base_url}/chat/completions")
+        typer.echo(f"  Anthropic messages:      POST {endpoint.base_url}/v1/messages")
+        typer.echo("environment for the agent:")
+        for key, value in endpoint.agent_environment().items():
+            typer.echo(f"  export {key}={value}")
+        if case.expects.all_tools_succeeded is not None:
+            typer.echo(
+                "note: this case asserts all_tools_succeeded, which an agent on the OpenAI wire "
+                "cannot report; `run` refuses that, serve grades nothing and serves it",
+                err=True,
+            )
+        typer.echo("stops once the script is consumed, at a run error, or on Ctrl-C", err=True)
+
+    def logged(exchange: Exchange) -> None:
+        typer.echo(exchange_line(exchange), err=True)
+
+    try:
+        outcome = serve_case(case, port=port, on_ready=ready, on_exchange=logged)
+    except OSError as exc:
+        raise _fail([f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}"]) from None
+    for line in outcome_lines(outcome):
+        typer.echo(line, err=True)
+    raise typer.Exit(1 if outcome.error is not None else 0)
 
 
 def main() -> None:

@@ -47,6 +47,13 @@ class Config:
     mode: str = "replay"
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
     case_timeout_secs: float = DEFAULT_CASE_TIMEOUT_SECS
+    agent: str | None = None
+    tools: tuple[str, ...] = ()
+    builtin_tools: bool = True
+    agent_command: str | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+    """Where ``agent``/``tools`` modules are imported from and ``agent_command`` runs: the
+    config file's directory, or the working directory when there is none."""
     file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -88,6 +95,7 @@ def load_config(
     suite_dir: Path | None = None,
     mode: str | None = None,
     case_timeout_secs: float | None = None,
+    agent_command: str | None = None,
 ) -> Config:
     """Resolve the effective configuration; the keyword values come from the command line."""
     cwd = cwd or Path.cwd()
@@ -146,6 +154,23 @@ def load_config(
         timeout = float(table.get("case_timeout_secs", DEFAULT_CASE_TIMEOUT_SECS))
         sources["case_timeout_secs"] = positions.get("case_timeout_secs", "default")
 
+    for key in ("agent", "tools", "builtin_tools"):
+        sources[key] = positions.get(key, "default")
+    command: str | None
+    if agent_command is not None:
+        command, sources["agent_command"] = agent_command, "--agent-command"
+    else:
+        command = table.get("agent_command")
+        sources["agent_command"] = positions.get("agent_command", "default")
+    if command is not None and not command.strip():
+        problems.append(f"{sources['agent_command']}: agent_command must not be blank")
+    # --agent-command overrides a configured Python agent; both in one file is a contradiction
+    if agent_command is None and command is not None and "agent" in table:
+        problems.append(
+            f"{positions['agent']}: agent and agent_command ({sources['agent_command']}) both "
+            "choose the agent under test; keep one"
+        )
+
     if problems:
         raise ConfigError(problems)
     return Config(
@@ -153,6 +178,11 @@ def load_config(
         mode=chosen_mode,
         max_tool_iterations=iterations,
         case_timeout_secs=timeout,
+        agent=table.get("agent") if agent_command is None else None,
+        tools=tuple(table.get("tools", ())),
+        builtin_tools=table.get("builtin_tools", True),
+        agent_command=command,
+        base_dir=base,
         file=path,
         sources=sources,
     )

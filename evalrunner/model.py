@@ -225,6 +225,9 @@ class RunRecord:
     duration_ms: int = 0
     requests: tuple[ModelRequest, ...] = ()
     error: str | None = None
+    unreported_calls: tuple[ToolCall, ...] = ()
+    """Scripted tool calls handed to the agent that it never reported dispatching: not counted
+    as dispatches, and named in the failure details of the checks they make fail."""
 
     @property
     def tools_called(self) -> tuple[str, ...]:

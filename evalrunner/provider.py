@@ -12,7 +12,14 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from evalrunner.model import ModelRequest, ModelResponse, RunError, Turn
+from evalrunner.model import (
+    ModelRequest,
+    ModelResponse,
+    RunError,
+    ToolCall,
+    ToolCallsResponse,
+    Turn,
+)
 
 
 @runtime_checkable
@@ -29,13 +36,15 @@ class ReplayProvider:
 
     The runner brackets each turn with :meth:`begin_turn` and :meth:`end_turn`; responses never
     bleed from one turn into another. Turns are numbered from 1 in messages. Every request is
-    kept, and usage is counted from the responses served.
+    kept, every tool call handed to the agent is kept (to find calls the agent never reported
+    dispatching), and usage is counted from the responses served.
     """
 
     def __init__(self, turns: Sequence[Turn]) -> None:
         self._queues = [deque(turn.responses) for turn in turns]
         self._turn: int | None = None
         self.requests: list[ModelRequest] = []
+        self.served_calls: list[ToolCall] = []
         self.llm_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -56,6 +65,8 @@ class ReplayProvider:
                 "scripts for it"
             )
         response = queue.popleft()
+        if isinstance(response, ToolCallsResponse):
+            self.served_calls.extend(response.tool_calls)
         self.llm_calls += 1
         self.input_tokens += response.input_tokens
         self.output_tokens += response.output_tokens

@@ -7,10 +7,14 @@ the agent) ends that case's run and is kept in the record; it never stops the su
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,7 +24,7 @@ from evalrunner.agent import (
     AgentFactory,
     reference_agent,
 )
-from evalrunner.model import Case, RunError, RunRecord
+from evalrunner.model import Case, ModelRequest, RunError, RunRecord, ToolCall, ToolCallRecord
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
 from evalrunner.tools import Tool, builtin_tools
@@ -81,21 +85,60 @@ def run_case(
             daemon=True,
         )
         worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
-            outcome.error = f"timed out after {timeout:g}s"
+        try:
+            worker.join(timeout)
+        finally:
+            if worker.is_alive():
+                outcome.error = outcome.error or f"timed out after {timeout:g}s"
+                _close(outcome.agent)  # e.g. kills an agent command blocked on a read
     duration_ms = int((time.perf_counter() - started) * 1000)
+    tool_calls = tuple(observer.tool_calls)
+    requests = tuple(provider.requests)
+    error = outcome.error or _wire_cannot_grade(case, requests)
     return RunRecord(
         final_response=outcome.final_response,
         history=tuple(observer.messages),
-        tool_calls=tuple(observer.tool_calls),
+        tool_calls=tool_calls,
         input_tokens=provider.input_tokens,
         output_tokens=provider.output_tokens,
         llm_calls=provider.llm_calls,
         duration_ms=duration_ms,
-        requests=tuple(provider.requests),
-        error=outcome.error,
+        requests=requests,
+        error=error,
+        unreported_calls=_unreported(provider.served_calls, tool_calls),
     )
+
+
+def _unreported(
+    served: list[ToolCall], reported: tuple[ToolCallRecord, ...]
+) -> tuple[ToolCall, ...]:
+    """Calls the script handed to the agent that the observer never heard about.
+
+    Matched by call id, or, for records without one, by name and argument text.
+    """
+    ids = Counter(record.id for record in reported if record.id is not None)
+    anonymous = Counter((r.name, r.arguments) for r in reported if r.id is None)
+    missing = []
+    for call in served:
+        if ids[call.id] > 0:
+            ids[call.id] -= 1
+        elif anonymous[(call.name, call.arguments)] > 0:
+            anonymous[(call.name, call.arguments)] -= 1
+        else:
+            missing.append(call)
+    return tuple(missing)
+
+
+def _wire_cannot_grade(case: Case, requests: tuple[ModelRequest, ...]) -> str | None:
+    """A run error when the case asserts what its agent's wire cannot report."""
+    if case.expects.all_tools_succeeded is not None and any(r.api == "openai" for r in requests):
+        return (
+            "this case asserts all_tools_succeeded, but the agent speaks the OpenAI chat "
+            "completions wire, which has no flag for a failed tool call, so success cannot be "
+            "observed; assert the failure text instead with tool_results_contain (e.g. "
+            '"Unknown tool" or "Error:")'
+        )
+    return None
 
 
 class _Outcome:
@@ -104,6 +147,15 @@ class _Outcome:
     def __init__(self) -> None:
         self.final_response = ""
         self.error: str | None = None
+        self.agent: object = None
+
+
+def _close(agent: object) -> None:
+    """Let an agent release what it holds (a process, a server), if it has a ``close()``."""
+    close = getattr(agent, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
 
 
 def _drive(
@@ -113,11 +165,15 @@ def _drive(
     provider: ReplayProvider,
     outcome: _Outcome,
 ) -> None:
+    loop: asyncio.AbstractEventLoop | None = None  # one per case, for agents written async
     try:
-        agent = agent_factory(context)
+        agent = outcome.agent = agent_factory(context)
         for index, turn in enumerate(case.turns):
             provider.begin_turn(index)
-            reply = agent.respond(turn.user_input)
+            reply: object = agent.respond(turn.user_input)
+            if inspect.isawaitable(reply):
+                loop = loop or asyncio.new_event_loop()
+                reply = loop.run_until_complete(_awaited(reply))
             if not isinstance(reply, str):
                 raise RunError(f"the agent replied with {type(reply).__name__}, not text")
             if outcome.error is not None:
@@ -130,3 +186,11 @@ def _drive(
         outcome.error = outcome.error or f"the agent raised {type(exc).__name__}: {exc}"
     except SystemExit as exc:  # an agent calling sys.exit() must not end the whole run
         outcome.error = outcome.error or f"the agent called sys.exit({exc.code!r})"
+    finally:
+        _close(outcome.agent)
+        if loop is not None:
+            loop.close()
+
+
+async def _awaited(value: Awaitable[object]) -> object:
+    return await value

@@ -109,12 +109,23 @@ def test_interrupt_between_cases_reports_the_finished_ones(tmp_path: Path) -> No
 
 
 def cli_in_subprocess(suite: Path, *extra: str, ready: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "EVALRUNNER_TEST_READY": str(ready), "NO_COLOR": "1"}
+    """The real command line, with the ``block`` tool plugged in through the config file."""
+    config = suite.parent / "evalrunner.toml"
+    config.write_text('[eval]\ntools = ["blocking_tools:BlockTool"]\n', encoding="utf-8")
+    env = {
+        **os.environ,
+        "EVALRUNNER_TEST_READY": str(ready),
+        "NO_COLOR": "1",
+        "PYTHONPATH": str(HERE / "support"),
+    }
     return subprocess.Popen(
         [
             sys.executable,
-            str(HERE / "support" / "blocking_cli.py"),
+            "-m",
+            "evalrunner",
             "run",
+            "--config",
+            str(config),
             "--suite",
             str(suite),
             *extra,
@@ -156,7 +167,12 @@ def test_a_signal_mid_run_reports_finished_cases_writes_output_and_exits(
     report = json.loads(output.read_text(encoding="utf-8"))
     assert report["interrupted"] is True
     assert [case["name"] for case in report["cases"]] == ["one"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ready", "report.json", "suite"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "evalrunner.toml",
+        "ready",
+        "report.json",
+        "suite",
+    ]
 
 
 def test_the_case_timeout_flag_fails_a_hung_case_from_the_command_line(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evalrunner.grade._format import listing
+from evalrunner.grade._format import listing, unreported_note
 from evalrunner.model import GradeResult, RunRecord
 
 
@@ -14,7 +14,9 @@ def _count_check(
 ) -> list[GradeResult]:
     count = len(run.tool_calls)
     passed = holds(count, limit)
-    detail = "" if passed else f"{count} tool call(s): {listing(run.tools_called)}"
+    detail = (
+        "" if passed else f"{count} tool call(s): {listing(run.tools_called)}{unreported_note(run)}"
+    )
     return [GradeResult(f"{kind}({limit})", passed, detail)]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from evalrunner.grade._format import listing, quote
+from evalrunner.grade._format import listing, quote, unreported_note
 from evalrunner.model import GradeResult, RunRecord
 
 
@@ -16,7 +16,9 @@ def tools_used(names: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
         GradeResult(
             f"tools_used({quote(name)})",
             name in called,
-            "" if name in called else f"not called; tools called: {listing(called)}",
+            ""
+            if name in called
+            else f"not called; tools called: {listing(called)}{unreported_note(run)}",
         )
         for name in names
     ]
