@@ -49,8 +49,14 @@ class ReplayProvider:
         self.input_tokens = 0
         self.output_tokens = 0
 
+    @property
+    def turn_count(self) -> int:
+        """How many turns the fixture scripts."""
+        return len(self._queues)
+
     def begin_turn(self, index: int) -> None:
-        """Serve turn ``index`` (0-based) from now on."""
+        """Serve turn ``index`` (0-based) from now on; asking for a model response in a turn
+        the fixture does not script is a run error."""
         self._turn = index
 
     def complete(self, request: ModelRequest) -> ModelResponse:
@@ -58,6 +64,11 @@ class ReplayProvider:
         self.requests.append(request)
         if self._turn is None:
             raise RunError("the agent requested a model response outside any turn")
+        if self._turn >= len(self._queues):
+            raise RunError(
+                f"the agent began turn {self._turn + 1}, but the fixture scripts only "
+                f"{len(self._queues)} turn(s)"
+            )
         queue = self._queues[self._turn]
         if not queue:
             raise RunError(
@@ -76,7 +87,7 @@ class ReplayProvider:
         """Close the current turn; leftover responses are a run error."""
         if self._turn is None:
             return
-        left = len(self._queues[self._turn])
+        left = len(self._queues[self._turn]) if self._turn < len(self._queues) else 0
         turn = self._turn
         self._turn = None
         if left:

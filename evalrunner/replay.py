@@ -133,10 +133,9 @@ def _wire_cannot_grade(case: Case, requests: tuple[ModelRequest, ...]) -> str | 
     """A run error when the case asserts what its agent's wire cannot report."""
     if case.expects.all_tools_succeeded is not None and any(r.api == "openai" for r in requests):
         return (
-            "this case asserts all_tools_succeeded, but the agent speaks the OpenAI chat "
-            "completions wire, which has no flag for a failed tool call, so success cannot be "
-            "observed; assert the failure text instead with tool_results_contain (e.g. "
-            '"Unknown tool" or "Error:")'
+            "the case asserts all_tools_succeeded, which the OpenAI chat completions wire "
+            "cannot report (it has no flag for a failed tool call); assert the failure text "
+            'with tool_results_contain instead (e.g. "Unknown tool")'
         )
     return None
 

@@ -26,6 +26,7 @@ BASE_URI = "https://evalrunner.dev/schemas/v1/"
 CASE_ID = BASE_URI + "case.schema.json"
 CONFIG_ID = BASE_URI + "config.schema.json"
 REPORT_ID = BASE_URI + "report.schema.json"
+AGENT_REPLY_ID = BASE_URI + "agent-command/reply.schema.json"
 KIND_DIR = "expects"
 
 
@@ -130,3 +131,9 @@ def config_validator() -> Draft202012Validator:
 def report_validator() -> Draft202012Validator:
     """The validator of JSON reports."""
     return schema_tree().validator(REPORT_ID)
+
+
+@cache
+def agent_reply_validator() -> Draft202012Validator:
+    """The validator of an agent command's reply lines."""
+    return schema_tree().validator(AGENT_REPLY_ID)

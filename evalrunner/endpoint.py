@@ -1,0 +1,545 @@
+"""The replay endpoint: a case's script served over HTTP, so agents in any language can be replayed.
+
+A loopback server (127.0.0.1 only, a free port by default) that speaks OpenAI chat completions
+(``POST /v1/chat/completions``) and Anthropic messages (``POST /v1/messages``), streaming or
+not, and answers each model request from a :class:`~evalrunner.provider.ReplayProvider`: the
+same per-turn queues, the same run errors, ids and argument text exactly as the fixture scripts
+them.
+
+Over the wire the endpoint is the observer. It reports to its :class:`Observer`, in the order
+the reference agent would:
+
+- ``on_message(user)`` for a request whose last message is a new user message (the turn's
+  input; not tool results);
+- ``on_tool_call(record)`` then ``on_message(tool)`` for each call handed to the agent, in the
+  order it was handed out, when the agent's next request carries its result; the record holds
+  the scripted argument text and the result text the agent sent (text blocks concatenated);
+  success is Anthropic's ``not is_error``, and always true on the OpenAI wire, which has no
+  such flag;
+- ``on_message(assistant)`` for each response served: the text, or the tool calls with empty
+  text.
+
+System prompts and the rest of each request are kept in :attr:`ReplayEndpoint.requests` only.
+
+A run error (script exhausted or left over, a missing tool result, a request the endpoint
+cannot read, ...) is kept in :attr:`ReplayEndpoint.error` (the first one) and answered with
+the API's error body, status 500 (400 for an unreadable request, 404 for a POST to an unknown
+path) and ``x-should-retry: false`` so that SDKs do not retry. Once the run has failed, every
+later model request is refused with the same error: the script is not served past a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import selectors
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.message import Message as HeaderFields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Final, cast
+from urllib.parse import urlsplit
+
+from evalrunner.model import (
+    JSONValue,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    RunError,
+    TextResponse,
+    ToolCall,
+    ToolCallRecord,
+)
+from evalrunner.observer import Observer
+from evalrunner.provider import ReplayProvider
+from evalrunner.wire import OPENAI, WireAPI, WireRequest, WireRequestError, wire_json
+from evalrunner.wire_anthropic import AnthropicMessages
+from evalrunner.wire_openai import OpenAIChat
+
+LOOPBACK: Final = "127.0.0.1"
+"""The only address the endpoint binds to: a replayed agent runs on the same machine."""
+
+MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+"""Request bodies larger than this are refused (413) before they are read."""
+
+DUMMY_API_KEY: Final = "evalrunner-replay-no-key-needed"
+"""The API key an agent is given: SDKs insist on one; the endpoint ignores it."""
+
+DEFAULT_MODEL: Final = "evalrunner-replay"
+"""The model name a response carries when the request named none."""
+
+OPENAI_CANNOT_REPORT_FAILURE: Final = (
+    "this case asserts all_tools_succeeded, but the OpenAI chat completions wire cannot report "
+    'whether a tool call failed: a "tool" message has no error flag, so every result would '
+    "count as a success. Assert the failure through the result text instead, with "
+    "tool_results_contain on the error text the agent sends back (or replay the case with an "
+    "agent on the Anthropic messages API, whose tool_result blocks carry is_error)"
+)
+
+ROUTES: Final[dict[str, WireAPI]] = {
+    "/v1/chat/completions": OpenAIChat(),
+    "/v1/messages": AnthropicMessages(),
+}
+"""Request path → the API spoken there."""
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One HTTP request the endpoint answered, for logs: what was asked and what was served.
+
+    ``api`` is ``None`` for a path the endpoint does not serve; ``summary`` says what was
+    served (``tool_calls: ...`` or ``text: ...``) or why the request was refused.
+    """
+
+    method: str
+    path: str
+    status: int
+    summary: str
+    api: str | None = None
+    stream: bool = False
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """An answer ready to be written: a JSON body, or event frames for a stream."""
+
+    status: int
+    summary: str
+    body: JSONValue = None
+    events: tuple[str, ...] | None = None
+    stream: bool = False
+
+
+class ReplayEndpoint:
+    """Serves one case's script over HTTP to an agent (see the module docstring).
+
+    The runner brackets each turn with ``provider.begin_turn(i)``/``provider.end_turn()``.
+    With ``infer_turns`` (``evalrunner serve``) the endpoint does it instead: a request whose
+    last message is a new user message ends the current turn (leftover responses are a run
+    error) and begins the next. ``success_flag_asserted`` says the case grades
+    ``all_tools_succeeded``, which the OpenAI wire cannot report: OpenAI requests are then
+    refused with a run error that says what to assert instead.
+
+    Usable as a context manager (started on entry, closed on exit). ``on_exchange``, if
+    given, is called from the serving thread after each HTTP request has been answered; it
+    must not call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        provider: ReplayProvider,
+        observer: Observer,
+        *,
+        success_flag_asserted: bool = False,
+        infer_turns: bool = False,
+        host: str = LOOPBACK,
+        port: int = 0,
+        on_exchange: Callable[[Exchange], None] | None = None,
+    ) -> None:
+        if host != LOOPBACK:
+            raise ValueError(f"the replay endpoint binds to {LOOPBACK} only, not {host!r}")
+        self._provider = provider
+        self._observer = observer
+        self._success_flag_asserted = success_flag_asserted
+        self._infer_turns = infer_turns
+        self._host = host
+        self._port = port
+        self._on_exchange = on_exchange
+        self._lock = threading.Lock()  # one model request at a time: the script is a sequence
+        self._pending: list[ToolCall] = []
+        self._turn = -1  # the turn begun by inference; -1 before the first
+        self._served = 0
+        self._server: _LoopbackServer | None = None
+        self._thread: threading.Thread | None = None
+        self._wake: socket.socket | None = None
+        self._closed = False
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        self.requests: list[ModelRequest] = []
+        """Every model request received, in order, as neutral requests."""
+        self.error: str | None = None
+        """The first run error the endpoint hit, or ``None``."""
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind to 127.0.0.1 and serve in a daemon thread. An endpoint starts once."""
+        if self._server is not None or self._closed:
+            raise RuntimeError("a replay endpoint can be started once only")
+        server = _LoopbackServer((self._host, self._port), _Handler)
+        server.endpoint = self
+        self._server = server
+        self._wake, wake = socket.socketpair()
+        self._thread = threading.Thread(
+            target=server.serve_until_woken,
+            args=(wake,),
+            name=f"evalrunner replay endpoint :{server.server_address[1]}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving and release the port; connections still open are cut. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        server, thread, wake = self._server, self._thread, self._wake
+        if server is None or thread is None or wake is None:
+            return
+        wake.send(b"\0")
+        thread.join()
+        wake.close()
+        with self._connections_lock:
+            open_connections = list(self._connections)
+        for connection in open_connections:
+            # A client holding a connection open must not keep a serving thread alive.
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        server.server_close()  # also joins the threads that were answering requests
+
+    def __enter__(self) -> ReplayEndpoint:
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        """The port bound (after :meth:`start`)."""
+        if self._server is None:
+            raise RuntimeError("the replay endpoint has not been started")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``: what ``ANTHROPIC_BASE_URL`` is set to."""
+        return f"http://{self._host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``base_url`` + ``/v1``: what ``OPENAI_BASE_URL`` is set to."""
+        return self.base_url + "/v1"
+
+    def agent_environment(self) -> dict[str, str]:
+        """The environment variables that point the OpenAI and Anthropic SDKs (and most
+        agents built on them) at this endpoint, with dummy keys."""
+        return {
+            "OPENAI_BASE_URL": self.openai_base_url,
+            "OPENAI_API_KEY": DUMMY_API_KEY,
+            "ANTHROPIC_BASE_URL": self.base_url,
+            "ANTHROPIC_API_KEY": DUMMY_API_KEY,
+        }
+
+    # --- what the runner reads ---------------------------------------------------------------
+
+    def unresolved_calls(self) -> list[ToolCall]:
+        """Tool calls handed to the agent whose result has not come back (yet)."""
+        with self._lock:
+            return list(self._pending)
+
+    @property
+    def responses_served(self) -> int:
+        """How many scripted responses have been sent to the agent."""
+        with self._lock:
+            return self._served
+
+    # --- answering requests (called from the serving threads) ----------------------------------
+
+    def _answer(self, wire: WireAPI, raw: bytes) -> _Reply:
+        with self._lock:
+            if self.error is not None:
+                return self._refuse(wire, 500, f"the run has already failed: {self.error}")
+            try:
+                return self._answer_model_request(wire, raw)
+            except Exception as exc:  # a bug here must fail the case, not leave the agent hanging
+                message = f"the replay endpoint failed: {type(exc).__name__}: {exc}"
+                return self._fail(wire, 500, message)
+
+    def _answer_model_request(self, wire: WireAPI, raw: bytes) -> _Reply:
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
+            return self._fail(wire, 400, f"the request body is not JSON: {reason}")
+        try:
+            incoming = wire.read_request(body)
+        except WireRequestError as exc:
+            return self._fail(wire, 400, f"not a valid {wire.name} request: {exc}")
+        except RecursionError:
+            return self._fail(wire, 400, f"not a valid {wire.name} request: nested too deeply")
+        self.requests.append(incoming.request)
+        stream = incoming.request.stream
+        try:
+            response = self._serve(wire, incoming)
+        except RunError as exc:
+            return self._fail(wire, 500, str(exc), stream=stream)
+        response_id = wire.response_id(self._served + 1)
+        model = incoming.request.model or DEFAULT_MODEL
+        if stream:
+            events = wire.stream_events(
+                response, response_id=response_id, model=model, usage=incoming.stream_usage
+            )
+            reply = _Reply(200, _summary(response), events=tuple(events), stream=True)
+        else:
+            body = wire.response_body(response, response_id=response_id, model=model)
+            reply = _Reply(200, _summary(response), body=body)
+        self._served += 1
+        return reply
+
+    def _serve(self, wire: WireAPI, incoming: WireRequest) -> ModelResponse:
+        """Account for what the request carries, then pop and hand out the next response."""
+        if wire.name == OPENAI and self._success_flag_asserted:
+            raise RunError(OPENAI_CANNOT_REPORT_FAILURE)
+        self._take_results(wire, incoming)
+        if incoming.user_text is not None:
+            if self._infer_turns:
+                self._next_turn()
+            self._observer.on_message(Message("user", incoming.user_text))
+        response = self._provider.complete(incoming.request)
+        reason = wire.unservable(response)
+        if reason is not None:
+            raise RunError(reason)
+        if isinstance(response, TextResponse):
+            self._observer.on_message(Message("assistant", response.content))
+        else:
+            self._observer.on_message(Message("assistant", "", tool_calls=response.tool_calls))
+            self._pending.extend(response.tool_calls)
+        return response
+
+    def _take_results(self, wire: WireAPI, incoming: WireRequest) -> None:
+        """Record every handed-out call whose result this request carries; a call whose result
+        it lacks is a run error (the agent moved on without answering it)."""
+        if not self._pending:
+            return
+        results = {result.call_id: result for result in incoming.tool_results}
+        missing: list[ToolCall] = []
+        for call in self._pending:
+            result = results.get(call.id)
+            if result is None:
+                missing.append(call)
+                continue
+            record = ToolCallRecord(
+                name=call.name,
+                arguments=call.arguments,
+                result=result.content,
+                success=result.is_error is not True,
+                id=call.id,
+            )
+            self._observer.on_tool_call(record)
+            self._observer.on_message(Message("tool", result.content, tool_call_id=call.id))
+        self._pending = missing
+        if missing:
+            named = ", ".join(f"{json.dumps(call.id)} ({call.name})" for call in missing)
+            raise RunError(
+                f"the agent's next model request carries no result for tool call(s) {named}; "
+                f"every tool call handed to the agent must be answered with "
+                f"{wire.result_carrier} in its next request"
+            )
+
+    def _next_turn(self) -> None:
+        if self._turn >= 0:
+            self._provider.end_turn()
+        self._turn += 1
+        self._provider.begin_turn(self._turn)
+
+    def _fail(self, wire: WireAPI, status: int, message: str, *, stream: bool = False) -> _Reply:
+        """A run error: kept (the first one) and answered."""
+        if self.error is None:
+            self.error = message
+        return self._refuse(wire, status, message, stream=stream)
+
+    def _refuse(self, wire: WireAPI, status: int, message: str, *, stream: bool = False) -> _Reply:
+        return _Reply(status, message, body=wire.error_body(status, message), stream=stream)
+
+    def _unknown_path(self, method: str, path: str, wire: WireAPI) -> _Reply:
+        served = " and ".join(f"POST {route}" for route in ROUTES)
+        message = f"{method} {path} is not served by the replay endpoint (it serves {served})"
+        if path.rstrip("/") == "/chat/completions":
+            message += "; OPENAI_BASE_URL must end in /v1"
+        if method != "POST":
+            return self._refuse(wire, 404, message)
+        with self._lock:
+            # A POST elsewhere asks for a model response the script cannot give (another API,
+            # or a base URL set wrong): the case cannot be replayed faithfully.
+            return self._fail(wire, 404, message)
+
+    def _refuse_unread(self, wire: WireAPI, status: int, message: str) -> _Reply:
+        with self._lock:
+            return self._fail(wire, status, message)
+
+    def _report(self, exchange: Exchange) -> None:
+        if self._on_exchange is not None:
+            self._on_exchange(exchange)
+
+    def _connection_opened(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.add(connection)
+
+    def _connection_closed(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
+
+
+def _summary(response: ModelResponse) -> str:
+    if isinstance(response, TextResponse):
+        shown = response.content if len(response.content) <= 60 else response.content[:57] + "..."
+        return "text: " + json.dumps(shown, ensure_ascii=False)
+    return "tool_calls: " + ", ".join(f"{call.id} {call.name}" for call in response.tool_calls)
+
+
+def _guess_api(path: str, headers: HeaderFields) -> WireAPI:
+    """Which API's error shape fits a request to a path the endpoint does not serve."""
+    anthropic = path.startswith("/v1/messages") or headers.get("anthropic-version") is not None
+    return ROUTES["/v1/messages" if anthropic else "/v1/chat/completions"]
+
+
+class _LoopbackServer(ThreadingHTTPServer):
+    """The HTTP server, pointing back at its endpoint."""
+
+    # Serving threads are joined on close (daemon_threads False, block_on_close True): none
+    # outlives the endpoint.
+    daemon_threads = False
+    block_on_close = True
+    endpoint: ReplayEndpoint
+
+    def serve_until_woken(self, wake: socket.socket) -> None:
+        """Accept connections until ``wake`` becomes readable (its peer writes or closes).
+
+        Used instead of ``serve_forever``, which notices a shutdown only at its next poll:
+        close() takes effect at once, which counts when every case starts its own endpoint.
+        """
+        with selectors.DefaultSelector() as selector, wake:
+            selector.register(self, selectors.EVENT_READ)
+            selector.register(wake, selectors.EVENT_READ)
+            while True:
+                ready = [key.fileobj for key, _ in selector.select()]
+                if wake in ready:
+                    return
+                self.handle_request()  # the listening socket is readable: accept and hand off
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Registered here, in the serving loop, before the connection's thread starts: once
+        # shutdown() has returned, every accepted connection is known to close().
+        self.endpoint._connection_opened(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.endpoint._connection_closed(request)
+        super().shutdown_request(request)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection. Every response closes it: a client's idle keep-alive connection would
+    otherwise hold a serving thread until the client lets go."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "evalrunner-replay"
+
+    @property
+    def _endpoint(self) -> ReplayEndpoint:
+        return cast(_LoopbackServer, self.server).endpoint
+
+    def do_POST(self) -> None:
+        self.close_connection = True
+        path = urlsplit(self.path).path
+        wire = ROUTES.get(path)
+        if wire is None:
+            reply = self._endpoint._unknown_path("POST", path, _guess_api(path, self.headers))
+        else:
+            raw = self._read_body()
+            if isinstance(raw, bytes):
+                reply = self._endpoint._answer(wire, raw)
+            else:
+                status, message = raw
+                reply = self._endpoint._refuse_unread(wire, status, message)
+        self._send(reply)
+        api = wire.name if wire is not None else None
+        exchange = Exchange("POST", path, reply.status, reply.summary, api, reply.stream)
+        self._endpoint._report(exchange)
+
+    def _other_method(self) -> None:
+        self.close_connection = True
+        path = urlsplit(self.path).path
+        wire = ROUTES.get(path)
+        if wire is not None:
+            message = f"{self.command} {path}: only POST is served here"
+            reply = self._endpoint._refuse(wire, 405, message)
+        else:
+            reply = self._endpoint._unknown_path(self.command, path, _guess_api(path, self.headers))
+        self._send(reply)
+        self._endpoint._report(Exchange(self.command, path, reply.status, reply.summary))
+
+    do_GET = _other_method
+    do_PUT = _other_method
+    do_DELETE = _other_method
+    do_PATCH = _other_method
+
+    def _read_body(self) -> bytes | tuple[int, str]:
+        """The request body, or the (status, message) it is refused with."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked()
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return b""  # answered as "not JSON"
+        try:
+            size = int(length)
+        except ValueError:
+            return 400, f"Content-Length is not a number: {length!r}"
+        if size < 0:
+            return 400, f"Content-Length is negative: {size}"
+        if size > MAX_BODY_BYTES:
+            return 413, f"the request body ({size} bytes) is over {MAX_BODY_BYTES} bytes"
+        return self.rfile.read(size)
+
+    def _read_chunked(self) -> bytes | tuple[int, str]:
+        body = bytearray()
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                return 400, "malformed chunked request body"
+            if size == 0:
+                while self.rfile.readline(1024).strip():
+                    pass  # trailer fields: none matter here
+                return bytes(body)
+            if len(body) + size > MAX_BODY_BYTES:
+                return 413, f"the request body is over {MAX_BODY_BYTES} bytes"
+            body += self.rfile.read(size)
+            self.rfile.readline(8)  # the CRLF after each chunk
+
+    def _send(self, reply: _Reply) -> None:
+        try:
+            self.send_response(reply.status)
+            if reply.events is not None:
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for frame in reply.events:
+                    self.wfile.write(frame.encode("utf-8"))
+                return
+            data = wire_json(reply.body).encode("utf-8")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            if reply.status >= 400:
+                # An error is the run's verdict, not a glitch: retrying cannot change it.
+                self.send_header("x-should-retry", "false")
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            pass  # the agent hung up; what it asked for has been accounted for already
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Silent: requests are reported through ``on_exchange`` instead of stderr."""

@@ -1,0 +1,345 @@
+"""Anthropic messages on the wire (``POST /v1/messages``), for the replay endpoint.
+
+Requests: a ``system`` prompt (a string or text blocks) and ``user``/``assistant`` messages
+whose content is a string or a list of blocks. In the neutral history, text blocks become
+``user``/``assistant`` text (concatenated), ``tool_use`` blocks become the assistant's tool
+calls (their ``input`` as compact JSON with sorted keys, as a fixture's object arguments are),
+and each ``tool_result`` block becomes a ``tool`` message; other blocks (images, thinking, ...)
+carry no text and are skipped. Responses carry the fixture's tool-call ids; a call's ``input``
+must be a JSON object, so a scripted call whose argument text is not one cannot be sent
+(:meth:`AnthropicMessages.unservable`). Streams are ``event:`` + ``data:`` frames from
+``message_start`` to ``message_stop``, the argument JSON sent as the fixture's exact text in
+``input_json_delta`` pieces.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+from evalrunner.admit import argument_text
+from evalrunner.model import (
+    JSONValue,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextResponse,
+    ToolCall,
+    ToolCallsResponse,
+    ToolSpec,
+)
+from evalrunner.wire import (
+    ANTHROPIC,
+    ToolResult,
+    WireRequest,
+    WireRequestError,
+    optional_string,
+    require_list,
+    require_object,
+    require_string,
+    sse_frame,
+    stream_flag,
+    stream_pieces,
+    text_of_parts,
+    tool_parameters,
+)
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+}
+
+
+class AnthropicMessages:
+    """The Anthropic messages API as a :class:`~evalrunner.wire.WireAPI`."""
+
+    name = ANTHROPIC
+    result_carrier = "a tool_result block with its tool_use_id"
+
+    def read_request(self, body: JSONValue) -> WireRequest:
+        """Read a messages request body."""
+        request = require_object(body, "the request body")
+        raw_messages = require_list(request.get("messages"), "messages")
+        if not raw_messages:
+            raise WireRequestError("messages must not be empty")
+        messages: list[Message] = []
+        system = _system(request.get("system"))
+        if system is not None:
+            messages.append(Message("system", system))
+        results: list[ToolResult] = []
+        user_text: str | None = None
+        for index, raw in enumerate(raw_messages):
+            where = f"messages[{index}]"
+            message = require_object(raw, where)
+            role = message.get("role")
+            content = message.get("content")
+            if role == "assistant":
+                messages.append(_assistant(content, f"{where}.content"))
+                user_text = None
+            elif role == "user":
+                turn_messages, turn_results = _user(content, f"{where}.content")
+                messages += turn_messages
+                results += turn_results
+                # A user message opens a turn when it is what the user said, not tool results.
+                user_text = None if turn_results else "".join(m.content for m in turn_messages)
+            else:
+                raise WireRequestError(f"{where}.role must be user or assistant (got {role!r})")
+        return WireRequest(
+            request=ModelRequest(
+                messages=tuple(messages),
+                tools=_tools(request.get("tools")),
+                api=ANTHROPIC,
+                model=optional_string(request.get("model"), "model"),
+                stream=stream_flag(request),
+            ),
+            tool_results=tuple(results),
+            user_text=user_text,
+        )
+
+    def unservable(self, response: ModelResponse) -> str | None:
+        """A tool call whose argument text is not a JSON object cannot be sent as ``input``."""
+        if isinstance(response, TextResponse):
+            return None
+        for call in response.tool_calls:
+            reason = _not_an_object(call.arguments)
+            if reason is not None:
+                return (
+                    f"tool call {json.dumps(call.id)} ({call.name}) is scripted with argument "
+                    f"text that is not a JSON object ({reason}); the Anthropic messages API "
+                    "carries a tool call's input as a JSON object, so this call cannot be sent "
+                    "to an agent on that API. Script malformed arguments only for agents on "
+                    "the OpenAI wire or for the reference agent"
+                )
+        return None
+
+    def response_id(self, serial: int) -> str:
+        """``msg_replay_N``."""
+        return f"msg_replay_{serial}"
+
+    def response_body(self, response: ModelResponse, *, response_id: str, model: str) -> JSONValue:
+        """A ``message`` object."""
+        content: list[JSONValue]
+        if isinstance(response, TextResponse):
+            content = [{"type": "text", "text": response.content}]
+        else:
+            content = [
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": json.loads(c.arguments)}
+                for c in response.tool_calls
+            ]
+        message = _message_head(response_id, model)
+        message["content"] = content
+        message["stop_reason"] = _stop_reason(response)
+        message["usage"] = {
+            "input_tokens": response.input_tokens,
+            "output_tokens": response.output_tokens,
+        }
+        return message
+
+    def stream_events(
+        self, response: ModelResponse, *, response_id: str, model: str, usage: bool
+    ) -> list[str]:
+        """``message_start``, a ``ping``, one ``content_block_start``/``_delta``.../``_stop``
+        run per block, ``message_delta`` (stop reason, output tokens), ``message_stop``."""
+        start = _message_head(response_id, model)
+        start.update(
+            content=[],
+            stop_reason=None,
+            usage={"input_tokens": response.input_tokens, "output_tokens": 0},
+        )
+        frames = [
+            _event("message_start", {"message": start}),
+            _event("ping", {}),
+        ]
+        if isinstance(response, TextResponse):
+            opening: JSONValue = {"type": "text", "text": ""}
+            frames += _block(0, opening, "text_delta", "text", response.content)
+        else:
+            for index, call in enumerate(response.tool_calls):
+                opening = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+                frames += _block(index, opening, "input_json_delta", "partial_json", call.arguments)
+        frames.append(
+            _event(
+                "message_delta",
+                {
+                    "delta": {"stop_reason": _stop_reason(response), "stop_sequence": None},
+                    "usage": {"output_tokens": response.output_tokens},
+                },
+            )
+        )
+        frames.append(_event("message_stop", {}))
+        return frames
+
+    def error_body(self, status: int, message: str) -> JSONValue:
+        """``{"type": "error", "error": {"type", "message"}}``."""
+        error_type = _ERROR_TYPES.get(status, "api_error")
+        return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def _event(kind: str, data: dict[str, JSONValue]) -> str:
+    # The SDK drops a frame without an event: line, and expects the type repeated in the data.
+    return sse_frame({"type": kind, **data}, event=kind)
+
+
+def _block(index: int, opening: JSONValue, delta_type: str, delta_key: str, text: str) -> list[str]:
+    frames = [_event("content_block_start", {"index": index, "content_block": opening})]
+    frames += [
+        _event(
+            "content_block_delta",
+            {"index": index, "delta": {"type": delta_type, delta_key: piece}},
+        )
+        for piece in stream_pieces(text)
+    ]
+    frames.append(_event("content_block_stop", {"index": index}))
+    return frames
+
+
+def _message_head(response_id: str, model: str) -> dict[str, JSONValue]:
+    return {
+        "id": response_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "stop_sequence": None,
+    }
+
+
+def _stop_reason(response: ModelResponse) -> str:
+    return "tool_use" if isinstance(response, ToolCallsResponse) else "end_turn"
+
+
+class _NotAnObject(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise _NotAnObject(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        # An object sent as input cannot hold a key twice: a duplicate would be silently
+        # dropped, and the agent would receive other arguments than the fixture scripts.
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _NotAnObject(f"key {json.dumps(key)} appears twice")
+            seen.add(key)
+    return value
+
+
+def _not_an_object(text: str) -> str | None:
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        return f"not JSON: {exc.msg}"
+    except RecursionError:
+        return "nested too deeply"
+    except _NotAnObject as exc:
+        return str(exc)
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+        return "null" if value is None else kind
+    return None
+
+
+def _system(value: JSONValue) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return text_of_parts(value, "system")
+    raise WireRequestError("system must be a string or an array of text blocks")
+
+
+def _blocks(content: JSONValue, where: str) -> list[dict[str, JSONValue]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [
+        require_object(block, f"{where}[{i}]")
+        for i, block in enumerate(require_list(content, where))
+    ]
+
+
+def _user(content: JSONValue, where: str) -> tuple[list[Message], list[ToolResult]]:
+    """A user message's blocks, in order: runs of text blocks as one user message each, and
+    every tool_result block as a tool message."""
+    messages: list[Message] = []
+    results: list[ToolResult] = []
+    text: list[str] = []
+
+    def flush() -> None:
+        if text:
+            messages.append(Message("user", "".join(text)))
+            text.clear()
+
+    for index, block in enumerate(_blocks(content, where)):
+        at = f"{where}[{index}]"
+        kind = block.get("type")
+        if kind == "text":
+            text.append(require_string(block.get("text"), f"{at}.text"))
+        elif kind == "tool_result":
+            flush()
+            result = _tool_result(block, at)
+            results.append(result)
+            messages.append(Message("tool", result.content, tool_call_id=result.call_id))
+    flush()
+    if not messages:
+        messages.append(Message("user", ""))  # e.g. an image alone: still the user's turn
+    return messages, results
+
+
+def _tool_result(block: dict[str, JSONValue], where: str) -> ToolResult:
+    call_id = require_string(block.get("tool_use_id"), f"{where}.tool_use_id")
+    raw = block.get("content")
+    if raw is None:
+        content = ""
+    elif isinstance(raw, str):
+        content = raw
+    elif isinstance(raw, list):
+        content = text_of_parts(raw, f"{where}.content")
+    else:
+        raise WireRequestError(f"{where}.content must be a string or an array of blocks")
+    is_error = block.get("is_error")
+    if is_error is not None and not isinstance(is_error, bool):
+        raise WireRequestError(f"{where}.is_error must be a boolean")
+    return ToolResult(call_id, content, bool(is_error))
+
+
+def _assistant(content: JSONValue, where: str) -> Message:
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for index, block in enumerate(_blocks(content, where)):
+        at = f"{where}[{index}]"
+        kind = block.get("type")
+        if kind == "text":
+            text.append(require_string(block.get("text"), f"{at}.text"))
+        elif kind == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=require_string(block.get("id"), f"{at}.id"),
+                    name=require_string(block.get("name"), f"{at}.name"),
+                    arguments=argument_text(require_object(block.get("input"), f"{at}.input")),
+                )
+            )
+    return Message("assistant", "".join(text), tool_calls=tuple(calls))
+
+
+def _tools(value: JSONValue) -> tuple[ToolSpec, ...]:
+    if value is None:
+        return ()
+    specs: list[ToolSpec] = []
+    for index, raw in enumerate(require_list(value, "tools")):
+        at = f"tools[{index}]"
+        tool = require_object(raw, at)
+        specs.append(
+            ToolSpec(
+                name=require_string(tool.get("name"), f"{at}.name"),
+                description=optional_string(tool.get("description"), f"{at}.description") or "",
+                # Server tools (web search, ...) have no input_schema: kept with an empty one.
+                parameters=tool_parameters(tool.get("input_schema"), f"{at}.input_schema"),
+            )
+        )
+    return tuple(specs)

@@ -1,0 +1,76 @@
+"""An agent built on the official ``anthropic`` SDK (messages with tools), run by evalrunner
+as an external command:
+
+    evalrunner run --agent-command "python examples/sdk-agents/anthropic_agent.py [--stream]"
+
+It speaks evalrunner's agent-command protocol: one JSON line per turn on stdin
+(``{"turn": 1, "user_input": "..."}``), one JSON line back on stdout (``{"reply": "..."}``).
+The SDK finds the replay endpoint through ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``,
+which evalrunner sets. Failed tool calls are sent back with ``is_error: true``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import echo_tool
+from anthropic import Anthropic
+
+MODEL = "any-model"
+TOOLS = [
+    {
+        "name": echo_tool.NAME,
+        "description": echo_tool.DESCRIPTION,
+        "input_schema": echo_tool.PARAMETERS,
+    }
+]
+
+
+def complete(client: Anthropic, messages: list[dict[str, Any]], stream: bool) -> Any:
+    """One model call; the assistant message it returns."""
+    request: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 1024,
+        "messages": messages,
+        "tools": TOOLS,
+    }
+    if stream:
+        with client.messages.stream(**request) as events:
+            return events.get_final_message()
+    return client.messages.create(**request)
+
+
+def respond(
+    client: Anthropic, messages: list[dict[str, Any]], user_input: str, stream: bool
+) -> str:
+    messages.append({"role": "user", "content": user_input})
+    while True:
+        message = complete(client, messages, stream)
+        blocks = [block.model_dump(exclude_none=True) for block in message.content]
+        messages.append({"role": "assistant", "content": blocks})
+        calls = [block for block in message.content if block.type == "tool_use"]
+        if not calls:
+            return "".join(block.text for block in message.content if block.type == "text")
+        results = []
+        for call in calls:
+            text, ok = echo_tool.run(call.name, json.dumps(call.input, ensure_ascii=False))
+            results.append(
+                {"type": "tool_result", "tool_use_id": call.id, "content": text, "is_error": not ok}
+            )
+        messages.append({"role": "user", "content": results})
+
+
+def main() -> None:
+    stream = "--stream" in sys.argv[1:]
+    client = Anthropic(max_retries=0)
+    messages: list[dict[str, Any]] = []
+    for line in sys.stdin:
+        turn = json.loads(line)
+        reply = respond(client, messages, turn["user_input"], stream)
+        print(json.dumps({"reply": reply}, ensure_ascii=False), flush=True)
+
+
+if __name__ == "__main__":
+    main()

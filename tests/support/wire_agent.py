@@ -1,0 +1,67 @@
+"""A tiny agent command for tests of the agent-command runner, speaking the OpenAI wire with
+urllib only. Its first argument picks a behaviour:
+
+ok               a correct tool loop with an echo tool
+garbage          prints a line that is not a reply
+exit             writes to stderr and exits with code 3 before replying
+hang             never replies
+forget-result    dispatches the scripted calls but sends no tool results back
+no-model         replies without ever calling the model
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+from typing import Any
+
+
+def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    body = json.dumps({"model": "m", "messages": messages, "tools": []}).encode()
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": "Bearer x"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        message: dict[str, Any] = json.load(response)["choices"][0]["message"]
+        return message
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    messages: list[dict[str, Any]] = []
+    for line in sys.stdin:
+        user_input = json.loads(line)["user_input"]
+        if mode == "garbage":
+            print("hello, I am not JSON", flush=True)
+            continue
+        if mode == "exit":
+            print("boom: the agent crashed", file=sys.stderr, flush=True)
+            sys.exit(3)
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "no-model":
+            print(json.dumps({"reply": "I did not ask the model"}), flush=True)
+            continue
+        messages.append({"role": "user", "content": user_input})
+        while True:
+            message = chat(messages)
+            messages.append(message)
+            calls = message.get("tool_calls") or []
+            if not calls:
+                print(json.dumps({"reply": message.get("content") or ""}), flush=True)
+                break
+            if mode == "forget-result":
+                continue
+            for call in calls:
+                arguments = json.loads(call["function"]["arguments"])
+                result = arguments.get("message", "(empty)")
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The agent-command runner: an external agent per case, talking to the replay endpoint, and
+every way such a command can go wrong failing its case with a clear error."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalrunner import SuiteReport, run_suite
+from evalrunner.cli import app
+from evalrunner.command_agent import command_agent_factory
+
+AGENT = Path(__file__).resolve().parent / "support" / "wire_agent.py"
+
+ECHO_TWO_TURNS = """\
+name: echo-two-turns
+turns:
+  - user_input: echo alpha
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls: [{id: c1, name: echo, arguments: {message: alpha}}]
+      - response: {type: text, content: "said alpha"}
+  - user_input: echo beta
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls: [{id: c2, name: echo, arguments: {message: beta}}]
+      - response: {type: text, content: "said beta"}
+expects:
+  response_contains: [beta]
+  exact_tool_calls: 2
+  tool_results_contain:
+    - {tool: echo, needle: alpha, call_index: 0}
+    - {tool: echo, needle: beta, call_index: 1}
+"""
+
+
+def command(mode: str) -> str:
+    return shlex.join([sys.executable, str(AGENT), mode])
+
+
+def run(tmp_path: Path, mode: str, timeout: float = 60) -> SuiteReport:
+    suite = tmp_path / "suite"
+    suite.mkdir(exist_ok=True)
+    (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
+    outcome = run_suite(
+        suite,
+        agent_factory=command_agent_factory(command(mode), cwd=tmp_path),
+        case_timeout=timeout,
+    )
+    assert isinstance(outcome, SuiteReport)
+    return outcome
+
+
+def only_error(report: SuiteReport) -> str:
+    (case,) = report.cases
+    assert case.error is not None, case
+    return case.error
+
+
+def test_a_correct_command_agent_passes_and_is_graded_at_the_boundary(tmp_path: Path) -> None:
+    report = run(tmp_path, "ok")
+    (case,) = report.cases
+    assert case.passed, case
+    assert len(case.grades) == 4
+    assert case.llm_calls == 4
+
+
+def test_garbage_on_stdout_fails_the_case(tmp_path: Path) -> None:
+    error = only_error(run(tmp_path, "garbage"))
+    assert error.startswith("the agent command printed 'hello, I am not JSON' for turn 1")
+    assert 'not a reply line; stdout is for one JSON object per turn, {"reply": "..."}' in error
+
+
+def test_exiting_early_fails_the_case_with_exit_code_and_stderr(tmp_path: Path) -> None:
+    error = only_error(run(tmp_path, "exit"))
+    assert error == (
+        "the agent command exited before replying to turn 1 (exit code 3); "
+        "its stderr ends: boom: the agent crashed"
+    )
+
+
+def test_a_hanging_command_times_out_and_is_stopped(tmp_path: Path) -> None:
+    assert only_error(run(tmp_path, "hang", timeout=1)) == "timed out after 1s"
+
+
+def test_a_missing_tool_result_is_a_run_error_naming_the_call(tmp_path: Path) -> None:
+    error = only_error(run(tmp_path, "forget-result"))
+    assert error.startswith(
+        """the agent's next model request carries no result for tool call(s) "c1" (echo)"""
+    )
+
+
+def test_replying_without_the_model_leaves_the_script_unconsumed(tmp_path: Path) -> None:
+    error = only_error(run(tmp_path, "no-model"))
+    assert error == "turn 1 scripted 2 response(s) the agent never requested"
+
+
+def test_a_command_that_cannot_start_fails_the_case(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
+    outcome = run_suite(
+        suite, agent_factory=command_agent_factory("no-such-program-here --x", cwd=tmp_path)
+    )
+    assert isinstance(outcome, SuiteReport)
+    assert only_error(outcome).startswith(
+        "cannot start agent command 'no-such-program-here --x': No such file or directory"
+    )
+
+
+def test_the_flag_and_the_config_key_run_the_command(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["run", "--suite", str(suite), "--agent-command", command("ok")], env={}
+    )
+    assert result.exit_code == 0, result.stdout + result.stderr
+    config = tmp_path / "evalrunner.toml"
+    config.write_text(
+        f"[eval]\nsuite_dir = 'suite'\nagent_command = '{command('garbage')}'\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["run", "--config", str(config)], env={})
+    assert result.exit_code == 1
+    assert "run error: the agent command printed" in result.stdout
+
+
+@pytest.mark.parametrize("bad", ["", "   "])
+def test_a_blank_command_is_a_config_error(tmp_path: Path, bad: str) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", "--suite", str(suite), "--agent-command", bad])
+    assert result.exit_code == 2
+    assert "agent_command must not be blank" in result.stderr

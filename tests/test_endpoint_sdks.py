@@ -1,0 +1,357 @@
+"""The replay endpoint against the official ``openai`` and ``anthropic`` SDKs (test extras):
+each test is a small agent written with an SDK, driving a tool loop over two turns, and the
+endpoint must record exactly the tool calls a reference run records."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from evalrunner.endpoint import ReplayEndpoint
+from evalrunner.model import (
+    Case,
+    Expectations,
+    TextResponse,
+    ToolCall,
+    ToolCallRecord,
+    ToolCallsResponse,
+    Turn,
+)
+from evalrunner.observer import RecordingObserver
+from evalrunner.provider import ReplayProvider
+from evalrunner.replay import run_case
+from evalrunner.tools import EchoTool
+
+SCRIPT = (
+    Turn(
+        "Echo alpha and beta.",
+        (
+            ToolCallsResponse(
+                (
+                    ToolCall("call_a1", "echo", '{"message":"alpha"}'),
+                    ToolCall("call_b2", "echo", '{"message":"beta, a longer value to stream"}'),
+                ),
+                input_tokens=20,
+                output_tokens=9,
+            ),
+            TextResponse("Echoed alpha and beta.", 30, 6),
+        ),
+    ),
+    Turn(
+        "Now echo gamma.",
+        (
+            ToolCallsResponse((ToolCall("call_c3", "echo", '{"message":"gamma"}'),), 40, 5),
+            TextResponse("Echoed gamma.", 50, 4),
+        ),
+    ),
+)
+
+EXPECTED = [
+    ToolCallRecord("echo", '{"message":"alpha"}', "alpha", True, "call_a1"),
+    ToolCallRecord(
+        "echo",
+        '{"message":"beta, a longer value to stream"}',
+        "beta, a longer value to stream",
+        True,
+        "call_b2",
+    ),
+    ToolCallRecord("echo", '{"message":"gamma"}', "gamma", True, "call_c3"),
+]
+
+ECHO = EchoTool()
+SCHEMA: dict[str, Any] = dict(ECHO.parameters)
+
+
+def run_tool(name: str, arguments: dict[str, Any]) -> str:
+    """The SDK agents' tool dispatch: only echo exists."""
+    assert name == "echo"
+    return ECHO.call(arguments)
+
+
+@pytest.fixture(autouse=True)
+def loopback_without_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_behind() -> Iterator[None]:
+    before = set(threading.enumerate())
+    yield
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    assert not left, f"threads left running: {left}"
+
+
+Agent = Callable[[ReplayEndpoint, list[str]], list[str]]
+
+
+def replay(agent: Agent, **options: Any) -> tuple[ReplayEndpoint, RecordingObserver, list[str]]:
+    """Run ``agent`` against an endpoint serving SCRIPT, the runner bracketing the turns."""
+    provider = ReplayProvider(SCRIPT)
+    observer = RecordingObserver()
+    with ReplayEndpoint(provider, observer, **options) as endpoint:
+        replies: list[str] = []
+        conversation: list[str] = []
+        for index, scripted in enumerate(SCRIPT):
+            provider.begin_turn(index)
+            conversation.append(scripted.user_input)
+            replies += agent(endpoint, conversation)[-1:]
+            provider.end_turn()
+    return endpoint, observer, replies
+
+
+def test_the_reference_run_records_the_same_calls() -> None:
+    record = run_case(Case("sdk", SCRIPT, Expectations(response_contains=("x",))))
+    assert list(record.tool_calls) == EXPECTED
+
+
+# --- an agent on the openai SDK ----------------------------------------------------------------
+
+
+class OpenAIAgent:
+    """Chat completions with tools; streaming by raw chunks, by the stream helper, or not."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.messages: list[dict[str, Any]] = []
+        self.tools: Any = [
+            {
+                "type": "function",
+                "function": {"name": "echo", "description": ECHO.description, "parameters": SCHEMA},
+            }
+        ]
+
+    def __call__(self, endpoint: ReplayEndpoint, conversation: list[str]) -> list[str]:
+        client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="dummy", max_retries=0)
+        with client:
+            self.messages.append({"role": "user", "content": conversation[-1]})
+            while True:
+                content, tool_calls = self._complete(client)
+                self.messages.append(
+                    {"role": "assistant", "content": content, "tool_calls": tool_calls}
+                    if tool_calls
+                    else {"role": "assistant", "content": content}
+                )
+                if not tool_calls:
+                    return [content or ""]
+                for call in tool_calls:
+                    function = call["function"]
+                    result = run_tool(function["name"], json.loads(function["arguments"]))
+                    self.messages.append(
+                        {"role": "tool", "tool_call_id": call["id"], "content": result}
+                    )
+
+    def _complete(self, client: openai.OpenAI) -> tuple[str | None, list[dict[str, Any]]]:
+        request: Any = {"model": "gpt-test", "messages": self.messages, "tools": self.tools}
+        if self.how == "plain":
+            message = client.chat.completions.create(**request).choices[0].message
+            return message.content, [
+                c.model_dump(include={"id", "type", "function"}) for c in message.tool_calls or []
+            ]
+        if self.how == "helper":
+            with client.chat.completions.stream(**request) as stream:
+                message = stream.get_final_completion().choices[0].message
+            return message.content, [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in message.tool_calls or []
+            ]
+        chunks = client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        text = ""
+        calls: dict[int, dict[str, Any]] = {}
+        for chunk in chunks:
+            if not chunk.choices:
+                assert chunk.usage is not None
+                continue
+            delta = chunk.choices[0].delta
+            text += delta.content or ""
+            for fragment in delta.tool_calls or []:
+                entry = calls.setdefault(
+                    fragment.index,
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                entry["id"] = fragment.id or entry["id"]
+                if fragment.function is not None:
+                    entry["function"]["name"] += fragment.function.name or ""
+                    entry["function"]["arguments"] += fragment.function.arguments or ""
+        return (text or None), [calls[i] for i in sorted(calls)]
+
+
+@pytest.mark.parametrize("how", ["plain", "chunks", "helper"])
+def test_openai_sdk_tool_loop(how: str) -> None:
+    endpoint, observer, replies = replay(OpenAIAgent(how))
+    assert endpoint.error is None
+    assert replies == ["Echoed alpha and beta.", "Echoed gamma."]
+    assert observer.tool_calls == EXPECTED
+    assert endpoint.unresolved_calls() == []
+    assert {r.api for r in endpoint.requests} == {"openai"}
+    assert {r.stream for r in endpoint.requests} == {how != "plain"}
+    assert {r.model for r in endpoint.requests} == {"gpt-test"}
+    assert endpoint.requests[0].tools[0].name == "echo"
+
+
+def test_openai_sdk_sees_a_run_error_once_and_does_not_retry() -> None:
+    provider = ReplayProvider(SCRIPT)
+    with ReplayEndpoint(provider, RecordingObserver()) as endpoint:
+        provider.begin_turn(0)
+        # SDK retries left at their default: the endpoint's answer tells them not to.
+        client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="dummy")
+        with client:
+            user = {"role": "user", "content": "hi"}
+            client.chat.completions.create(model="m", messages=[user])
+            with pytest.raises(openai.InternalServerError, match='"call_a1" \\(echo\\)'):
+                client.chat.completions.create(
+                    model="m", messages=[user, {"role": "assistant", "content": "ignored"}]
+                )
+    assert len(endpoint.requests) == 2
+    assert endpoint.error is not None
+    assert "call_b2" in endpoint.error
+
+
+def test_openai_sdk_is_refused_when_the_success_flag_is_asserted() -> None:
+    provider = ReplayProvider(SCRIPT)
+    with ReplayEndpoint(provider, RecordingObserver(), success_flag_asserted=True) as endpoint:
+        provider.begin_turn(0)
+        client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="d", max_retries=0)
+        with client, pytest.raises(openai.InternalServerError, match="tool_results_contain"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+
+
+# --- an agent on the anthropic SDK -------------------------------------------------------------
+
+
+class AnthropicAgent:
+    """Messages with tools; streaming by the stream helper, by raw events, or not. A tool
+    result that says "gamma" is reported as an error, to see is_error cross the wire."""
+
+    def __init__(self, how: str, failing: str | None = None) -> None:
+        self.how = how
+        self.failing = failing
+        self.messages: list[dict[str, Any]] = []
+        self.tools: Any = [
+            {"name": "echo", "description": ECHO.description, "input_schema": SCHEMA}
+        ]
+
+    def __call__(self, endpoint: ReplayEndpoint, conversation: list[str]) -> list[str]:
+        client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="dummy", max_retries=0)
+        with client:
+            self.messages.append({"role": "user", "content": conversation[-1]})
+            while True:
+                blocks = self._complete(client)
+                self.messages.append({"role": "assistant", "content": blocks})
+                uses = [b for b in blocks if b["type"] == "tool_use"]
+                if not uses:
+                    return ["".join(b["text"] for b in blocks if b["type"] == "text")]
+                results = []
+                for use in uses:
+                    output = run_tool(use["name"], use["input"])
+                    results.append(
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": use["id"],
+                            "content": [{"type": "text", "text": output}],
+                            "is_error": output == self.failing,
+                        }
+                    )
+                self.messages.append({"role": "user", "content": results})
+
+    def _complete(self, client: anthropic.Anthropic) -> list[dict[str, Any]]:
+        request: Any = {
+            "model": "claude-test",
+            "max_tokens": 256,
+            "system": "You echo.",
+            "messages": self.messages,
+            "tools": self.tools,
+        }
+        if self.how == "plain":
+            message = client.messages.create(**request)
+        elif self.how == "helper":
+            with client.messages.stream(**request) as stream:
+                message = stream.get_final_message()
+        else:
+            blocks: dict[int, dict[str, Any]] = {}
+            partial: dict[int, str] = {}
+            for event in client.messages.create(**request, stream=True):
+                if event.type == "content_block_start":
+                    blocks[event.index] = event.content_block.model_dump(
+                        include={"type", "id", "name", "input", "text"}
+                    )
+                elif event.type == "content_block_delta":
+                    if event.delta.type == "text_delta":
+                        blocks[event.index]["text"] += event.delta.text
+                    elif event.delta.type == "input_json_delta":
+                        partial[event.index] = partial.get(event.index, "") + (
+                            event.delta.partial_json
+                        )
+                elif event.type == "content_block_stop" and event.index in partial:
+                    blocks[event.index]["input"] = json.loads(partial[event.index])
+            return [blocks[i] for i in sorted(blocks)]
+        return [
+            b.model_dump(include={"type", "id", "name", "input", "text"}) for b in message.content
+        ]
+
+
+@pytest.mark.parametrize("how", ["plain", "events", "helper"])
+def test_anthropic_sdk_tool_loop(how: str) -> None:
+    endpoint, observer, replies = replay(AnthropicAgent(how))
+    assert endpoint.error is None
+    assert replies == ["Echoed alpha and beta.", "Echoed gamma."]
+    assert observer.tool_calls == EXPECTED
+    assert endpoint.unresolved_calls() == []
+    assert {r.api for r in endpoint.requests} == {"anthropic"}
+    assert {r.stream for r in endpoint.requests} == {how != "plain"}
+    assert endpoint.requests[0].messages[0].content == "You echo."
+
+
+@pytest.mark.parametrize("how", ["plain", "helper"])
+def test_anthropic_sdk_is_error_records_a_failed_call(how: str) -> None:
+    endpoint, observer, _ = replay(AnthropicAgent(how, failing="gamma"))
+    assert endpoint.error is None
+    assert [c.success for c in observer.tool_calls] == [True, True, False]
+
+
+def test_anthropic_sdk_stream_reports_usage() -> None:
+    provider = ReplayProvider(SCRIPT)
+    with ReplayEndpoint(provider, RecordingObserver(), infer_turns=True) as endpoint:
+        client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="d", max_retries=0)
+        with (
+            client,
+            client.messages.stream(
+                model="m", max_tokens=8, messages=[{"role": "user", "content": "go"}]
+            ) as stream,
+        ):
+            message = stream.get_final_message()
+    assert message.stop_reason == "tool_use"
+    assert [b.id for b in message.content if b.type == "tool_use"] == ["call_a1", "call_b2"]
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (20, 9)
+
+
+def test_anthropic_sdk_sees_a_missing_result_as_an_error_naming_it() -> None:
+    provider = ReplayProvider(SCRIPT)
+    with ReplayEndpoint(provider, RecordingObserver(), infer_turns=True) as endpoint:
+        client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="dummy")
+        with client:
+            user = {"role": "user", "content": "go"}
+            first = client.messages.create(model="m", max_tokens=8, messages=[user])
+            uses: Any = [
+                b.model_dump(include={"type", "id", "name", "input"}) for b in first.content
+            ]
+            result = {"type": "tool_result", "tool_use_id": "call_a1", "content": "alpha"}
+            history: Any = [
+                user,
+                {"role": "assistant", "content": uses},
+                {"role": "user", "content": [result]},
+            ]
+            with pytest.raises(anthropic.InternalServerError, match='"call_b2" \\(echo\\)'):
+                client.messages.create(model="m", max_tokens=8, messages=history)
+    assert len(endpoint.requests) == 2  # not retried

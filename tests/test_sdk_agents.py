@@ -1,0 +1,197 @@
+"""Agents written with the official ``openai`` and ``anthropic`` SDKs, run as external
+commands (``agent_command``) against the replay endpoint, get the same verdict on every case
+as the reference agent, failing cases included; one run of each streams, one does not.
+
+The suite is the gated regression suite, adapted so that both wires can carry it: the
+OpenAI wire cannot report failed calls (``all_tools_succeeded`` is refused there, tested
+below) and the Anthropic wire cannot carry argument text that is not a JSON object (refused,
+tested below). To it are added cases that must fail, and a case that must error.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalrunner import CaseReport, SuiteReport, run_suite
+from evalrunner.command_agent import command_agent_factory
+from evalrunner.load import load_suite
+
+pytest.importorskip("openai", reason="the openai SDK is a test extra: pip install '.[test]'")
+pytest.importorskip("anthropic", reason="the anthropic SDK is a test extra: pip install '.[test]'")
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS = ROOT / "examples" / "sdk-agents"
+REGRESSION = ROOT / "evals" / "regression"
+
+
+def _is_object_text(arguments: object) -> bool:
+    if not isinstance(arguments, str):
+        return isinstance(arguments, dict)
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _calls(case: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        call
+        for turn in case["turns"]
+        for step in turn["steps"]
+        for call in step["response"].get("tool_calls", [])
+    ]
+
+
+def _break_response(case: dict[str, Any]) -> None:
+    case["expects"]["response_contains"] = ["text the reply does not have"]
+
+
+def _break_count(case: dict[str, Any]) -> None:
+    case["expects"]["exact_tool_calls"] += 1
+    case["expects"].pop("max_tool_calls", None)
+
+
+def _break_result(case: dict[str, Any]) -> None:
+    case["expects"]["tool_results_contain"][0]["needle"] = "never in any result"
+
+
+BREAKERS = {
+    "response_contains": _break_response,
+    "exact_tool_calls": _break_count,
+    "tool_results_contain": _break_result,
+}
+"""Ways to make a passing case fail, each by the expectation kind it breaks."""
+
+
+@pytest.fixture(scope="module")
+def wire_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    suite = tmp_path_factory.mktemp("wire-suite")
+    cases: list[dict[str, Any]] = []
+    for document in load_suite(REGRESSION).documents:
+        case = copy.deepcopy(document.data)
+        assert isinstance(case, dict)
+        if not all(_is_object_text(call["arguments"]) for call in _calls(case)):
+            continue
+        case["expects"].pop("all_tools_succeeded", None)
+        cases.append(case)
+    # Each agent process starts its SDK (a second or two), so failing variants are made from
+    # a few cases with tool loops, one per way of failing, rather than from all of them.
+    with_tools = [c for c in cases if c["expects"].get("tool_results_contain")]
+    for key, breaker in BREAKERS.items():
+        case = next(
+            c for c in with_tools if c["expects"].get(key) and "-must-fail" not in c["name"]
+        )
+        variant = copy.deepcopy(case)
+        breaker(variant)
+        variant["name"] = f"{case['name']}-must-fail-{key}"
+        cases.append(variant)
+    errored = copy.deepcopy(cases[0])
+    errored["name"] = "leftover-script-must-error"
+    errored["turns"][-1]["steps"].append({"response": {"type": "text", "content": "unused"}})
+    cases.append(errored)
+    for number, case in enumerate(cases):
+        (suite / f"{number:03d}.json").write_text(json.dumps(case), encoding="utf-8")
+    return suite
+
+
+def verdicts(report: SuiteReport) -> dict[str, tuple[bool, str | None, list[tuple[str, bool]]]]:
+    def verdict(case: CaseReport) -> tuple[bool, str | None, list[tuple[str, bool]]]:
+        error = None if case.error is None else case.error.split(":")[0][:40]
+        return case.passed, error, [(g.check, g.passed) for g in case.grades]
+
+    return {case.name: verdict(case) for case in report.cases}
+
+
+def run_with(suite: Path, script: str, *flags: str) -> SuiteReport:
+    command = shlex.join([sys.executable, str(AGENTS / script), *flags])
+    outcome = run_suite(
+        suite, agent_factory=command_agent_factory(command, cwd=ROOT), case_timeout=60
+    )
+    assert isinstance(outcome, SuiteReport), outcome
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def reference(wire_suite: Path) -> SuiteReport:
+    outcome = run_suite(wire_suite)
+    assert isinstance(outcome, SuiteReport)
+    passed = [c for c in outcome.cases if c.passed]
+    failed = [c for c in outcome.cases if not c.passed and c.error is None]
+    errored = [c for c in outcome.cases if c.error is not None]
+    assert len(passed) >= 10 and len(failed) >= 3 and len(errored) == 1
+    return outcome
+
+
+@pytest.mark.parametrize(
+    ("script", "flags"),
+    [
+        ("openai_agent.py", ()),
+        ("openai_agent.py", ("--stream",)),
+        ("anthropic_agent.py", ()),
+        ("anthropic_agent.py", ("--stream",)),
+    ],
+    ids=["openai", "openai-stream", "anthropic", "anthropic-stream"],
+)
+def test_sdk_agent_verdicts_equal_the_reference_agents(
+    wire_suite: Path, reference: SuiteReport, script: str, flags: tuple[str, ...]
+) -> None:
+    report = run_with(wire_suite, script, *flags)
+    assert verdicts(report) == verdicts(reference)
+    api = "anthropic" if script.startswith("anthropic") else "openai"
+    assert all(r.api == api for r in run_suite_requests(wire_suite, script, flags)), api
+
+
+def run_suite_requests(suite: Path, script: str, flags: tuple[str, ...]) -> list[Any]:
+    """The requests of one case, to see which API and stream flag the agent really used."""
+    from evalrunner.admit import admit
+    from evalrunner.load import load_document
+    from evalrunner.replay import run_case
+
+    document = load_document(sorted(suite.iterdir())[0])
+    assert not isinstance(document, list)
+    case = admit(document)
+    assert not isinstance(case, list)
+    command = shlex.join([sys.executable, str(AGENTS / script), *flags])
+    record = run_case(case, agent_factory=command_agent_factory(command, cwd=ROOT), timeout=60)
+    assert record.requests
+    assert all(r.stream == bool(flags) for r in record.requests)
+    return list(record.requests)
+
+
+def subset(tmp_path: Path, names: list[str]) -> Path:
+    suite = tmp_path / "subset"
+    suite.mkdir()
+    for name in names:
+        (suite / name).write_bytes((REGRESSION / name).read_bytes())
+    return suite
+
+
+def test_all_tools_succeeded_is_refused_on_the_openai_wire_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    suite = subset(tmp_path, ["echo_token_roundtrip.yaml", "forbidden_tool_not_used.json"])
+    report = run_with(suite, "openai_agent.py")
+    outcome = {c.name: c for c in report.cases}
+    assert outcome["forbidden-tool-not-used"].passed  # no all_tools_succeeded: graded as usual
+    error = outcome["echo-token-roundtrip"].error
+    assert error is not None
+    assert error.startswith(
+        "the case asserts all_tools_succeeded, which the OpenAI chat completions wire cannot "
+        "report (it has no flag for a failed tool call); assert the failure text with "
+        "tool_results_contain instead"
+    )
+
+
+def test_the_anthropic_wire_refuses_arguments_that_are_not_an_object(tmp_path: Path) -> None:
+    names = ["malformed_arguments_rejected.toml", "non_object_arguments_rejected.json"]
+    report = run_with(subset(tmp_path, names), "anthropic_agent.py")
+    for case in report.cases:
+        assert case.error is not None
+        assert "is scripted with argument text that is not a JSON object" in case.error
