@@ -7,7 +7,9 @@ pipeline is ``load → admit → replay → grade → report``, one module each.
 
 from evalrunner.admit import Admission, admit, admit_suite
 from evalrunner.agent import Agent, AgentContext, AgentFactory, ReferenceAgent, reference_agent
+from evalrunner.command_agent import command_agent_factory
 from evalrunner.config import Config, ConfigError, load_config
+from evalrunner.endpoint import ReplayEndpoint
 from evalrunner.grade import KINDS, grade
 from evalrunner.load import LoadedSuite, RawDocument, load_document, load_paths, load_suite
 from evalrunner.model import (
@@ -33,6 +35,7 @@ from evalrunner.model import (
 )
 from evalrunner.observer import Observer, RecordingObserver
 from evalrunner.pipeline import evaluate_case, run_suite
+from evalrunner.plugins import PluginError, configured_agent
 from evalrunner.provider import ModelProvider, ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.report import exit_code, render_json, render_table
@@ -61,9 +64,11 @@ __all__ = [
     "ModelResponse",
     "Observer",
     "PayloadNeedle",
+    "PluginError",
     "RawDocument",
     "RecordingObserver",
     "ReferenceAgent",
+    "ReplayEndpoint",
     "ReplayProvider",
     "RunError",
     "RunRecord",
@@ -79,6 +84,8 @@ __all__ = [
     "__version__",
     "admit",
     "admit_suite",
+    "command_agent_factory",
+    "configured_agent",
     "dispatch",
     "evaluate_case",
     "exit_code",
