@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from evalrunner.admit import admit_documents
@@ -24,7 +23,7 @@ from evalrunner.load import (
 )
 from evalrunner.model import Case, CaseReport, RunInterrupted, RunRefused, SuiteReport
 from evalrunner.replay import case_workspace, run_case
-from evalrunner.tools import Tool
+from evalrunner.tools import ToolSource
 
 LIVE_NOT_BUILT = "live mode is not implemented yet (replay only)"
 
@@ -33,7 +32,7 @@ def evaluate_case(
     case: Case,
     *,
     agent_factory: AgentFactory = reference_agent,
-    tools: Mapping[str, Tool] | None = None,
+    tools: ToolSource | None = None,
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     case_timeout: float | None = None,
 ) -> CaseReport:
@@ -70,7 +69,7 @@ def run_suite(
     *,
     mode: str = "replay",
     agent_factory: AgentFactory = reference_agent,
-    tools: Mapping[str, Tool] | None = None,
+    tools: ToolSource | None = None,
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     case_timeout: float | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,

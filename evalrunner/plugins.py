@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -164,7 +164,20 @@ def _signature(value: Any) -> str:
         return "(unknown)"
 
 
-def configured_agent(config: Config) -> tuple[AgentFactory, dict[str, Tool]]:
+def tool_source(
+    references: Sequence[str], base_dir: Path, *, include_builtin: bool = True
+) -> Callable[[], dict[str, Tool]]:
+    """Like :func:`load_tools`, checked now, but made anew for each case: a reference to a
+    class or function gives every case its own tool (one to an object is shared)."""
+    load_tools(references, base_dir, include_builtin=include_builtin)  # errors surface here
+
+    def make() -> dict[str, Tool]:
+        return load_tools(references, base_dir, include_builtin=include_builtin)
+
+    return make
+
+
+def configured_agent(config: Config) -> tuple[AgentFactory, Callable[[], dict[str, Tool]]]:
     """The agent factory and tools that ``config`` selects.
 
     ``agent_command`` runs an external agent against the replay endpoint; ``agent`` imports a
@@ -172,7 +185,7 @@ def configured_agent(config: Config) -> tuple[AgentFactory, dict[str, Tool]]:
     ``builtin_tools = false``) plus ``tools``. An external agent brings its own tools, so the
     configured ones are offered only to Python agents.
     """
-    tools = load_tools(config.tools, config.base_dir, include_builtin=config.builtin_tools)
+    tools = tool_source(config.tools, config.base_dir, include_builtin=config.builtin_tools)
     if config.agent_command is not None:
         from evalrunner.command_agent import command_agent_factory
 

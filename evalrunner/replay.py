@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from evalrunner.agent import (
 from evalrunner.model import Case, ModelRequest, RunError, RunRecord, ToolCall, ToolCallRecord
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
-from evalrunner.tools import Tool, builtin_tools
+from evalrunner.tools import ToolSource, fresh_tools
 
 
 @contextmanager
@@ -41,18 +41,19 @@ def run_case(
     case: Case,
     *,
     agent_factory: AgentFactory = reference_agent,
-    tools: Mapping[str, Tool] | None = None,
+    tools: ToolSource | None = None,
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     workspace: Path | None = None,
     timeout: float | None = None,
 ) -> RunRecord:
     """Replay ``case`` turn by turn and return its :class:`RunRecord`.
 
-    ``tools`` defaults to the built-in tools. Without ``workspace``, a temporary one is made
-    and removed when the run ends. With ``timeout`` (seconds), the agent runs in a worker
-    thread; if the case has not finished in time, the record says ``timed out after Ns`` and
-    holds what was observed until then. Python cannot kill a thread, so a timed-out agent is
-    abandoned (a daemon thread) rather than stopped; the run goes on to the next case.
+    ``tools`` defaults to the built-in tools; a function is called for this case's own.
+    Without ``workspace``, a temporary one is made and removed when the run ends. With
+    ``timeout`` (seconds), the agent runs in a worker thread; if the case has not finished in
+    time, the record says ``timed out after Ns`` and holds what was observed until then.
+    Python cannot kill a thread, so a timed-out agent is abandoned (a daemon thread, after its
+    ``close()`` is called) rather than stopped; the run goes on to the next case.
     """
     if workspace is None:
         with case_workspace() as fresh:
@@ -68,7 +69,7 @@ def run_case(
     observer = RecordingObserver()
     context = AgentContext(
         provider=provider,
-        tools=dict(tools) if tools is not None else builtin_tools(),
+        tools=fresh_tools(tools),
         observer=observer,
         workspace=workspace,
         max_tool_iterations=max_tool_iterations,

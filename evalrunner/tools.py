@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
 from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec
@@ -51,6 +51,18 @@ class EchoTool:
         """Echo ``message``."""
         message = arguments.get("message")
         return message if isinstance(message, str) else "(empty)"
+
+
+ToolSource = Mapping[str, Tool] | Callable[[], Mapping[str, Tool]]
+"""Tools for a run: a mapping used as is, or a function called once per case for fresh ones
+(so that a tool with state cannot carry it from one case into the next)."""
+
+
+def fresh_tools(source: ToolSource | None) -> dict[str, Tool]:
+    """The tools for one case: the built-in ones when ``source`` is None."""
+    if source is None:
+        return builtin_tools()
+    return dict(source() if callable(source) else source)
 
 
 def builtin_tools() -> dict[str, Tool]:

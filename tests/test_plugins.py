@@ -190,7 +190,8 @@ def test_plugin_errors_exit_2_with_a_clear_message(project: Path, table: str, me
 
 def test_builtin_tools_false_replaces_echo(project: Path) -> None:
     config = configure(project, 'tools = ["my_agents:EchoAgain"]\nbuiltin_tools = false\n')
-    _, tools = configured_agent(load_config(config_file=config, env={}))
+    _, make_tools = configured_agent(load_config(config_file=config, env={}))
+    tools = make_tools()
     assert sorted(tools) == ["echo"]
     assert tools["echo"].call({}) == "12:00"
 
@@ -255,3 +256,28 @@ def test_the_example_agent_is_really_graded(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert 'tool_results_contain("convert_temperature"[0], "213 F")' in done.stdout
+
+
+def test_each_case_gets_its_own_instance_of_a_configured_tool_class(project: Path) -> None:
+    (project / "counting.py").write_text(
+        "class Counter:\n"
+        "    name = 'count'\n"
+        "    description = 'Counts its calls.'\n"
+        "    parameters = {'type': 'object'}\n"
+        "    def __init__(self):\n"
+        "        self.calls = 0\n"
+        "    def call(self, arguments):\n"
+        "        self.calls += 1\n"
+        "        return f'call {self.calls}'\n",
+        encoding="utf-8",
+    )
+    case = ECHO_ONCE.replace("name: echo,", "name: count,").replace(
+        "{tool: echo, needle: hi}", "{tool: count, needle: 'call 1'}"
+    )
+    for name in ("first", "second"):
+        (project / "evals" / f"{name}.yaml").write_text(
+            case.replace("echo-once", name), encoding="utf-8"
+        )
+    (project / "evals" / "echo_once.yaml").unlink()
+    code, out, _ = run_cli(configure(project, 'tools = ["counting:Counter"]\n'))
+    assert code == 0, out  # the second case's counter starts again at 1
