@@ -83,6 +83,8 @@ def discover(suite_dir: Path) -> list[Path]:
     Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it, and
     ``OSError`` when the directory cannot be listed: a suite never silently shrinks.
     """
+    if suite_dir.exists() and not suite_dir.is_dir():
+        raise SuiteNotFound(f"{suite_dir}: is a file, not a suite directory")
     if not suite_dir.is_dir():
         raise SuiteNotFound(f"{suite_dir}: suite directory not found")
     found = sorted(

@@ -51,6 +51,8 @@ class AdmissionError:
     json_path: JSONPath = ()
 
     def __str__(self) -> str:
+        if self.line is None and not self.json_path:
+            return f"{self.path}: {self.message}"  # about the file as a whole
         if self.line is None:
             where = render_json_path(self.json_path)
             return f"{self.path}: at {where}: {self.message}"

@@ -218,3 +218,15 @@ def test_paths_are_shown_relative_to_the_working_directory(
     code, _, err = invoke("run", "--suite", str(directory))
     assert code == 2
     assert err.startswith("suite/bad.json:1:13: invalid JSON")
+
+
+def test_file_level_problems_name_the_file_without_a_made_up_position(tmp_path: Path) -> None:
+    code, _, err = invoke("validate", str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert (
+        err.splitlines()[0]
+        == f"{tmp_path / 'nope.yaml'}: cannot read file: No such file or directory"
+    )
+    code, _, err = invoke("run", "--suite", str(Path(__file__)))
+    assert code == 2
+    assert err.strip() == f"{Path(__file__)}: is a file, not a suite directory"
