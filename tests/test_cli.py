@@ -227,6 +227,8 @@ def test_file_level_problems_name_the_file_without_a_made_up_position(tmp_path: 
         err.splitlines()[0]
         == f"{tmp_path / 'nope.yaml'}: cannot read file: No such file or directory"
     )
-    code, _, err = invoke("run", "--suite", str(Path(__file__)))
+    a_file = tmp_path / "fixture.yaml"
+    a_file.write_text(PASSING, encoding="utf-8")
+    code, _, err = invoke("run", "--suite", str(a_file))
     assert code == 2
-    assert err.strip() == f"{Path(__file__)}: is a file, not a suite directory"
+    assert err.strip() == f"{a_file}: is a file, not a suite directory"
