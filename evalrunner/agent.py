@@ -8,7 +8,7 @@ another factory; the stages do not change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -23,10 +23,15 @@ DEFAULT_MAX_TOOL_ITERATIONS = 10
 
 @runtime_checkable
 class Agent(Protocol):
-    """Something that holds a conversation: one call per user turn, returning the reply."""
+    """Something that holds a conversation: one call per user turn, returning the reply.
 
-    def respond(self, user_input: str) -> str:
-        """Handle one user message; return the reply text for this turn."""
+    ``respond`` may be a coroutine function (``async def``): the runner awaits it, on one event
+    loop per case. An optional ``close()`` method is called when the case ends (or times out),
+    to release what the agent holds.
+    """
+
+    def respond(self, user_input: str) -> str | Awaitable[str]:
+        """Handle one user message; return (or resolve to) the reply text for this turn."""
         ...
 
 
