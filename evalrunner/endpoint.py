@@ -510,8 +510,9 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 return 400, "malformed chunked request body"
             if size == 0:
-                while self.rfile.readline(1024).strip():
-                    pass  # trailer fields: none matter here
+                trailer = self.rfile.readline(1024)
+                while trailer.strip():  # trailer fields: none matter here
+                    trailer = self.rfile.readline(1024)
                 return bytes(body)
             if len(body) + size > MAX_BODY_BYTES:
                 return 413, f"the request body is over {MAX_BODY_BYTES} bytes"
@@ -519,27 +520,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.readline(8)  # the CRLF after each chunk
 
     def _send(self, reply: _Reply) -> None:
-        try:
-            self.send_response(reply.status)
-            if reply.events is not None:
-                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for frame in reply.events:
-                    self.wfile.write(frame.encode("utf-8"))
-                return
-            data = wire_json(reply.body).encode("utf-8")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+        # An agent that hangs up early loses only its answer: what it asked for has been
+        # accounted for already.
+        with contextlib.suppress(OSError):
+            self._write(reply)
+
+    def _write(self, reply: _Reply) -> None:
+        self.send_response(reply.status)
+        if reply.events is not None:
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
-            if reply.status >= 400:
-                # An error is the run's verdict, not a glitch: retrying cannot change it.
-                self.send_header("x-should-retry", "false")
             self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            pass  # the agent hung up; what it asked for has been accounted for already
+            for frame in reply.events:
+                self.wfile.write(frame.encode("utf-8"))
+            return
+        data = wire_json(reply.body).encode("utf-8")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        if reply.status >= 400:
+            # An error is the run's verdict, not a glitch: retrying cannot change it.
+            self.send_header("x-should-retry", "false")
+        self.end_headers()
+        self.wfile.write(data)
 
     def log_message(self, format: str, *args: object) -> None:
         """Silent: requests are reported through ``on_exchange`` instead of stderr."""

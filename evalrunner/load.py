@@ -259,7 +259,7 @@ class _Refused(Exception):
 
 
 class _DuplicateKey(ValueError):
-    pass
+    """A JSON object repeats a key; positions are found afterwards by the source map."""
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -75,7 +75,11 @@ def load_agent_factory(reference: str, base_dir: Path) -> AgentFactory:
     if not callable(factory):
         raise PluginError([f"{reference}: is a {type(factory).__name__}, not a factory"])
     try:
-        inspect.signature(factory).bind(object())
+        signature = inspect.signature(factory)
+    except ValueError:  # no signature to inspect (a builtin): let the call decide
+        return cast(AgentFactory, factory)
+    try:
+        signature.bind(object())
     except TypeError:
         raise PluginError(
             [
@@ -83,8 +87,6 @@ def load_agent_factory(reference: str, base_dir: Path) -> AgentFactory:
                 f"evalrunner.AgentContext; its signature is {_signature(factory)}"
             ]
         ) from None
-    except ValueError:
-        pass  # no signature to inspect (a builtin): let the call decide
     return cast(AgentFactory, factory)
 
 

@@ -91,12 +91,12 @@ class SourceMap:
             return None
         node = self._yaml_node(path)
         try:
-            if mapping_key in node:
-                line, col = node.lc.key(mapping_key)
-                return line + 1, col + 1
-        except (TypeError, AttributeError, KeyError):
-            pass
-        return None
+            if mapping_key not in node:
+                return None
+            line, col = node.lc.key(mapping_key)
+        except (TypeError, AttributeError, KeyError):  # not a mapping, or no marks kept
+            return None
+        return line + 1, col + 1
 
     def _yaml_node(self, path: JSONPath) -> Any:
         self._load_yaml()

@@ -129,6 +129,15 @@ def text_of_parts(parts: list[JSONValue], where: str) -> str:
     return "".join(pieces)
 
 
+def request_with_messages(body: JSONValue) -> tuple[dict[str, JSONValue], list[JSONValue]]:
+    """A request body (an object) and its non-empty ``messages`` list, which both APIs need."""
+    request = require_object(body, "the request body")
+    raw_messages = require_list(request.get("messages"), "messages")
+    if not raw_messages:
+        raise WireRequestError("messages must not be empty")
+    return request, raw_messages
+
+
 def require_object(value: JSONValue, where: str) -> dict[str, JSONValue]:
     """``value`` when it is a JSON object; else :class:`WireRequestError`."""
     if not isinstance(value, dict):

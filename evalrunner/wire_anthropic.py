@@ -34,6 +34,7 @@ from evalrunner.wire import (
     WireRequest,
     WireRequestError,
     optional_string,
+    request_with_messages,
     require_list,
     require_object,
     require_string,
@@ -59,10 +60,7 @@ class AnthropicMessages:
 
     def read_request(self, body: JSONValue) -> WireRequest:
         """Read a messages request body."""
-        request = require_object(body, "the request body")
-        raw_messages = require_list(request.get("messages"), "messages")
-        if not raw_messages:
-            raise WireRequestError("messages must not be empty")
+        request, raw_messages = request_with_messages(body)
         messages: list[Message] = []
         system = _system(request.get("system"))
         if system is not None:
@@ -209,7 +207,7 @@ def _stop_reason(response: ModelResponse) -> str:
 
 
 class _NotAnObject(ValueError):
-    pass
+    """Argument text that the Anthropic wire cannot carry as a tool call's ``input`` object."""
 
 
 def _refuse_constant(name: str) -> NoReturn:

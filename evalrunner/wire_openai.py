@@ -25,6 +25,7 @@ from evalrunner.wire import (
     WireRequest,
     WireRequestError,
     optional_string,
+    request_with_messages,
     require_list,
     require_object,
     require_string,
@@ -55,10 +56,7 @@ class OpenAIChat:
 
     def read_request(self, body: JSONValue) -> WireRequest:
         """Read a chat completions request body."""
-        request = require_object(body, "the request body")
-        raw_messages = require_list(request.get("messages"), "messages")
-        if not raw_messages:
-            raise WireRequestError("messages must not be empty")
+        request, raw_messages = request_with_messages(body)
         messages: list[Message] = []
         results: list[ToolResult] = []
         for index, raw in enumerate(raw_messages):
