@@ -282,7 +282,11 @@ def _user(content: JSONValue, where: str) -> tuple[list[Message], list[ToolResul
             flush()
             result = _tool_result(block, at)
             results.append(result)
-            messages.append(Message("tool", result.content, tool_call_id=result.call_id))
+            messages.append(
+                Message(
+                    "tool", result.content, tool_call_id=result.call_id, is_error=result.is_error
+                )
+            )
     flush()
     if not messages:
         messages.append(Message("user", ""))  # e.g. an image alone: still the user's turn

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from evalrunner.endpoint import OPENAI_CANNOT_REPORT_FAILURE, ReplayEndpoint
+from evalrunner.conformance import ConversationMonitor
+from evalrunner.endpoint import ReplayEndpoint
 from evalrunner.model import (
     Case,
     Expectations,
@@ -28,7 +29,6 @@ from evalrunner.model import (
     ToolSpec,
     Turn,
 )
-from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.wire_openai import OpenAIChat
@@ -62,8 +62,8 @@ class Served:
 
     def __init__(self, turns: list[Turn], **options: Any) -> None:
         self.provider = ReplayProvider(turns)
-        self.observer = RecordingObserver()
-        self.endpoint = ReplayEndpoint(self.provider, self.observer, **options)
+        self.monitor = ConversationMonitor(self.provider, [t.user_input for t in turns])
+        self.endpoint = ReplayEndpoint(self.monitor, **options)
 
     def post(self, path: str, body: object, headers: dict[str, str] | None = None) -> Reply:
         data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
@@ -760,7 +760,7 @@ def test_binds_to_loopback_on_a_free_port(served: list[Served]) -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "localhost", "::", "192.168.1.10", ""])
 def test_refuses_any_address_but_loopback(host: str) -> None:
     with pytest.raises(ValueError, match=r"127\.0\.0\.1 only"):
-        ReplayEndpoint(ReplayProvider([]), RecordingObserver(), host=host)
+        ReplayEndpoint(ConversationMonitor(ReplayProvider([]), []), host=host)
 
 
 def test_a_given_port_is_used(served: list[Served]) -> None:
@@ -772,7 +772,7 @@ def test_a_given_port_is_used(served: list[Served]) -> None:
 
 
 def test_close_releases_the_port_and_is_idempotent() -> None:
-    endpoint = ReplayEndpoint(ReplayProvider(echo_loop()), RecordingObserver())
+    endpoint = ReplayEndpoint(ConversationMonitor(ReplayProvider(echo_loop()), [t.user_input for t in echo_loop()]))
     with endpoint:
         port = endpoint.port
         assert get(endpoint.base_url + "/").status == 404
@@ -784,14 +784,14 @@ def test_close_releases_the_port_and_is_idempotent() -> None:
 
 
 def test_close_before_start_is_harmless() -> None:
-    endpoint = ReplayEndpoint(ReplayProvider(echo_loop()), RecordingObserver())
+    endpoint = ReplayEndpoint(ConversationMonitor(ReplayProvider(echo_loop()), [t.user_input for t in echo_loop()]))
     endpoint.close()
     with pytest.raises(RuntimeError, match="not been started"):
         _ = endpoint.base_url
 
 
 def test_a_client_holding_a_connection_open_does_not_hold_close() -> None:
-    endpoint = ReplayEndpoint(ReplayProvider(echo_loop()), RecordingObserver())
+    endpoint = ReplayEndpoint(ConversationMonitor(ReplayProvider(echo_loop()), [t.user_input for t in echo_loop()]))
     endpoint.start()
     stalled = socket.create_connection(("127.0.0.1", endpoint.port))
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evalrunner.grade._format import listing, quote, unreported_note
+from evalrunner.grade._format import listing, quote
 from evalrunner.model import GradeResult, PayloadNeedle, RunRecord, ToolCallRecord
 
 
@@ -27,7 +27,7 @@ def _payload_checks(
             detail = (
                 f"{quote(entry.tool)} was never called; tools called: {listing(run.tools_called)}"
             )
-            results.append(GradeResult(check, False, detail + unreported_note(run)))
+            results.append(GradeResult(check, False, detail))
             continue
         if entry.call_index is None:
             observed = [payload(call) for call in calls]
@@ -43,7 +43,7 @@ def _payload_checks(
             text = payload(calls[entry.call_index])
             passed = entry.needle in text
             detail = f"{what} of call {entry.call_index} to {quote(entry.tool)}: {quote(text)}"
-        results.append(GradeResult(check, passed, "" if passed else detail + unreported_note(run)))
+        results.append(GradeResult(check, passed, "" if passed else detail))
     return results
 
 
