@@ -158,7 +158,9 @@ def _openai_stream(events: Iterator[Any]) -> ModelResponse:
                 call["arguments"] += function.get("arguments") or ""
     if calls:
         ordered = [calls[i] for i in sorted(calls)]
-        return ToolCallsResponse(tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in ordered))
+        return ToolCallsResponse(
+            tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in ordered)
+        )
     return TextResponse("".join(text))
 
 
