@@ -55,9 +55,16 @@ def respond(
             return "".join(block.text for block in message.content if block.type == "text")
         results = []
         for call in calls:
-            text, ok = echo_tool.run(call.name, json.dumps(call.input, ensure_ascii=False))
+            entry = echo_tool.dispatch(
+                call.id, call.name, json.dumps(call.input, ensure_ascii=False)
+            )
             results.append(
-                {"type": "tool_result", "tool_use_id": call.id, "content": text, "is_error": not ok}
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.id,
+                    "content": entry["result"],
+                    "is_error": not entry["success"],
+                }
             )
         messages.append({"role": "user", "content": results})
 

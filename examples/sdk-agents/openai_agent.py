@@ -69,8 +69,8 @@ def respond(client: OpenAI, messages: list[dict[str, Any]], user_input: str, str
             }
         )
         for call in message.tool_calls:
-            result, _ = echo_tool.run(call.function.name, call.function.arguments)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            entry = echo_tool.dispatch(call.id, call.function.name, call.function.arguments)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": entry["result"]})
 
 
 def main() -> None:
