@@ -123,7 +123,9 @@ class ReferenceAgent:
 
     def _feed(self, call: ToolCall, record: ToolCallRecord) -> None:
         """Add one call's result to the history, for the next model request."""
-        self._append(Message("tool", record.result, tool_call_id=call.id))
+        self._append(
+            Message("tool", record.result, tool_call_id=call.id, is_error=not record.success)
+        )
 
 
 def reference_agent(context: AgentContext) -> Agent:

@@ -116,6 +116,7 @@ class ConversationMonitor:
         self._input_tokens = 0
         self._output_tokens = 0
         self._finished = False
+        self._api: str | None = None  # the wire of the latest request, None in-process
         self.error: str | None = None
         """The first run error of the case (sticky), or ``None``."""
 
@@ -161,7 +162,7 @@ class ConversationMonitor:
                         "was never fed back to the model; every tool call handed to the agent "
                         "must be answered in its next model request"
                     )
-                self._dispatches += _reconcile(turn, self._fed, reports, tools)
+                self._dispatches += _reconcile(turn, self._fed, reports, tools, self._api)
             except RunError as exc:
                 self._fail(str(exc))
                 raise
@@ -184,6 +185,7 @@ class ConversationMonitor:
         """Check ``request`` against the script and the run so far, then answer it."""
         with self._lock:
             self._requests.append(request)
+            self._api = getattr(request, "api", None)
             if self.error is not None:
                 raise RunError(self.error)
             try:
@@ -497,6 +499,7 @@ def _reconcile(
     fed: list[tuple[ToolCall, Message]],
     reports: Sequence[ToolCallRecord] | None,
     tools: InvocationLog | None,
+    api: str | None = None,
 ) -> list[Dispatch]:
     """The turn's dispatch records: results fed back, with the agent's reports laid over them.
 
@@ -546,7 +549,11 @@ def _reconcile(
                 f"{'a success' if report.success else 'a failure'}, but fed its result back "
                 f"with is_error={json.dumps(message.is_error)}"
             )
-        out.append(Dispatch(call, report.result, report.arguments, report.success))
+        # Reported as values equal to those handed out (an agent that parsed them reports the
+        # object): the tool received the handed-out text, the one the fixture's checks read.
+        handed = _as_sent(call.arguments, api)
+        received = handed if same_arguments(handed, report.arguments) else report.arguments
+        out.append(Dispatch(call, report.result, received, report.success))
     if unmatched:
         calls = [call for call, _ in unmatched.values()]
         raise RunError(
@@ -594,6 +601,17 @@ def _check_invocations(
                 f"({left.call.name}) as a success, but the {left.call.name} tool never "
                 "received it"
             )
+
+
+def _as_sent(arguments: str, api: str | None) -> str:
+    """The argument text as the agent received it: verbatim, except on the Anthropic wire,
+    which carries an object (so the agent never saw the fixture's spacing or key order)."""
+    if api != "anthropic":
+        return arguments
+    value = _json_or_none(arguments)
+    if not isinstance(value, dict):
+        return arguments
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _success_flag(message: Message) -> bool | None:

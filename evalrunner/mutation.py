@@ -118,8 +118,8 @@ def run_mutants(
 
 
 def render_mutation(report: MutationReport) -> str:
-    """The mutant table (one row per mutant, one column per path: kills, or SURVIVED with a hint), then, per case, the
-    mutants it kills."""
+    """The mutant table (a row per mutant, a column per path: kills, or SURVIVED with a
+    hint), then, per case, the mutants it kills."""
     lines: list[str] = []
     for path, case in report.baseline_failures:
         lines.append(
@@ -147,12 +147,12 @@ def render_mutation(report: MutationReport) -> str:
             f"{outcome.hint}"
         )
     lines.append("")
-    lines.append("cases and the mutants they kill:")
+    lines.append("cases and the mutants they kill (on any path):")
     for case in report.cases:
-        kills = sorted(
-            {f"{o.mutant}@{o.path}" for o in report.outcomes if case in o.killed_by}
-        )
-        lines.append(f"  {case}: {', '.join(kills) if kills else '(none)'}")
+        killed = [o for o in report.outcomes if case in o.killed_by]
+        names = sorted({o.mutant for o in killed})
+        shown = ", ".join(names) if names else "(none)"
+        lines.append(f"  {case} ({len(killed)} kill(s)): {shown}")
     total = len(report.outcomes)
     lines.append("")
     lines.append(f"{total - len(report.survivors)}/{total} mutant runs killed")
