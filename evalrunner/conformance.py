@@ -244,6 +244,13 @@ class ConversationMonitor:
             ]
             start = starts[-1] if starts else 0
         body = messages[start:]
+        dropped = 0 if self._trimmed else _dropped_prefix(expected, body)
+        if dropped:
+            return (
+                f"the request lacks the first {dropped} message(s) of the conversation "
+                f"(from {_describe(expected[0])}): earlier messages were dropped"
+                + _TRIM_HINT
+            )
         for index, want in enumerate(expected):
             place = f"history message {start + index + 1}"
             if index >= len(body):
@@ -377,6 +384,20 @@ def _conversation(request: object, where: str) -> list[Message]:
         if message.role != "system":
             out.append(message)
     return out
+
+
+def _dropped_prefix(expected: list[Message], body: list[Message]) -> int:
+    """How many leading messages of ``expected`` the request left out, when what it does
+    carry lines up with the rest; 0 when it does not start that way."""
+    if not body or not expected or _differs(expected[0], body[0]) is None:
+        return 0
+    for skip in range(1, len(expected)):
+        rest = expected[skip:]
+        if len(body) >= len(rest) and all(
+            _differs(want, got) is None for want, got in zip(rest, body, strict=False)
+        ):
+            return skip
+    return 0
 
 
 def _differs(want: Message, got: Message) -> str | None:
