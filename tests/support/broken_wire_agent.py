@@ -18,6 +18,7 @@ grandchild          leaves a grandchild holding stdout open, then exits 0
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -67,9 +68,10 @@ def turn_openai(messages: list[dict[str, Any]], user_input: str) -> tuple[str, l
             "message"
         ]
         calls = message.get("tool_calls") or []
-        messages.append(
-            {"role": "assistant", "content": message.get("content"), **({"tool_calls": calls} if calls else {})}
-        )
+        echoed: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if calls:
+            echoed["tool_calls"] = calls
+        messages.append(echoed)
         if not calls:
             return message.get("content") or "", reports
         for index, call in enumerate(calls):
@@ -133,10 +135,8 @@ def main() -> int:
         reply, reports = turn(messages, json.loads(line)["user_input"])
         print(json.dumps({"reply": reply, "tool_calls": reports}), flush=True)
     if MODE == "extra-request":
-        try:
+        with contextlib.suppress(urllib.error.HTTPError):
             turn(messages, "one more thing")
-        except urllib.error.HTTPError:
-            pass
     elif MODE == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
     elif MODE == "exit-7":
