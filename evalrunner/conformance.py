@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -154,14 +154,14 @@ class ConversationMonitor:
                 return
             self._turn = None
             try:
-                if isinstance(self._model, TurnScripted):
-                    self._model.end_turn()
-                if self._pending:
+                if self._pending:  # named first: it is why script was left over, if it was
                     raise RunError(
                         f"turn {turn + 1}: the result of tool call(s) {_calls(self._pending)} "
                         "was never fed back to the model; every tool call handed to the agent "
                         "must be answered in its next model request"
                     )
+                if isinstance(self._model, TurnScripted):
+                    self._model.end_turn()
                 self._dispatches += _reconcile(turn, self._fed, reports, tools, self._api)
             except RunError as exc:
                 self._fail(str(exc))
@@ -181,15 +181,24 @@ class ConversationMonitor:
 
     # --- the model side -----------------------------------------------------------------------
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        """Check ``request`` against the script and the run so far, then answer it."""
+    def complete(
+        self,
+        request: ModelRequest,
+        *,
+        unservable: Callable[[ModelResponse], str | None] | None = None,
+    ) -> ModelResponse:
+        """Check ``request`` against the script and the run so far, then answer it.
+
+        ``unservable`` (from a wire) says why a response cannot be carried to the agent: it
+        is then refused before it counts as served.
+        """
         with self._lock:
             self._requests.append(request)
             self._api = getattr(request, "api", None)
             if self.error is not None:
                 raise RunError(self.error)
             try:
-                response = self._answer(request)
+                response = self._answer(request, unservable)
             except RunError as exc:
                 self._fail(str(exc))
                 raise
@@ -198,17 +207,28 @@ class ConversationMonitor:
             self._output_tokens += response.output_tokens
             return response
 
-    def _answer(self, request: ModelRequest) -> ModelResponse:
+    def _answer(
+        self, request: ModelRequest, unservable: Callable[[ModelResponse], str | None] | None
+    ) -> ModelResponse:
         if self._turn is None:
-            when = "after its final reply" if self._finished or self._responses else "before"
+            if self._finished:
+                when = "after its final reply"
+            elif self._responses:
+                when = "between turns"
+            else:
+                when = "before the first turn"
             raise RunError(f"the agent sent a model request outside any turn ({when})")
         self._requests_in_turn += 1
         where = f"turn {self._turn + 1}, model request {self._requests_in_turn}"
         messages = _conversation(request, where)
-        problem = self._mismatch(messages)
-        if problem is not None:
-            raise RunError(f"{where}: {problem}")
+        if self._turn < len(self._inputs):  # beyond the script, the script's own error says so
+            problem = self._mismatch(messages)
+            if problem is not None:
+                raise RunError(f"{where}: {problem}")
         response = self._model.complete(request)
+        reason = unservable(response) if unservable is not None else None
+        if reason is not None:
+            raise RunError(reason)
         if isinstance(response, TextResponse):
             self._transcript.append(Message("assistant", response.content))
         else:

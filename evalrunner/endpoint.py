@@ -256,12 +256,9 @@ class ReplayEndpoint:
         try:
             if self._infer_turns and incoming.user_text is not None:
                 self._next_turn()
-            response = self._monitor.complete(incoming.request)
+            response = self._monitor.complete(incoming.request, unservable=wire.unservable)
         except RunError as exc:
             return self._fail(wire, 500, str(exc), stream=stream)
-        reason = wire.unservable(response)
-        if reason is not None:
-            return self._fail(wire, 500, reason, stream=stream)
         served = self._monitor.responses_served
         response_id = wire.response_id(served)
         model = incoming.request.model or DEFAULT_MODEL

@@ -565,12 +565,6 @@ def test_anthropic_cannot_carry_arguments_that_are_not_an_object(
     assert again.json()["error"]["message"] == f"the run has already failed: {message}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: ConversationMonitor.complete accounts the scripted response (pending "
-    "calls, responses served, llm_calls and tokens, history) before the endpoint finds the wire "
-    "cannot carry it and refuses it",
-)
 def test_a_response_the_wire_cannot_carry_is_never_accounted_as_served(
     served: list[Served],
 ) -> None:
@@ -632,11 +626,6 @@ def test_anthropic_missing_result_names_the_call(served: list[Served]) -> None:
     assert 'only the results of "call_1" (echo) may follow' in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: with infer_turns the new user message ends turn 1 first, and "
-    "ConversationMonitor.end_turn reports the leftover script before the missing result",
-)
 def test_a_missing_result_is_named_even_when_a_user_message_follows(
     served: list[Served],
 ) -> None:
@@ -767,25 +756,6 @@ def test_a_message_the_run_never_held_is_a_run_error(served: list[Served]) -> No
     assert s.provider.llm_calls == 1
 
 
-def test_more_turns_than_scripted_is_a_run_error(served: list[Served]) -> None:
-    s = serve(served, [turn("one", TextResponse("a"))], infer_turns=True)
-    s.openai([{"role": "user", "content": "one"}])
-    history = [
-        {"role": "user", "content": "one"},
-        {"role": "assistant", "content": "a"},
-        {"role": "user", "content": "two"},
-    ]
-    assert s.openai(history).status == 500
-    assert s.endpoint.error is not None
-    assert s.endpoint.error.startswith("turn 2, ")
-    assert s.provider.llm_calls == 1
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: ConversationMonitor checks the request against the run before the "
-    "script, so a turn the fixture does not script is reported as a stray user message",
-)
 def test_more_turns_than_scripted_says_so(served: list[Served]) -> None:
     s = serve(served, [turn("one", TextResponse("a"))], infer_turns=True)
     s.openai([{"role": "user", "content": "one"}])
@@ -827,7 +797,7 @@ def test_turns_bracketed_by_the_runner_never_bleed(served: list[Served]) -> None
 def test_a_request_before_the_first_turn_is_refused(served: list[Served]) -> None:
     s = serve(served, echo_loop())
     assert s.openai([USER]).status == 500
-    assert s.endpoint.error == "the agent sent a model request outside any turn (before)"
+    assert s.endpoint.error == "the agent sent a model request outside any turn (before the first turn)"
     assert s.provider.llm_calls == 0
 
 
