@@ -374,7 +374,11 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
     if keyword == "pattern" and error.validator_value == "\\S" and instance == "":
         return []  # empty, not just blank: the "minLength" error says so
     if keyword == "pattern" and error.validator_value == "\\S":
-        return [document.error(f"{where} must not be blank", path)]
+        return [
+            document.error(
+                f"{where} must not be blank (it is only whitespace); {_blank_hint(path)}", path
+            )
+        ]
     if keyword == "minItems":
         count = error.validator_value
         return [document.error(f"{where} needs at least {count} item(s), got none", path)]
@@ -394,6 +398,18 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
             ]
         return [document.error(f"{where} must be {options}, got {_short(instance)}", path)]
     return [document.error(f"{where}: {error.message}", path)]
+
+
+def _blank_hint(path: JSONPath) -> str:
+    """What to write instead of a blank string at ``path`` (every place the schema refuses one)."""
+    field = next((part for part in reversed(path) if isinstance(part, str)), "")
+    if field in {"response_contains", "response_not_contains"}:
+        return "give the text to look for, or check for whitespace with response_matches and \\s"
+    if field == "needle":
+        return "give the text to look for in the payload"
+    if field == "user_input":
+        return "write what the user says"
+    return "give the tool's name"
 
 
 def _article(type_name: str) -> str:

@@ -10,11 +10,14 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 
 from evalrunner.admit import admit, admit_suite
+from evalrunner.export import bundle
 from evalrunner.load import load_document, load_paths, load_suite
 from evalrunner.model import AdmissionError, Case
+from evalrunner.schemas import CASE_ID
 
 BROKEN = Path(__file__).parent / "data" / "broken"
 
@@ -197,6 +200,76 @@ def test_empty_tool_or_needle_is_refused(tmp_path: Path, kind: str, field: str) 
     assert (error.line, error.col) == (8 if field == "tool" else 9, 13 if field == "tool" else 15)
 
 
+BLANK_TEXT = "give the text to look for, or check for whitespace with response_matches and \\s"
+BLANK_TOOL = "give the tool's name"
+
+
+@pytest.mark.parametrize(
+    ("kind", "hint"),
+    [
+        ("response_contains", BLANK_TEXT),
+        ("response_not_contains", BLANK_TEXT),
+        ("tools_used", BLANK_TOOL),
+        ("tools_not_used", BLANK_TOOL),
+    ],
+)
+@pytest.mark.parametrize("blank", ["' '", '"\\t"', '"\\n  "', '"\\u3000"'])
+def test_blank_string_in_an_expects_list_is_refused(
+    tmp_path: Path, kind: str, hint: str, blank: str
+) -> None:
+    text = yaml_case(f"  exact_tool_calls: 1\n  {kind}: [x, {blank}]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == f"expects.{kind}[1] must not be blank (it is only whitespace); {hint}"
+    assert (error.line, error.col) == (8, len(kind) + 9)
+
+
+@pytest.mark.parametrize("kind", ["tool_arguments_contain", "tool_results_contain"])
+@pytest.mark.parametrize(
+    ("field", "hint"),
+    [("tool", BLANK_TOOL), ("needle", "give the text to look for in the payload")],
+)
+def test_blank_tool_or_needle_is_refused(tmp_path: Path, kind: str, field: str, hint: str) -> None:
+    entry = {"tool": "echo", "needle": "x"}
+    entry[field] = " \t "
+    text = yaml_case(f"  {kind}:\n    - tool: {json.dumps(entry['tool'])}\n")
+    text += f"      needle: {json.dumps(entry['needle'])}\n"
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        f"expects.{kind}[0].{field} must not be blank (it is only whitespace); {hint}"
+    )
+    assert (error.line, error.col) == (8 if field == "tool" else 9, 13 if field == "tool" else 15)
+
+
+def test_a_needle_of_visible_text_around_spaces_or_an_invisible_character_is_admitted(
+    tmp_path: Path,
+) -> None:
+    # Not blank: a zero-width space is a character a reply can really hold (and a check for it
+    # can fail); spaces around text are part of the text.
+    text = yaml_case('  response_not_contains: ["\\u200b", " ok "]\n  tools_used: [x]\n')
+    assert isinstance(outcome(tmp_path, "a.yaml", text), Case)
+
+
+def test_editors_see_blank_needles_too() -> None:
+    # The rule lives in the published schema, so an editor's validator (here jsonschema-rs on
+    # the Draft 7 bundle editors are given) refuses what admission refuses.
+    validator = jsonschema_rs.Draft7Validator(bundle(CASE_ID))
+    case = {
+        "name": "c",
+        "turns": [{"user_input": "hi", "steps": [{"response": {"type": "text", "content": "ok"}}]}],
+        "expects": {"tools_used": ["x"]},
+    }
+    assert validator.is_valid(case)
+    for kind, value in [
+        ("response_contains", ["  "]),
+        ("response_not_contains", ["\t"]),
+        ("tools_used", [" "]),
+        ("tools_not_used", ["\n"]),
+        ("tool_arguments_contain", [{"tool": " ", "needle": "x"}]),
+        ("tool_results_contain", [{"tool": "x", "needle": "  "}]),
+    ]:
+        assert not validator.is_valid({**case, "expects": {kind: value}}), kind
+
+
 def test_needle_without_tool_is_refused(tmp_path: Path) -> None:
     text = yaml_case("  tool_results_contain:\n    - needle: x\n")
     error = only(errors(tmp_path, "a.yaml", text))
@@ -307,12 +380,15 @@ def test_unknown_class_is_refused(tmp_path: Path) -> None:
     assert (error.line, error.col) == (1, 8)
 
 
+BLANK_INPUT = "must not be blank (it is only whitespace); write what the user says"
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("'   '", "must not be blank"),
+        ("'   '", BLANK_INPUT),
         ("''", "must not be empty"),
-        ('"\\t\\n"', "must not be blank"),
+        ('"\\t\\n"', BLANK_INPUT),
     ],
 )
 def test_blank_user_input_is_refused_once(tmp_path: Path, value: str, message: str) -> None:
@@ -601,6 +677,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r2_turn_without_steps.yaml": (4, 12, "turns[0].steps needs at least 1 item(s)"),
     "r2_root_is_a_list.json": (1, 1, "a fixture must be an object"),
     "r3_empty_expects.toml": (9, 2, "expects declares only empty lists"),
+    "r2_blank_needle.yaml": (9, 27, "expects.response_not_contains[0] must not be blank"),
     "r4_min_above_max.yaml": (8, 19, "min_tool_calls (3) is greater than max_tool_calls (2)"),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
     "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
