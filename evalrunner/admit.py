@@ -2,8 +2,9 @@
 
 Fail-closed (SPEC §4): the document is validated against the published case schema, then the
 rules a schema cannot express are checked here as plain functions — at least one effective
-check, coherent bounds, RE2 patterns that compile, unique tool-call ids, falsifiability against
-the empty run, and (suite-wide) unique case names. Every problem of every document is reported.
+check, coherent bounds, RE2 patterns that compile and do not match every reply, unique
+tool-call ids, falsifiability against the empty run, and (suite-wide) unique case names. Every
+problem of every document is reported.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any, cast
 from jsonschema.exceptions import ValidationError
 
 from evalrunner.grade import grade
-from evalrunner.grade.response import PatternError, compile_pattern
+from evalrunner.grade._format import quote
+from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.load import LoadedSuite, RawDocument
 from evalrunner.model import (
     AdmissionError,
@@ -184,7 +186,8 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
 
 
 def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
-    """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object."""
+    """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object, and the stricter rule
+    of issue 8 that no pattern matches every reply."""
     expects = _expectations(declared)
     here = ("expects",)
     errors: list[AdmissionError] = []
@@ -201,6 +204,33 @@ def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[Ad
             )
         )
 
+    errors.extend(_incoherent_bounds(expects, document))
+    pattern_errors = _bad_patterns(expects, document)
+    errors.extend(pattern_errors)
+
+    # A refused pattern already says why the case cannot fail (or cannot be graded at all), so
+    # the whole-case verdict below waits until the patterns are good.
+    if (
+        effective
+        and not pattern_errors
+        and all(g.passed for g in grade(expects, RunRecord.empty()))
+    ):
+        errors.append(
+            document.error(
+                "every check passes on a run that did nothing (no reply, no tool calls), so this "
+                "case can never fail; add a check the scripted run must satisfy, such as "
+                "response_contains, tools_used or exact_tool_calls",
+                here,
+                key=True,
+            )
+        )
+    return errors
+
+
+def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+    """SPEC §4 rule 4: ``min``/``max``/``exact_tool_calls`` that no count satisfies."""
+    here = ("expects",)
+    errors = []
     low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
     if low is not None and high is not None and low > high:
         errors.append(
@@ -227,29 +257,29 @@ def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[Ad
                     here + ("exact_tool_calls",),
                 )
             )
+    return errors
 
-    bad_pattern = False
+
+def _bad_patterns(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+    """SPEC §4 rule 5 (patterns compile as RE2), and no pattern that matches every reply."""
+    errors = []
     for index, pattern in enumerate(expects.response_matches or ()):
+        where = ("expects", "response_matches", index)
         try:
             compile_pattern(pattern)
         except PatternError as exc:
-            bad_pattern = True
+            errors.append(document.error(_pattern_message(pattern, str(exc)), where))
+            continue
+        if matches_every_text(pattern):
             errors.append(
                 document.error(
-                    _pattern_message(pattern, str(exc)), here + ("response_matches", index)
+                    f"pattern {quote(pattern)} matches every reply, because it can match the "
+                    "empty string somewhere in any text, so this check can never fail; require at "
+                    'least one character (e.g. "x+" rather than "x*", no empty alternative as in '
+                    '"a|"), or anchor it (e.g. "^$" to match only an empty reply)',
+                    where,
                 )
             )
-
-    if effective and not bad_pattern and all(g.passed for g in grade(expects, RunRecord.empty())):
-        errors.append(
-            document.error(
-                "every check passes on a run that did nothing (no reply, no tool calls), so this "
-                "case can never fail; add a check the scripted run must satisfy, such as "
-                "response_contains, tools_used or exact_tool_calls",
-                here,
-                key=True,
-            )
-        )
     return errors
 
 
@@ -260,7 +290,7 @@ def _pattern_message(pattern: str, reason: str) -> str:
     ) or any(f"\\{d}" in pattern for d in "123456789"):
         hint = " (RE2 has no backreferences or lookaround)"
     return (
-        f"pattern {json.dumps(pattern, ensure_ascii=False)} is not valid RE2: {reason}{hint}; "
+        f"pattern {quote(pattern)} is not valid RE2: {reason}{hint}; "
         "patterns use the RE2 syntax of Go and Rust's regex crate"
     )
 

@@ -15,6 +15,7 @@ import pytest
 
 from evalrunner.admit import admit, admit_suite
 from evalrunner.export import bundle
+from evalrunner.grade.response import compile_pattern
 from evalrunner.load import load_document, load_paths, load_suite
 from evalrunner.model import AdmissionError, Case
 from evalrunner.schemas import CASE_ID
@@ -510,6 +511,46 @@ def test_good_re2_patterns_are_accepted(tmp_path: Path) -> None:
     assert isinstance(outcome(tmp_path, "a.yaml", text), Case)
 
 
+def matches_everything(pattern: str) -> str:
+    return (
+        f"pattern {json.dumps(pattern)} matches every reply, because it can match the empty "
+        "string somewhere in any text, so this check can never fail; require at least one "
+        'character (e.g. "x+" rather than "x*", no empty alternative as in "a|"), or anchor it '
+        '(e.g. "^$" to match only an empty reply)'
+    )
+
+
+@pytest.mark.parametrize(
+    "pattern", ["foo|", "a*", "^", "$", "(x)?", "\\b|\\B", "(?m)^", "x*$", "(?i)(yes)?"]
+)
+def test_a_pattern_that_matches_every_reply_is_refused(tmp_path: Path, pattern: str) -> None:
+    text = yaml_case(f"  response_contains: [ok]\n  response_matches:\n    - '{pattern}'\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == matches_everything(pattern)
+    assert (error.line, error.col) == (9, 7)
+
+
+@pytest.mark.parametrize("pattern", ["^$", "\\b", "\\B", "^foo", "(?m)^ok$", "a*b", "\\S"])
+def test_a_pattern_that_some_reply_escapes_is_admitted(tmp_path: Path, pattern: str) -> None:
+    text = yaml_case(f"  response_contains: [ok]\n  response_matches:\n    - '{pattern}'\n")
+    assert isinstance(outcome(tmp_path, "a.yaml", text), Case)
+
+
+def test_a_pattern_that_matches_everything_is_the_one_reason_given(tmp_path: Path) -> None:
+    # Alone it also passes on the empty run; the pattern's own message says why, once.
+    error = only(errors(tmp_path, "a.yaml", yaml_case("  response_matches: ['x*']\n")))
+    assert error.message == matches_everything("x*")
+    assert (error.line, error.col) == (7, 22)
+
+
+def test_patterns_are_judged_in_nfc_like_the_reply(tmp_path: Path) -> None:
+    # "e" + U+0301 and "é" are the same text; the pattern is compiled as NFC.
+    text = yaml_case('  response_matches: ["^cafe\\u0301$"]\n  tools_used: [x]\n')
+    case = outcome(tmp_path, "a.yaml", text)
+    assert isinstance(case, Case)
+    assert compile_pattern(case.expects.response_matches[0]).search("café")
+
+
 # --- rule 6: unique tool-call ids --------------------------------------------------------------
 
 
@@ -553,7 +594,6 @@ UNFALSIFIABLE = (
         "  exact_tool_calls: 0\n",
         "  max_tool_calls: 0\n",
         "  response_matches: ['^$']\n",
-        "  response_matches: ['x*']\n",
         "  tools_not_used: [rm]\n  response_not_contains: [x]\n  max_tool_calls: 2\n"
         "  all_tools_succeeded: true\n  tools_used: []\n",
     ],
@@ -679,6 +719,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r3_empty_expects.toml": (9, 2, "expects declares only empty lists"),
     "r2_blank_needle.yaml": (9, 27, "expects.response_not_contains[0] must not be blank"),
     "r4_min_above_max.yaml": (8, 19, "min_tool_calls (3) is greater than max_tool_calls (2)"),
+    "r5_pattern_matches_everything.toml": (12, 21, 'pattern "yes|" matches every reply'),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
     "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
     "r7_unfalsifiable.yaml": (6, 1, "every check passes on a run that did nothing"),

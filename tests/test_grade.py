@@ -13,7 +13,7 @@ import pytest
 from evalrunner.admit import admit_suite
 from evalrunner.grade import KINDS, grade
 from evalrunner.grade._format import listing, quote
-from evalrunner.grade.response import PatternError, compile_pattern
+from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.load import load_suite
 from evalrunner.model import (
     Case,
@@ -249,6 +249,49 @@ def test_quote_never_renders_nfc_and_nfd_the_same() -> None:
 def test_listing_quotes_each_item_like_quote() -> None:
     assert listing(["echo", NFD_CAFE]) == '["echo", "cafe\\u0301"]'
     assert listing([]) == "[]"
+
+
+# --- patterns that match every response --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["foo|", "a*", "^", "$", r"\A", r"\z", "(x)?", r"\b|\B", "(?m)^", "(?m)$", "x*$", "|", "a*?"],
+)
+def test_patterns_that_can_match_empty_everywhere_match_every_text(pattern: str) -> None:
+    assert matches_every_text(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern", ["^$", r"\b", r"\B", "^foo", "(?m)^$", ".", r"^\b", r"\b$", "a+", r"\b\B"]
+)
+def test_patterns_that_some_text_escapes_are_not_flagged(pattern: str) -> None:
+    assert not matches_every_text(pattern)
+
+
+def test_re2_assertions_see_the_whole_text_when_the_match_is_confined() -> None:
+    # matches_every_text relies on this: a search confined to [i, i] still sees both neighbours.
+    assert compile_pattern(r"\z").search("a", 0, 0) is None
+    assert compile_pattern(r"\b").search("a", 0, 0) is not None
+    assert compile_pattern("^").search("ba", 1, 1) is None
+    assert compile_pattern("(?m)^").search("\na", 1, 1) is not None
+
+
+SAMPLE_PATTERNS = [
+    "", "a", "a*", "^", "$", r"\b", r"\B", "(?m)^", "(?m)$", "^$", "a|", r"\n?", "é*", r"\s*$",
+    r"^\b", r"\b$", r"(?m)^\B", r"\B|$", r"(?m)^|\b", r"[^a]?$", r"(?s).?", r"\b|(?m)$",
+]  # fmt: skip
+
+
+def test_matches_every_text_is_sound_against_every_short_text() -> None:
+    # Every text of up to three characters from the neighbour classes plus a non-ASCII letter:
+    # a pattern said to match every text matches each; any other fails on at least one.
+    alphabet = ["", "\n", "a", " ", "é", "_"]
+    texts = {a + b + c for a in alphabet for b in alphabet for c in alphabet}
+    for pattern in SAMPLE_PATTERNS:
+        regex = compile_pattern(pattern)
+        missed = [t for t in sorted(texts) if regex.search(t) is None]
+        assert matches_every_text(pattern) == (not missed), (pattern, missed[:3])
 
 
 # --- tools_used / tools_not_used ---------------------------------------------------------------

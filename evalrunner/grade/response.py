@@ -36,6 +36,51 @@ def compile_pattern(pattern: str) -> re2._Regexp[str]:
         raise PatternError(str(reason)) from None
 
 
+# What RE2's empty-width assertions (^ $ \A \z \b \B, with or without (?m)) can see around a
+# position: whether there is a character on that side, and if so whether it is a newline, an
+# ASCII word character, or anything else. One representative character of each class.
+_NEIGHBOURS = ("", "\n", "a", " ")
+
+
+def matches_every_text(pattern: str) -> bool:
+    """True when the (compilable) pattern is sure to match every possible response, so a
+    ``response_matches`` check of it can never fail.
+
+    The rule: the pattern can match the empty string at some position of every text. Whether
+    it can match empty at a position depends only on the characters either side of it (RE2's
+    assertions look no further, and treat every non-ASCII character as a non-word character),
+    so it is decided for each of the 16 pairs of neighbour classes; then a text that avoids all
+    of those positions exists exactly when a path of such positions leads from the start of a
+    text to its end. ``a*``, ``foo|``, ``^``, ``$`` and ``\\b|\\B`` match every text; ``^$``,
+    ``\\b`` and ``^foo`` do not. Sound, not complete: a pattern that covers every text with
+    non-empty matches only (``^$|(?s).``) is not detected here, but is still refused by the
+    empty-run rule when nothing else in the case can fail.
+    """
+    regex = compile_pattern(pattern)
+
+    def empty_between(before: str, after: str) -> bool:
+        # RE2 sees the whole text as context even when the match is confined to [i, i].
+        at = len(before)
+        return regex.search(before + after, at, at) is not None
+
+    if not empty_between("", ""):
+        return False  # it does not even match the empty text
+    # Walk the texts that avoid every empty match: from the start, through characters whose
+    # boundaries all refuse one, to the end. None reachable means every text has one.
+    classes = [c for c in _NEIGHBOURS if c]
+    reachable = [c for c in classes if not empty_between("", c)]
+    seen = set(reachable)
+    while reachable:
+        last = reachable.pop()
+        if not empty_between(last, ""):
+            return False
+        for following in classes:
+            if following not in seen and not empty_between(last, following):
+                seen.add(following)
+                reachable.append(following)
+    return True
+
+
 def response_contains(needles: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
     """Each string occurs in the final response (both in NFC)."""
     response = nfc(run.final_response)
