@@ -2,23 +2,23 @@
 
 Fail-closed (SPEC §4): the document is validated against the published case schema, then the
 rules a schema cannot express are checked here as plain functions — at least one effective
-check, coherent bounds, RE2 patterns that compile and do not match every reply, unique
-tool-call ids, falsifiability against the empty run, and (suite-wide) unique case names. Every
-problem of every document is reported.
+check, coherent bounds, RE2 patterns that compile and do not match every reply, no checks that
+contradict each other, unique tool-call ids, falsifiability against the empty run, and
+(suite-wide) unique case names. Every problem of every document is reported.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from jsonschema.exceptions import ValidationError
 
 from evalrunner.grade import grade
-from evalrunner.grade._format import quote
+from evalrunner.grade._format import nfc, quote
 from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.load import LoadedSuite, RawDocument
 from evalrunner.model import (
@@ -186,8 +186,8 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
 
 
 def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
-    """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object, and the stricter rule
-    of issue 8 that no pattern matches every reply."""
+    """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object, and the stricter rules
+    of issue 8: no pattern that matches every reply, no checks that contradict each other."""
     expects = _expectations(declared)
     here = ("expects",)
     errors: list[AdmissionError] = []
@@ -207,6 +207,7 @@ def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[Ad
     errors.extend(_incoherent_bounds(expects, document))
     pattern_errors = _bad_patterns(expects, document)
     errors.extend(pattern_errors)
+    errors.extend(_contradictions(expects, document))
 
     # A refused pattern already says why the case cannot fail (or cannot be graded at all), so
     # the whole-case verdict below waits until the patterns are good.
@@ -228,7 +229,8 @@ def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[Ad
 
 
 def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
-    """SPEC §4 rule 4: ``min``/``max``/``exact_tool_calls`` that no count satisfies."""
+    """SPEC §4 rule 4: ``min``/``max``/``exact_tool_calls`` that no count satisfies, and a
+    ``max`` or ``exact`` below the calls the other checks need."""
     here = ("expects",)
     errors = []
     low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
@@ -257,7 +259,52 @@ def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[Adm
                     here + ("exact_tool_calls",),
                 )
             )
+    needed, reasons = _calls_needed(expects)
+    for kind, limit in (("max_tool_calls", high), ("exact_tool_calls", exact)):
+        if limit is not None and limit < needed:
+            errors.append(
+                document.error(
+                    f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
+                    f"({'; '.join(reasons)}); no run can satisfy them all; "
+                    f"raise it to {needed} or drop one of those checks",
+                    here + (kind,),
+                )
+            )
     return errors
+
+
+def _calls_needed(expects: Expectations) -> tuple[int, list[str]]:
+    """The fewest dispatches a run needs to pass the checks that name tools, and the reasons.
+
+    Each tool needs as many calls as its most demanding check (one for ``tools_used`` or a
+    payload check, ``call_index + 1`` with an index); calls to different tools are different
+    dispatches. ``all_tools_succeeded: false`` needs one call that failed.
+    """
+    need: dict[str, tuple[int, str]] = {}
+    for i, name in enumerate(expects.tools_used or ()):
+        need.setdefault(name, (1, f"expects.tools_used[{i}]"))
+    for kind, i, entry in _payload_entries(expects):
+        calls = (entry.call_index or 0) + 1
+        if calls > need.get(entry.tool, (0, ""))[0]:
+            index = "" if entry.call_index is None else f" with call_index {entry.call_index}"
+            need[entry.tool] = (calls, f"expects.{kind}[{i}]{index}")
+    total = sum(calls for calls, _ in need.values())
+    if total == 0 and expects.all_tools_succeeded is False:
+        return 1, ["a failed one for expects.all_tools_succeeded: false"]
+    return total, [
+        f"{calls} to {quote(tool)} for {because}" for tool, (calls, because) in need.items()
+    ]
+
+
+def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadNeedle]]:
+    """Every ``tool_arguments_contain`` and ``tool_results_contain`` entry, with its kind and
+    index."""
+    for kind, entries in (
+        ("tool_arguments_contain", expects.tool_arguments_contain),
+        ("tool_results_contain", expects.tool_results_contain),
+    ):
+        for index, entry in enumerate(entries or ()):
+            yield kind, index, entry
 
 
 def _bad_patterns(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
@@ -280,6 +327,61 @@ def _bad_patterns(expects: Expectations, document: RawDocument) -> list[Admissio
                     where,
                 )
             )
+    return errors
+
+
+def _contradictions(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+    """Checks that no run can pass together, each reported at the entry that forbids what
+    another one requires. (Count bounds are :func:`_incoherent_bounds`.)"""
+    errors = []
+    used: dict[str, int] = {}
+    for i, name in enumerate(expects.tools_used or ()):
+        used.setdefault(name, i)
+    forbidden: dict[str, int] = {}
+    for j, name in enumerate(expects.tools_not_used or ()):
+        forbidden.setdefault(name, j)
+        if name in used:
+            errors.append(
+                document.error(
+                    f"{quote(name)} is in both expects.tools_used[{used[name]}] and "
+                    f"expects.tools_not_used[{j}]; no run can both call it and not call it; "
+                    "remove it from one of the lists",
+                    ("expects", "tools_not_used", j),
+                )
+            )
+    for kind, i, entry in _payload_entries(expects):
+        if entry.tool in forbidden:
+            errors.append(
+                document.error(
+                    f"expects.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
+                    f"expects.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
+                    "satisfy both; drop one of them",
+                    ("expects", kind, i, "tool"),
+                )
+            )
+    required = expects.response_contains or ()
+    wanted = [nfc(text) for text in required]
+    for j, banned in enumerate(expects.response_not_contains or ()):
+        normal = nfc(banned)
+        i = next((k for k, text in enumerate(wanted) if normal in text), -1)
+        if i < 0:
+            continue
+        if normal == wanted[i]:
+            relation, as_written = "is the same text as", banned == required[i]
+            outcome = "no reply can both contain it and not contain it"
+        else:
+            relation, as_written = "occurs inside", banned in required[i]
+            outcome = f"a reply that contains {quote(required[i])} always contains {quote(banned)}"
+        # Say so when the two only meet once normalised, as the checks compare them.
+        nfc_part = "" if as_written else " (in Unicode NFC, the form checks compare in)"
+        errors.append(
+            document.error(
+                f"expects.response_not_contains[{j}] {quote(banned)} {relation} "
+                f"expects.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
+                "no reply can pass both; remove or change one of them",
+                ("expects", "response_not_contains", j),
+            )
+        )
     return errors
 
 

@@ -551,6 +551,207 @@ def test_patterns_are_judged_in_nfc_like_the_reply(tmp_path: Path) -> None:
     assert compile_pattern(case.expects.response_matches[0]).search("café")
 
 
+# --- contradictions: checks no run can pass together ---------------------------------------------
+
+
+def test_a_tool_both_used_and_not_used_is_refused_at_the_forbidding_entry(tmp_path: Path) -> None:
+    text = yaml_case("  tools_used: [echo, web]\n  tools_not_used: [rm, web]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        '"web" is in both expects.tools_used[1] and expects.tools_not_used[1]; no run can both '
+        "call it and not call it; remove it from one of the lists"
+    )
+    assert (error.line, error.col) == (8, 24)
+
+
+@pytest.mark.parametrize("kind", ["tool_arguments_contain", "tool_results_contain"])
+def test_a_payload_check_of_a_forbidden_tool_is_refused(tmp_path: Path, kind: str) -> None:
+    text = yaml_case(f"  tools_not_used: [echo, rm]\n  {kind}:\n    - {{tool: rm, needle: x}}\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        f'expects.{kind}[0] needs a call to "rm", which expects.tools_not_used[1] forbids; '
+        "no run can satisfy both; drop one of them"
+    )
+    assert (error.line, error.col) == (9, 14)
+
+
+def test_the_same_text_required_and_forbidden_is_refused(tmp_path: Path) -> None:
+    text = yaml_case("  response_contains: [done, ok]\n  response_not_contains: [error, ok]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        'expects.response_not_contains[1] "ok" is the same text as expects.response_contains[1] '
+        '"ok"; no reply can both contain it and not contain it, so no reply can pass both; '
+        "remove or change one of them"
+    )
+    assert (error.line, error.col) == (8, 34)
+
+
+def test_forbidden_text_inside_required_text_is_refused(tmp_path: Path) -> None:
+    text = yaml_case("  response_contains: [abc]\n  response_not_contains: [b]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        'expects.response_not_contains[0] "b" occurs inside expects.response_contains[0] "abc"; '
+        'a reply that contains "abc" always contains "b", so no reply can pass both; '
+        "remove or change one of them"
+    )
+    assert (error.line, error.col) == (8, 27)
+
+
+def test_text_that_is_the_same_only_in_nfc_is_refused_and_shown_apart(tmp_path: Path) -> None:
+    text = yaml_case(
+        '  response_contains: ["un caf\\u00e9"]\n  response_not_contains: ["cafe\\u0301"]\n'
+    )
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        'expects.response_not_contains[0] "cafe\\u0301" occurs inside '
+        'expects.response_contains[0] "un café" (in Unicode NFC, the form checks compare in); '
+        'a reply that contains "un café" always contains "cafe\\u0301", so no reply can pass '
+        "both; remove or change one of them"
+    )
+
+
+@pytest.mark.parametrize(
+    "expects",
+    [
+        # the required text can be present without the longer forbidden one
+        "  response_contains: [abc]\n  response_not_contains: [abcd]\n",
+        # in NFC "é" is one character: "cafe" is not inside "café"
+        '  response_contains: ["caf\\u00e9"]\n  response_not_contains: [cafe]\n',
+        "  tools_used: [echo]\n  tools_not_used: [Echo]\n",
+        "  tools_used: [echo, echo]\n  max_tool_calls: 1\n",
+        "  tools_used: [echo]\n  tool_results_contain: [{tool: echo, needle: x, call_index: 1}]\n"
+        "  exact_tool_calls: 2\n",
+        "  all_tools_succeeded: false\n  max_tool_calls: 1\n",
+        "  tools_not_used: [rm]\n  tool_results_contain: [{tool: echo, needle: x}]\n",
+    ],
+)
+def test_checks_that_some_run_passes_together_are_admitted(tmp_path: Path, expects: str) -> None:
+    assert isinstance(outcome(tmp_path, "a.yaml", yaml_case(expects)), Case)
+
+
+@pytest.mark.parametrize(
+    ("expects", "message", "spot"),
+    [
+        (
+            "  tools_used: [echo]\n  max_tool_calls: 0\n",
+            'max_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
+            "of those checks",
+            (8, 19),
+        ),
+        (
+            "  exact_tool_calls: 0\n  tools_used: [echo]\n",
+            'exact_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
+            "of those checks",
+            (7, 21),
+        ),
+        (
+            "  tools_used: [echo, web, echo]\n  max_tool_calls: 1\n",
+            'max_tool_calls (1) is below the 2 tool call(s) the other checks need (1 to "echo" '
+            'for expects.tools_used[0]; 1 to "web" for expects.tools_used[1]); no run can '
+            "satisfy them all; raise it to 2 or drop one of those checks",
+            (8, 19),
+        ),
+        (
+            "  tools_used: [echo]\n"
+            "  tool_arguments_contain: [{tool: echo, needle: a, call_index: 2}]\n"
+            "  exact_tool_calls: 2\n",
+            'exact_tool_calls (2) is below the 3 tool call(s) the other checks need (3 to "echo" '
+            "for expects.tool_arguments_contain[0] with call_index 2); no run can satisfy them "
+            "all; raise it to 3 or drop one of those checks",
+            (9, 21),
+        ),
+        (
+            "  all_tools_succeeded: false\n  max_tool_calls: 0\n",
+            "max_tool_calls (0) is below the 1 tool call(s) the other checks need (a failed one "
+            "for expects.all_tools_succeeded: false); no run can satisfy them all; raise it to 1 "
+            "or drop one of those checks",
+            (8, 19),
+        ),
+    ],
+)
+def test_a_call_limit_below_what_the_checks_need_is_refused(
+    tmp_path: Path, expects: str, message: str, spot: tuple[int, int]
+) -> None:
+    error = only(errors(tmp_path, "a.yaml", yaml_case(expects)))
+    assert error.message == message
+    assert (error.line, error.col) == spot
+
+
+CONTRADICTIONS = {
+    "json": """{
+  "name": "case",
+  "turns": [{"user_input": "hi", "steps": [{"response": {"type": "text", "content": "ok"}}]}],
+  "expects": {
+    "tools_used": ["echo"],
+    "tools_not_used": ["echo"],
+    "response_contains": ["abc"],
+    "response_not_contains": ["b"],
+    "response_matches": ["x*"],
+    "max_tool_calls": 0,
+    "tool_results_contain": [{"tool": "echo", "needle": "x"}]
+  }
+}
+""",
+    "yaml": """name: case
+turns:
+  - user_input: hi
+    steps:
+      - response: {type: text, content: ok}
+expects:
+  tools_used: [echo]
+  tools_not_used: [echo]
+  response_contains: [abc]
+  response_not_contains: [b]
+  response_matches: ['x*']
+  max_tool_calls: 0
+  tool_results_contain:
+    - {tool: echo, needle: x}
+""",
+    "toml": """name = "case"
+
+[[turns]]
+user_input = "hi"
+steps = [{ response = { type = "text", content = "ok" } }]
+
+[expects]
+tools_used = ["echo"]
+tools_not_used = ["echo"]
+response_contains = ["abc"]
+response_not_contains = ["b"]
+response_matches = ["x*"]
+max_tool_calls = 0
+
+[[expects.tool_results_contain]]
+tool = "echo"
+needle = "x"
+""",
+}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "spots_expected"),
+    [
+        ("json", [(6, 24), (8, 31), (9, 26), (10, 23), (11, 39)]),
+        ("yaml", [(8, 20), (10, 27), (11, 22), (12, 19), (14, 14)]),
+        ("toml", [(9, 19), (11, 26), (12, 21), (13, 18), (16, 8)]),
+    ],
+)
+def test_every_new_refusal_carries_its_position_in_every_format(
+    tmp_path: Path, fmt: str, spots_expected: list[tuple[int, int]]
+) -> None:
+    found = errors(tmp_path, f"a.{fmt}", CONTRADICTIONS[fmt])
+    assert [(e.line, e.col) for e in found] == spots_expected
+    assert [e.json_path for e in found] == [
+        ("expects", "tools_not_used", 0),
+        ("expects", "response_not_contains", 0),
+        ("expects", "response_matches", 0),
+        ("expects", "max_tool_calls"),
+        ("expects", "tool_results_contain", 0, "tool"),
+    ]
+
+
 # --- rule 6: unique tool-call ids --------------------------------------------------------------
 
 
@@ -719,6 +920,14 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r3_empty_expects.toml": (9, 2, "expects declares only empty lists"),
     "r2_blank_needle.yaml": (9, 27, "expects.response_not_contains[0] must not be blank"),
     "r4_min_above_max.yaml": (8, 19, "min_tool_calls (3) is greater than max_tool_calls (2)"),
+    "r4_tool_used_and_not_used.json": (16, 33, '"echo" is in both expects.tools_used[0] and'),
+    "r4_payload_of_forbidden_tool.toml": (14, 8, "which expects.tools_not_used[0] forbids"),
+    "r4_forbidden_text_inside_required.json": (
+        11,
+        31,
+        '"cafe\\u0301" occurs inside expects.response_contains[0] "un café" (in Unicode NFC',
+    ),
+    "r4_calls_below_need.yaml": (14, 19, "max_tool_calls (1) is below the 2 tool call(s)"),
     "r5_pattern_matches_everything.toml": (12, 21, 'pattern "yes|" matches every reply'),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
     "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
