@@ -635,6 +635,11 @@ def _check_invocations(
                 "(a call the model did not ask for, or one dispatched twice)"
             )
         open_dispatches.remove(match)
+        if invocation.raised and match.success:
+            raise RunError(
+                f"{where}: the agent reported tool call {_quote(match.call.id)} "
+                f"({match.call.name}) as a success, but the {invocation.tool} tool raised"
+            )
     for left in open_dispatches:
         if left.success and left.call.name in tool_names:
             raise RunError(

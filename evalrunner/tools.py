@@ -167,6 +167,8 @@ class ToolInvocation:
     tool: str
     arguments: Mapping[str, Any]
     arguments_text: str
+    raised: bool = False
+    """The tool raised: the dispatch failed, whatever the agent says."""
 
 
 class InvocationLog:
@@ -222,15 +224,21 @@ class RecordedTool:
         return self._tool
 
     def call(self, arguments: dict[str, Any]) -> str:
-        """Log the call (a snapshot of its arguments), then run the tool."""
+        """Run the tool, and log the call: a snapshot of its arguments taken before it ran, and
+        whether it raised."""
         snapshot = copy.deepcopy(arguments) if isinstance(arguments, dict) else arguments
         try:
             text = json.dumps(snapshot, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         except (TypeError, ValueError, RecursionError):
             text = repr(snapshot)
         received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
+        try:
+            result = self._tool.call(arguments)
+        except BaseException:
+            self._log.add(ToolInvocation(self._tool.name, received, text, raised=True))
+            raise
         self._log.add(ToolInvocation(self._tool.name, received, text))
-        return self._tool.call(arguments)
+        return result
 
 
 def recorded_tools(tools: Mapping[str, Tool]) -> tuple[dict[str, Tool], InvocationLog]:

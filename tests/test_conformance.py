@@ -202,6 +202,31 @@ def test_a_broken_python_agent_errors_naming_the_promise(
     assert "Traceback" not in report.error
 
 
+class RaisingEcho:
+    name = "echo"
+    description = "Always fails."
+    parameters: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        raise ValueError("echo is down")
+
+
+class ClaimsSuccess(Conformant):
+    def report(self, record: ToolCallRecord) -> None:
+        claimed = ToolCallRecord(record.name, record.arguments, record.result, True, record.id)
+        super().report(claimed)
+
+
+def test_a_success_reported_for_a_tool_that_raised_is_caught() -> None:
+    tools = {"echo": RaisingEcho()}
+    assert not run_python(Conformant, tools=tools).error  # honest: graded, and fails its checks
+    report = run_python(ClaimsSuccess, tools=tools)
+    assert report.error is not None
+    assert 'reported tool call "call_1" (echo) as a success, but the echo tool raised' in (
+        report.error
+    )
+
+
 def test_an_agent_raising_keyboardinterrupt_under_the_cli_fails_its_case_only() -> None:
     class RaisesInterrupt(Conformant):
         def respond(self, user_input: str) -> str:
