@@ -128,7 +128,7 @@ def render_mutation(report: MutationReport) -> str:
         )
     names = [m.name for m in MUTANTS]
     width = max(len(n) for n in names) + 2
-    lines.append("mutant".ljust(width) + "".join(p.ljust(14) for p in report.paths))
+    lines.append(("mutant".ljust(width) + "".join(p.ljust(14) for p in report.paths)).rstrip())
     by_key = {(o.mutant, o.path): o for o in report.outcomes}
     for name in names:
         cells = []
