@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import selectors
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -246,6 +248,8 @@ class ReplayEndpoint:
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
             return self._fail(wire, 400, f"the request body is not JSON: {reason}")
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            return self._fail(wire, 400, f"the request body cannot be read: {exc}")
         try:
             incoming = wire.read_request(body)
         except WireRequestError as exc:
@@ -314,6 +318,26 @@ class ReplayEndpoint:
             self._connections.discard(connection)
 
 
+@dataclass(frozen=True)
+class _Unread:
+    """Why a request body was not read: answered with ``status``. ``sticky`` refusals fail
+    the case (the agent sent a request it should not have); a body cut short does not, since
+    it is what closing the connections at the end of a case looks like."""
+
+    status: int
+    message: str
+    sticky: bool = True
+
+
+_DIGITS = re.compile(r"[0-9]{1,15}")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
+
+
+def _truncated(received: int, expected: int | None) -> _Unread:
+    of = f" of {expected}" if expected is not None else ""
+    return _Unread(400, f"the request body ended after {received}{of} bytes", sticky=False)
+
+
 def _summary(response: ModelResponse) -> str:
     if isinstance(response, TextResponse):
         shown = response.content if len(response.content) <= 60 else response.content[:57] + "..."
@@ -361,6 +385,14 @@ class _LoopbackServer(ThreadingHTTPServer):
         self.endpoint._connection_closed(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A bug while serving must fail the case with a message, not print a traceback.
+        error = sys.exc_info()[1]
+        if error is not None and not isinstance(error, OSError):
+            self.endpoint._monitor.refuse(
+                f"the replay endpoint failed: {type(error).__name__}: {error}"
+            )
+
 
 class _Handler(BaseHTTPRequestHandler):
     """One connection. Every response closes it: a client's idle keep-alive connection would
@@ -383,9 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._read_body()
             if isinstance(raw, bytes):
                 reply = self._endpoint._answer(wire, raw)
+            elif raw.sticky:
+                reply = self._endpoint._refuse_unread(wire, raw.status, raw.message)
             else:
-                status, message = raw
-                reply = self._endpoint._refuse_unread(wire, status, message)
+                reply = self._endpoint._refuse(wire, raw.status, raw.message)
         self._send(reply)
         api = wire.name if wire is not None else None
         exchange = Exchange("POST", path, reply.status, reply.summary, api, reply.stream)
@@ -408,40 +441,59 @@ class _Handler(BaseHTTPRequestHandler):
     do_DELETE = _other_method
     do_PATCH = _other_method
 
-    def _read_body(self) -> bytes | tuple[int, str]:
-        """The request body, or the (status, message) it is refused with."""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return self._read_chunked()
+    def _read_body(self) -> bytes | _Unread:
+        """The request body, or why it is refused. The size cap holds on every framing."""
+        encoding = self.headers.get("Transfer-Encoding")
         length = self.headers.get("Content-Length")
+        if encoding is not None:
+            if length is not None:
+                return _Unread(400, "a request may not have both Transfer-Encoding and "
+                               "Content-Length")
+            if encoding.strip().lower() != "chunked":
+                return _Unread(400, f"Transfer-Encoding {encoding!r} is not supported; send "
+                               "chunked or a Content-Length")
+            return self._read_chunked()
         if length is None:
             return b""  # answered as "not JSON"
-        try:
-            size = int(length)
-        except ValueError:
-            return 400, f"Content-Length is not a number: {length!r}"
-        if size < 0:
-            return 400, f"Content-Length is negative: {size}"
+        if not _DIGITS.fullmatch(length.strip()):
+            return _Unread(400, f"Content-Length is not a byte count: {length[:40]!r}")
+        size = int(length.strip())
         if size > MAX_BODY_BYTES:
-            return 413, f"the request body ({size} bytes) is over {MAX_BODY_BYTES} bytes"
-        return self.rfile.read(size)
+            return _Unread(413, f"the request body ({size} bytes) is over {MAX_BODY_BYTES} bytes")
+        data = self.rfile.read(size)
+        if len(data) < size:
+            return _truncated(len(data), size)
+        return data
 
-    def _read_chunked(self) -> bytes | tuple[int, str]:
+    def _read_chunked(self) -> bytes | _Unread:
         body = bytearray()
         while True:
             line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                return 400, "malformed chunked request body"
+            if not line.endswith(b"\n"):
+                if not line or len(line) < 1024:
+                    return _truncated(len(body), None)
+                return _Unread(400, "malformed chunked request body: a chunk-size line is too long")
+            token = line.split(b";", 1)[0].strip()
+            if not _HEX.fullmatch(token):
+                return _Unread(
+                    400, f"malformed chunked request body: chunk size {token[:20]!r} is not hex"
+                )
+            size = int(token, 16)
             if size == 0:
                 trailer = self.rfile.readline(1024)
-                while trailer.strip():  # trailer fields: none matter here
+                for _ in range(64):  # trailer fields: none matter here, and only a few are read
+                    if not trailer.strip():
+                        return bytes(body)
                     trailer = self.rfile.readline(1024)
-                return bytes(body)
+                return _Unread(400, "malformed chunked request body: too many trailer fields")
             if len(body) + size > MAX_BODY_BYTES:
-                return 413, f"the request body is over {MAX_BODY_BYTES} bytes"
-            body += self.rfile.read(size)
-            self.rfile.readline(8)  # the CRLF after each chunk
+                return _Unread(413, f"the request body is over {MAX_BODY_BYTES} bytes")
+            chunk = self.rfile.read(size)
+            if len(chunk) < size:
+                return _truncated(len(body) + len(chunk), None)
+            body += chunk
+            if self.rfile.readline(8) not in (b"\r\n", b"\n"):
+                return _Unread(400, "malformed chunked request body: a chunk does not end in CRLF")
 
     def _send(self, reply: _Reply) -> None:
         # An agent that hangs up early loses only its answer: what it asked for has been

@@ -94,6 +94,8 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
     except _NotJSON as exc:
         return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
+    except ValueError as exc:  # an integer of more digits than Python converts
+        return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__ if arguments is not None else "null"
         reason = f"expected a JSON object, got {_JSON_NAMES.get(kind, kind)}"
