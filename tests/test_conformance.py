@@ -35,7 +35,7 @@ from evalrunner import (
 )
 from evalrunner.admit import admit_documents
 from evalrunner.cli import app
-from evalrunner.command_agent import command_agent_factory
+from evalrunner.command_agent import MAX_LINE_BYTES, command_agent_factory
 from evalrunner.grade import NO_EVIDENCE
 from evalrunner.load import discover, iter_documents
 from evalrunner.model import CaseReport, RunError
@@ -359,6 +359,19 @@ def no_stray_sleepers() -> Iterator[None]:
 def test_a_grandchild_holding_stdout_does_not_outlive_the_case() -> None:
     report = run_command("openai", "grandchild")
     assert report.passed, report.error
+
+
+def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
+    script = tmp_path / "flood.py"
+    script.write_text(
+        "import sys\nsys.stdin.readline()\n"
+        "while True:\n    sys.stdout.write('x' * 65536)\n    sys.stdout.flush()\n",
+        encoding="utf-8",
+    )
+    factory = command_agent_factory(shlex.join([sys.executable, str(script)]), cwd=ROOT)
+    report = evaluate_case(CASES[ECHO], agent_factory=factory, case_timeout=60)
+    assert report.error is not None
+    assert f"printed a line of over {MAX_LINE_BYTES} bytes for turn 1" in report.error
 
 
 # --- the mutants ----------------------------------------------------------------------------
