@@ -289,8 +289,8 @@ def test_the_broken_agents_baseline_passes(wire: str) -> None:
     [
         ("duplicate-result", "two results for tool call"),
         ("unknown-result", "which the model never handed out"),
-        ("crash", "killed by SIGSEGV after its final reply"),
-        ("exit-7", "exit code 7 after its final reply"),
+        ("crash", "was killed by SIGSEGV after its final reply"),
+        ("exit-7", "exited with code 7 after its final reply"),
         ("extra-stdout", "printed more after its final reply: 'one more line'"),
     ],
 )
@@ -359,6 +359,34 @@ def no_stray_sleepers() -> Iterator[None]:
 def test_a_grandchild_holding_stdout_does_not_outlive_the_case() -> None:
     report = run_command("openai", "grandchild")
     assert report.passed, report.error
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (
+            '{"reply": "x", "tool_calls": [{"id": "c", "name": "echo", "arguments": {}, '
+            '"result": "r", "success": "yes"}]}',
+            'at $.tool_calls[0].success: "yes" is not true or false',
+        ),
+        (
+            '{"reply": "x", "tool_calls": [{"id": "c", "name": "echo", "arguments": [1, 2], '
+            '"result": "r", "success": true}]}',
+            "at $.tool_calls[0].arguments: [1, 2] is not an object or a string",
+        ),
+        ('{"reply": 3}', "at $.reply: 3 is not a string"),
+        ('{"reply": "x", "extra": 1}', "at $: unknown field: 'extra' was unexpected"),
+    ],
+)
+def test_a_malformed_reply_line_names_the_field(tmp_path: Path, line: str, problem: str) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(
+        f"import sys\nsys.stdin.readline()\nprint({line!r}, flush=True)\n", encoding="utf-8"
+    )
+    factory = command_agent_factory(shlex.join([sys.executable, str(script)]), cwd=ROOT)
+    report = evaluate_case(CASES["multiline-reply-no-tools"], agent_factory=factory)
+    assert report.error is not None
+    assert f"printed a reply line for turn 1 that is not valid: {problem}" in report.error
 
 
 def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
