@@ -408,7 +408,7 @@ def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
 def test_the_gated_suite_kills_every_mutant_on_every_path() -> None:
     report = run_mutants(list(CASES.values()), paths=PATHS, first_kill=True)
     assert report.survivors == ()
-    assert {(p, c) for p, c in report.baseline_failures} == {
+    assert {(p, c) for p, c, _ in report.baseline_failures} == {
         ("anthropic", name) for name in NOT_ON_ANTHROPIC
     }
     ran = {(o.mutant, o.path) for o in report.outcomes}
@@ -440,6 +440,30 @@ def test_mutate_exits_1_and_names_a_survivor_with_a_hint(tmp_path: Path) -> None
     assert re.search(r"^drops-tool-result\s+SURVIVED", result.stdout, re.M)
     assert "survivor: drops-tool-result on in-process; a case that would kill it:" in result.stdout
     assert re.search(r"^replies-without-model\s+killed \(1\)", result.stdout, re.M)
+
+
+def test_the_evals_readme_lists_the_catalogue_as_it_is() -> None:
+    readme = (ROOT / "evals" / "README.md").read_text(encoding="utf-8")
+    rows = [
+        f"| `{m.name}` | {m.breaks} | {m.hint} | "
+        f"{'command agents' if m.command_only else 'all'} |"
+        for m in MUTANTS
+    ]
+    table = readme.split("| mutant | the promise it breaks |", 1)[1].split("\n\n", 1)[0]
+    assert table.splitlines()[2:] == rows
+
+
+def test_mutate_gives_the_mutants_the_projects_tools() -> None:
+    example = ROOT / "examples" / "python-agent"
+    result = CliRunner().invoke(
+        app,
+        ["mutate", "--config", str(example / "evalrunner.toml"), "--path", "in-process"],
+        env={},
+    )
+    # The example's cases call its own tools: with them, the reference agent passes two of
+    # them, and those kill the tool-boundary mutants.
+    assert re.search(r"^drops-tool-result\s+killed \(2\)", result.stdout, re.M), result.output
+    assert "so it kills nothing there: failed tool_results_contain(" in result.stdout
 
 
 def test_mutate_refuses_an_unknown_path() -> None:
