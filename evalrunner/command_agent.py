@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -83,6 +84,8 @@ class CommandAgent:
         self._observer = context.observer
         self.reports_dispatches = False
         self._awaiting = False  # a reply is being read: close() then kills without grace
+        self._closing = threading.Event()  # close() has begun: a pending read gives up
+        self._pending = b""  # bytes read past the last reply line
         self._lock = threading.Lock()
         self._endpoint = ReplayEndpoint(context.provider)
         self._endpoint.start()
@@ -124,14 +127,14 @@ class CommandAgent:
             raise self._failure(f"stopped reading its input before turn {self._turn}") from None
         self._awaiting = True
         try:
-            answer = stdout.readline(MAX_LINE_BYTES + 1)
-        except (OSError, ValueError):
-            answer = b""
+            answer = self._readline(stdout)
         finally:
             self._awaiting = False
         if self._endpoint.error is not None:
             raise RunError(self._endpoint.error)
         if not answer:
+            if self._process.poll() is None and not self._closing.is_set():
+                raise self._failure(f"closed its stdout before replying to turn {self._turn}")
             raise self._failure(f"exited before replying to turn {self._turn}")
         if len(answer) > MAX_LINE_BYTES:
             raise self._failure(
@@ -140,9 +143,33 @@ class CommandAgent:
             )
         return self._reply(answer.decode("utf-8", errors="replace"))
 
+    def _readline(self, stdout: IO[bytes]) -> bytes:
+        """One line from the command (at most :data:`MAX_LINE_BYTES` + 1 bytes), or what was
+        read when it hung up. Polls, so that close() on another thread (a timeout) ends the
+        wait even while some process it left behind holds the pipe open."""
+        fd = stdout.fileno()
+        buffer = self._pending
+        while b"\n" not in buffer and len(buffer) <= MAX_LINE_BYTES:
+            if self._closing.is_set():
+                return b""
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.05)
+                if not ready:
+                    continue
+                chunk = os.read(fd, 1 << 16)
+            except (OSError, ValueError):
+                chunk = b""
+            if not chunk:
+                self._pending = b""
+                return buffer
+            buffer += chunk
+        line, newline, rest = buffer.partition(b"\n")
+        self._pending = rest
+        return line + newline if newline else buffer
+
     def _reply(self, answer: str) -> str:
         try:
-            message = json.loads(answer)
+            message = json.loads(answer, parse_constant=_no_constant)
         except (ValueError, RecursionError):
             message = None
         if not isinstance(message, dict):
@@ -178,7 +205,10 @@ class CommandAgent:
 
     def _stderr_tail(self, lines: int = 5) -> str:
         try:
-            text = self._stderr_path.read_text(encoding="utf-8", errors="replace")
+            with self._stderr_path.open("rb") as stderr:
+                size = stderr.seek(0, os.SEEK_END)
+                stderr.seek(max(0, size - 64 * 1024))  # the end is what is shown
+                text = stderr.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
         return " | ".join(text.strip().splitlines()[-lines:])
@@ -213,6 +243,7 @@ class CommandAgent:
         more; otherwise a :class:`RunError` says which. While a reply is awaited (a timeout),
         the process group is killed at once.
         """
+        self._closing.set()
         with self._lock:
             process = getattr(self, "_process", None)
             problem: str | None = None
@@ -230,8 +261,7 @@ class CommandAgent:
         if self._awaiting:
             self._kill_group()
             process.wait()
-            self._close_stdout(process)
-            return None
+            return None  # the reading thread gives up at its next poll
         exited = process.returncode is not None or self._stop(grace=STOP_GRACE_SECS)
         self._kill_group()
         extra = self._rest_of_stdout(process)
@@ -255,11 +285,12 @@ class CommandAgent:
         stdout = process.stdout
         if stdout is None or stdout.closed:
             return b""
+        data = self._pending
         try:
             os.set_blocking(stdout.fileno(), False)
-            data = stdout.read(64 * 1024) or b""
+            data += os.read(stdout.fileno(), 64 * 1024)
         except (OSError, ValueError):
-            data = b""
+            pass
         self._close_stdout(process)
         return data
 
@@ -268,6 +299,10 @@ class CommandAgent:
         if process.stdout is not None:
             with contextlib.suppress(OSError):
                 process.stdout.close()
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _exit_status(code: int | None) -> str:

@@ -28,7 +28,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from evalrunner.model import (
@@ -39,6 +39,7 @@ from evalrunner.model import (
     TextResponse,
     ToolCall,
     ToolCallRecord,
+    ToolCallsResponse,
 )
 from evalrunner.provider import ModelProvider
 from evalrunner.tools import InvocationLog, ToolInvocation
@@ -108,6 +109,7 @@ class ConversationMonitor:
         self._transcript: list[Message] = []
         self._pending: list[ToolCall] = []
         self._fed: list[tuple[ToolCall, Message]] = []  # this turn's results, as fed back
+        self._handed: dict[str, int] = {}  # call id -> the turn it was handed out in
         self._all_fed: list[Dispatch] = []
         self._dispatches: list[Dispatch] = []
         self._requests: list[ModelRequest] = []
@@ -162,7 +164,9 @@ class ConversationMonitor:
                     )
                 if isinstance(self._model, TurnScripted):
                     self._model.end_turn()
-                self._dispatches += _reconcile(turn, self._fed, reports, tools, self._api)
+                self._dispatches += _reconcile(
+                    turn, self._fed, reports, tools, self._api, self._handed
+                )
             except RunError as exc:
                 self._fail(str(exc))
                 raise
@@ -193,6 +197,9 @@ class ConversationMonitor:
         is then refused before it counts as served.
         """
         with self._lock:
+            if isinstance(request, ModelRequest) and not isinstance(request.messages, tuple):
+                # Kept as it was when sent: an agent's own list may grow afterwards.
+                request = replace(request, messages=tuple(request.messages))
             self._requests.append(request)
             self._api = getattr(request, "api", None)
             if self.error is not None:
@@ -229,12 +236,21 @@ class ConversationMonitor:
         reason = unservable(response) if unservable is not None else None
         if reason is not None:
             raise RunError(reason)
+        if isinstance(response, ToolCallsResponse) and not request.tools:
+            raise RunError(
+                f"{where}: the request offers the model no tools, yet the model's answer calls "
+                f"{_calls(response.tool_calls)}; a real model cannot call a tool it was not "
+                "offered, so an agent that forgets to send its tools cannot work. Offer them "
+                "(ModelRequest.tools; the API's tools field)"
+            )
         if isinstance(response, TextResponse):
             self._transcript.append(Message("assistant", response.content))
         else:
             self._transcript.append(Message("assistant", "", tool_calls=response.tool_calls))
             self._pending = list(response.tool_calls)
             self._served_calls += len(response.tool_calls)
+            for call in response.tool_calls:
+                self._handed.setdefault(call.id, self._turn)
         return response
 
     def _mismatch(self, messages: list[Message]) -> str | None:
@@ -541,6 +557,7 @@ def _reconcile(
     reports: Sequence[ToolCallRecord] | None,
     tools: InvocationLog | None,
     api: str | None = None,
+    handed: Mapping[str, int] | None = None,
 ) -> list[Dispatch]:
     """The turn's dispatch records: results fed back, with the agent's reports laid over them.
 
@@ -563,10 +580,16 @@ def _reconcile(
             key = next((k for k, (c, _) in unmatched.items() if c.name == report.name), None)
         if key is None or key not in by_id:
             shown = f"{_quote(report.id)} " if report.id is not None else ""
+            other_turn = (handed or {}).get(report.id or "")
+            if other_turn is not None and other_turn != turn:
+                why = f" in this turn (the model handed it out in turn {other_turn + 1})"
+            elif other_turn is None and report.id is not None:
+                why = " (the model never handed out that id)"
+            else:
+                why = ""
             raise RunError(
                 f"{where}: the agent reported dispatching tool call {shown}({report.name}), "
-                "but no such call's result was fed back to the model"
-                + (" (the model never handed out that id)" if report.id not in by_id else "")
+                f"but no such call's result was fed back to the model{why}"
             )
         if key not in unmatched:
             raise RunError(
@@ -592,8 +615,8 @@ def _reconcile(
             )
         # Reported as values equal to those handed out (an agent that parsed them reports the
         # object): the tool received the handed-out text, the one the fixture's checks read.
-        handed = _as_sent(call.arguments, api)
-        received = handed if same_arguments(handed, report.arguments) else report.arguments
+        sent = _as_sent(call.arguments, api)
+        received = sent if same_arguments(sent, report.arguments) else report.arguments
         out.append(Dispatch(call, report.result, received, report.success))
     if unmatched:
         calls = [call for call, _ in unmatched.values()]
@@ -616,6 +639,7 @@ def _check_invocations(
     """Every call a tool received was reported, with the arguments the tool received; and a
     dispatch reported as a success of one of the case's tools reached that tool."""
     open_dispatches = list(dispatches)
+    last = -1  # the report matched last: the tools must have been called in report order
     for invocation in invocations:
         same_name = [d for d in open_dispatches if d.call.name == invocation.tool]
         match = next(
@@ -634,6 +658,16 @@ def _check_invocations(
                 f"{_quote(invocation.arguments_text)}, but the agent reported no such dispatch "
                 "(a call the model did not ask for, or one dispatched twice)"
             )
+        position = dispatches.index(match)
+        if position < last:
+            before = dispatches[last].call
+            raise RunError(
+                f"{where}: the tools received tool call {_quote(match.call.id)} "
+                f"({match.call.name}) after {_quote(before.id)} ({before.name}), but the agent "
+                "reported them in the model's order; dispatch the calls in the order the model "
+                "gave them"
+            )
+        last = position
         open_dispatches.remove(match)
         if invocation.raised and match.success:
             raise RunError(

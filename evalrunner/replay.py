@@ -125,7 +125,7 @@ def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
         requests=evidence.requests,
         # The monitor's error comes first: it is the root cause even when the agent caught
         # it and failed (or hung) later in some other way.
-        error=evidence.error or run.error,
+        error=_printable(evidence.error or run.error),
         unobserved=tuple(unobserved),
     )
 
@@ -176,6 +176,7 @@ class _CaseRun:
                     reply = loop.run_until_complete(_awaited(reply))
                 if not isinstance(reply, str):
                     raise RunError(f"the agent replied with {type(reply).__name__}, not text")
+                reply = str.__str__(reply)  # a str subclass's own methods must not grade it
                 if self.error is not None:
                     return  # timed out meanwhile: the record has been taken already
                 self.final_response = reply
@@ -197,8 +198,14 @@ class _CaseRun:
         violation = self.observer.violation
         if violation is not None:
             raise RunError(self.monitor.refuse(violation))
-        reports = self.observer.take() if getattr(agent, "reports_dispatches", True) else None
         in_process = not getattr(agent, "runs_own_tools", False)
+        # Only an agent running its own tools out of process may go without reports: an
+        # in-process agent always reports, and its tools' record is always checked.
+        reports = (
+            self.observer.take()
+            if in_process or getattr(agent, "reports_dispatches", True)
+            else None
+        )
         self.monitor.end_turn(reports, log if in_process else None)
 
     def close(self) -> None:
@@ -217,6 +224,14 @@ class _CaseRun:
             self.error = self.error or str(exc)
         except Exception as exc:
             self.error = self.error or f"the agent's close() raised {type(exc).__name__}: {exc}"
+
+
+def _printable(text: str | None) -> str | None:
+    """Error text that any report can carry: a lone surrogate (an agent's string cut in the
+    middle of a character) becomes its escape."""
+    if text is None:
+        return None
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _really_interrupted(exc: BaseException) -> bool:

@@ -43,7 +43,7 @@ from evalrunner.mutants import IN_PROCESS, MUTANTS, PATHS
 from evalrunner.mutation import run_mutants
 from evalrunner.pipeline import evaluate_case
 from evalrunner.replay import run_case
-from evalrunner.tools import dispatch
+from evalrunner.tools import dispatch, tool_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "tests" / "support"
@@ -76,7 +76,11 @@ class Conformant:
         self.history: list[Message] = []
 
     def ask(self) -> Any:
-        return self.context.provider.complete(ModelRequest(tuple(self.history)))
+        return self.send(tuple(self.history))
+
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        return self.context.provider.complete(ModelRequest(messages, offered))
 
     def respond(self, user_input: str) -> str:
         self.history.append(Message("user", user_input))
@@ -102,7 +106,29 @@ class ConstantUser(Conformant):
     """Every request is one constant user message (the issue's first example)."""
 
     def ask(self) -> Any:
-        return self.context.provider.complete(ModelRequest((Message("user", "hello"),)))
+        return self.send((Message("user", "hello"),))
+
+
+class OffersNoTools(Conformant):
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        return self.context.provider.complete(ModelRequest(messages))
+
+
+class DispatchesInReverse(Conformant):
+    """Runs a batch's calls in reverse, but reports and feeds them in the model's order."""
+
+    def respond(self, user_input: str) -> str:
+        self.history.append(Message("user", user_input))
+        while True:
+            response = self.ask()
+            if isinstance(response, TextResponse):
+                self.history.append(Message("assistant", response.content))
+                return response.content
+            self.history.append(Message("assistant", "", tool_calls=response.tool_calls))
+            records = {c.id: self.run(c) for c in reversed(response.tool_calls)}
+            for call in response.tool_calls:
+                self.report(records[call.id])
+                self.history.append(Message("tool", records[call.id].result, tool_call_id=call.id))
 
 
 class NeverFeedsBack(Conformant):
@@ -159,13 +185,13 @@ class ReportsNoneResult(Conformant):
 class ForgetsEarlierTurns(Conformant):
     def ask(self) -> Any:
         users = [i for i, m in enumerate(self.history) if m.role == "user"]
-        return self.context.provider.complete(ModelRequest(tuple(self.history[users[-1] :])))
+        return self.send(tuple(self.history[users[-1] :]))
 
 
 class DuplicatesAResult(Conformant):
     def ask(self) -> Any:
         tools = [m for m in self.history if m.role == "tool"]
-        return self.context.provider.complete(ModelRequest(tuple(self.history + tools[-1:])))
+        return self.send(tuple(self.history + tools[-1:]))
 
 
 def run_python(agent: type[Conformant], case: str = ECHO, **options: Any) -> CaseReport:
@@ -191,6 +217,8 @@ def test_the_hand_written_baseline_passes_every_gated_case() -> None:
         (ReportsNoneResult, ECHO, "whose result is a NoneType; result must be the result text"),
         (ForgetsEarlierTurns, MULTI_TURN, "earlier messages were dropped"),
         (DuplicatesAResult, ECHO, "two results for tool call"),
+        (OffersNoTools, ECHO, "the request offers the model no tools"),
+        (DispatchesInReverse, "several-tool-calls-one-response", "dispatch the calls in the order"),
     ],
 )
 def test_a_broken_python_agent_errors_naming_the_promise(

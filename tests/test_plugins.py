@@ -36,7 +36,7 @@ expects:
 
 AGENTS = '''
 from evalrunner import Message, ModelRequest, TextResponse, ToolCallRecord
-from evalrunner.tools import dispatch
+from evalrunner.tools import dispatch, tool_spec
 
 closed = []
 
@@ -54,7 +54,8 @@ class Loop:
     def respond(self, user_input):
         self.history.append(Message("user", user_input))
         while True:
-            response = self.context.provider.complete(ModelRequest(tuple(self.history)))
+            offered = tuple(tool_spec(t) for t in self.context.tools.values())
+            response = self.context.provider.complete(ModelRequest(tuple(self.history), offered))
             if isinstance(response, TextResponse):
                 self.history.append(Message("assistant", response.content))
                 return response.content

@@ -31,6 +31,11 @@ from typing import Any
 WIRE, MODE = sys.argv[1], sys.argv[2]
 
 
+ECHO_SCHEMA = {"type": "object", "properties": {"message": {"type": "string"}}}
+OPENAI_TOOLS = [{"type": "function", "function": {"name": "echo", "parameters": ECHO_SCHEMA}}]
+ANTHROPIC_TOOLS = [{"name": "echo", "input_schema": ECHO_SCHEMA}]
+
+
 def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
     base = os.environ["OPENAI_BASE_URL"] if WIRE == "openai" else os.environ["ANTHROPIC_BASE_URL"]
     request = urllib.request.Request(
@@ -64,9 +69,8 @@ def turn_openai(messages: list[dict[str, Any]], user_input: str) -> tuple[str, l
     messages.append({"role": "user", "content": user_input})
     reports: list[Any] = []
     while True:
-        message = post("/chat/completions", {"model": "m", "messages": messages})["choices"][0][
-            "message"
-        ]
+        body = {"model": "m", "messages": messages, "tools": OPENAI_TOOLS}
+        message = post("/chat/completions", body)["choices"][0]["message"]
         calls = message.get("tool_calls") or []
         echoed: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
         if calls:
@@ -91,7 +95,8 @@ def turn_anthropic(messages: list[dict[str, Any]], user_input: str) -> tuple[str
     messages.append({"role": "user", "content": user_input})
     reports: list[Any] = []
     while True:
-        answer = post("/v1/messages", {"model": "m", "max_tokens": 100, "messages": messages})
+        body = {"model": "m", "max_tokens": 100, "messages": messages, "tools": ANTHROPIC_TOOLS}
+        answer = post("/v1/messages", body)
         messages.append({"role": "assistant", "content": answer["content"]})
         uses = [b for b in answer["content"] if b["type"] == "tool_use"]
         if not uses:

@@ -20,7 +20,8 @@ from typing import Any
 
 
 def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    body = json.dumps({"model": "m", "messages": messages, "tools": []}).encode()
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}]
+    body = json.dumps({"model": "m", "messages": messages, "tools": tools}).encode()
     request = urllib.request.Request(
         os.environ["OPENAI_BASE_URL"] + "/chat/completions",
         data=body,
