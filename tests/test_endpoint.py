@@ -64,6 +64,12 @@ def echo_loop() -> list[Turn]:
     ]
 
 
+ECHO_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"message": {"type": "string"}}}
+OPENAI_TOOLS = [{"type": "function", "function": {"name": "echo", "parameters": ECHO_SCHEMA}}]
+ANTHROPIC_TOOLS = [{"name": "echo", "input_schema": ECHO_SCHEMA}]
+"""The tools every test request offers: a request offering none cannot get tool calls."""
+
+
 class Served:
     """An endpoint serving a script through a conversation monitor, with its provider."""
 
@@ -77,10 +83,12 @@ class Served:
         return post(self.endpoint.base_url + path, data, headers)
 
     def openai(self, messages: list[dict[str, Any]], **extra: Any) -> Reply:
-        return self.post("/v1/chat/completions", {"model": "m", "messages": messages, **extra})
+        body = {"model": "m", "messages": messages, "tools": OPENAI_TOOLS, **extra}
+        return self.post("/v1/chat/completions", body)
 
     def anthropic(self, messages: list[dict[str, Any]], **extra: Any) -> Reply:
-        body = {"model": "m", "max_tokens": 100, "messages": messages, **extra}
+        body = {"model": "m", "max_tokens": 100, "messages": messages, "tools": ANTHROPIC_TOOLS}
+        body.update(extra)
         return self.post("/v1/messages", body, {"anthropic-version": "2023-06-01"})
 
 
@@ -352,6 +360,7 @@ class OverTheWire(ReferenceAgent):
     call's result is fed back with is_error, which only the Anthropic wire can carry."""
 
     reports_dispatches = False
+    runs_own_tools = True
 
     def __init__(self, context: AgentContext, api: str) -> None:
         assert isinstance(context.provider, ConversationMonitor)
@@ -962,13 +971,14 @@ def test_a_base_url_without_v1_gets_a_hint(served: list[Served]) -> None:
 
 def test_query_strings_do_not_change_the_route(served: list[Served]) -> None:
     s = serve(served, echo_loop(), infer_turns=True)
-    reply = s.post("/v1/messages?beta=true", {"model": "m", "max_tokens": 5, "messages": [USER]})
+    body = {"model": "m", "max_tokens": 5, "messages": [USER], "tools": ANTHROPIC_TOOLS}
+    reply = s.post("/v1/messages?beta=true", body)
     assert reply.status == 200
 
 
 def test_a_chunked_request_body_is_read(served: list[Served]) -> None:
     s = serve(served, echo_loop(), infer_turns=True)
-    body = json.dumps({"model": "m", "messages": [USER]}).encode()
+    body = json.dumps({"model": "m", "messages": [USER], "tools": OPENAI_TOOLS}).encode()
     connection = http.client.HTTPConnection("127.0.0.1", s.endpoint.port, timeout=30)
     try:
         connection.request(

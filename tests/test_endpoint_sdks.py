@@ -33,6 +33,11 @@ from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.tools import EchoTool
 
+OPENAI_TOOLS: Any = [
+    {"type": "function", "function": {"name": "echo", "parameters": EchoTool.parameters}}
+]
+ANTHROPIC_TOOLS: Any = [{"name": "echo", "input_schema": EchoTool.parameters}]
+
 SCRIPT = (
     Turn(
         "Echo alpha and beta.",
@@ -228,10 +233,12 @@ def test_openai_sdk_sees_a_run_error_once_and_does_not_retry() -> None:
         client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="dummy")
         with client:
             user = {"role": "user", "content": SCRIPT[0].user_input}
-            client.chat.completions.create(model="m", messages=[user])
+            client.chat.completions.create(model="m", messages=[user], tools=OPENAI_TOOLS)
             with pytest.raises(openai.InternalServerError, match='"call_a1" \\(echo\\)'):
                 client.chat.completions.create(
-                    model="m", messages=[user, {"role": "assistant", "content": "ignored"}]
+                    model="m",
+                    messages=[user, {"role": "assistant", "content": "ignored"}],
+                    tools=OPENAI_TOOLS,
                 )
     assert len(endpoint.requests) == 2
     assert endpoint.error is not None
@@ -399,7 +406,9 @@ def test_anthropic_sdk_stream_reports_usage() -> None:
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="d", max_retries=0)
         with (
             client,
-            client.messages.stream(model="m", max_tokens=8, messages=[user]) as stream,
+            client.messages.stream(
+                model="m", max_tokens=8, messages=[user], tools=ANTHROPIC_TOOLS
+            ) as stream,
         ):
             message = stream.get_final_message()
     assert message.stop_reason == "tool_use"
@@ -412,7 +421,9 @@ def test_anthropic_sdk_sees_a_missing_result_as_an_error_naming_it() -> None:
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="dummy")
         with client:
             user = {"role": "user", "content": SCRIPT[0].user_input}
-            first = client.messages.create(model="m", max_tokens=8, messages=[user])
+            first = client.messages.create(
+                model="m", max_tokens=8, messages=[user], tools=ANTHROPIC_TOOLS
+            )
             uses: Any = [
                 b.model_dump(include={"type", "id", "name", "input"}) for b in first.content
             ]
@@ -423,5 +434,7 @@ def test_anthropic_sdk_sees_a_missing_result_as_an_error_naming_it() -> None:
                 {"role": "user", "content": [result]},
             ]
             with pytest.raises(anthropic.InternalServerError, match='"call_b2" \\(echo\\)'):
-                client.messages.create(model="m", max_tokens=8, messages=history)
+                client.messages.create(
+                    model="m", max_tokens=8, messages=history, tools=ANTHROPIC_TOOLS
+                )
     assert len(endpoint.requests) == 2  # not retried

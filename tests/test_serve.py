@@ -69,7 +69,9 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def chat(base_url: str, messages: list[dict[str, Any]] | bytes) -> int:
-    data = messages if isinstance(messages, bytes) else json.dumps({"messages": messages}).encode()
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}]
+    body = {"messages": messages, "tools": tools}
+    data = messages if isinstance(messages, bytes) else json.dumps(body).encode()
     request = urllib.request.Request(
         base_url + "/v1/chat/completions",
         data=data,
@@ -87,7 +89,9 @@ def chat(base_url: str, messages: list[dict[str, Any]] | bytes) -> int:
 
 def messages(base_url: str, conversation: list[dict[str, Any]]) -> int:
     """POST an Anthropic messages request; the status."""
-    data = json.dumps({"model": "m", "max_tokens": 64, "messages": conversation}).encode()
+    tools = [{"name": "echo", "input_schema": {"type": "object"}}]
+    body = {"model": "m", "max_tokens": 64, "messages": conversation, "tools": tools}
+    data = json.dumps(body).encode()
     request = urllib.request.Request(
         base_url + "/v1/messages",
         data=data,
