@@ -36,12 +36,21 @@ from evalrunner import (
 from evalrunner.admit import admit_documents
 from evalrunner.cli import app
 from evalrunner.command_agent import MAX_LINE_BYTES, command_agent_factory
+from evalrunner.conformance import ConversationMonitor
 from evalrunner.grade import NO_EVIDENCE
 from evalrunner.load import discover, iter_documents
-from evalrunner.model import CaseReport, RunError
+from evalrunner.model import (
+    CaseReport,
+    RunError,
+    ToolCall,
+    ToolCallsResponse,
+    ToolSpec,
+    Turn,
+)
 from evalrunner.mutants import IN_PROCESS, MUTANTS, PATHS
 from evalrunner.mutation import run_mutants
 from evalrunner.pipeline import evaluate_case
+from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.tools import dispatch, tool_spec
 
@@ -253,6 +262,47 @@ def test_a_success_reported_for_a_tool_that_raised_is_caught() -> None:
     assert 'reported tool call "call_1" (echo) as a success, but the echo tool raised' in (
         report.error
     )
+
+
+def monitored(*turns: Turn) -> ConversationMonitor:
+    return ConversationMonitor(ReplayProvider(turns), [t.user_input for t in turns])
+
+
+ECHO_SPEC = (ToolSpec("echo", "", {"type": "object"}),)
+
+
+def test_empty_argument_text_may_come_back_as_an_empty_object() -> None:
+    # What the OpenAI Agents SDK, pydantic-ai and LangGraph all do with arguments "".
+    call = ToolCall("z1", "echo", "")
+    monitor = monitored(Turn("go", (ToolCallsResponse((call,)), TextResponse("done"))))
+    monitor.begin_turn(0)
+    user = Message("user", "go")
+    monitor.complete(ModelRequest((user,), ECHO_SPEC))
+    echoed = Message("assistant", "", tool_calls=(ToolCall("z1", "echo", "{}"),))
+    result = Message("tool", "x", tool_call_id="z1")
+    monitor.complete(ModelRequest((user, echoed, result), ECHO_SPEC))
+    assert monitor.error is None
+
+
+def test_an_empty_reply_may_be_left_out_of_the_history() -> None:
+    # The Anthropic API refuses an empty text block, so agents drop an empty reply.
+    monitor = monitored(Turn("one", (TextResponse(""),)), Turn("two", (TextResponse("hi"),)))
+    monitor.begin_turn(0)
+    monitor.complete(ModelRequest((Message("user", "one"),)))
+    monitor.end_turn([])
+    monitor.begin_turn(1)
+    monitor.complete(ModelRequest((Message("user", "one"), Message("user", "two"))))
+    assert monitor.error is None
+
+
+def test_one_request_too_many_after_the_reply_is_named_as_such() -> None:
+    monitor = monitored(Turn("one", (TextResponse("hi"),)))
+    monitor.begin_turn(0)
+    monitor.complete(ModelRequest((Message("user", "one"),)))
+    retry = (Message("user", "one"), Message("system", "Please return text or call a tool."))
+    with pytest.raises(RunError):
+        monitor.complete(ModelRequest(retry))
+    assert monitor.error == "turn 1 requested more model responses than the fixture scripts for it"
 
 
 def test_an_agent_raising_keyboardinterrupt_under_the_cli_fails_its_case_only() -> None:
