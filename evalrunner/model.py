@@ -292,6 +292,8 @@ class SuiteReport:
     duration_ms: int = 0
     interrupted: int | None = None
     """The signal number that stopped the run early (``cases`` then holds the finished ones)."""
+    trimmed_history: bool = False
+    """The run let agents trim earlier turns from their history (``[eval] trimmed_history``)."""
 
     @property
     def passed(self) -> int:

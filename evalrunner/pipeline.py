@@ -7,8 +7,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import signal
 import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalrunner.admit import admit_documents
@@ -35,6 +40,7 @@ def evaluate_case(
     tools: ToolSource | None = None,
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     case_timeout: float | None = None,
+    trimmed_history: bool = False,
 ) -> CaseReport:
     """Replay and grade one case in its own workspace, removed once it is graded.
 
@@ -49,6 +55,7 @@ def evaluate_case(
             max_tool_iterations=max_tool_iterations,
             workspace=workspace,
             timeout=case_timeout,
+            trimmed_history=trimmed_history,
         )
         grades = grade(case.expects, record) if record.error is None else ()
     return CaseReport(
@@ -64,6 +71,25 @@ def evaluate_case(
     )
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """How to run the cases of a suite: the agent, its tools, limits and parallelism.
+
+    With ``jobs`` above 1 the cases run in that many worker processes; ``agent_factory`` and
+    ``tools`` must then be picklable (module-level functions and classes are), or the
+    settings built in each worker by ``in_worker`` (the command line passes one that reads the
+    same configuration again).
+    """
+
+    agent_factory: AgentFactory = reference_agent
+    tools: ToolSource | None = None
+    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
+    case_timeout: float | None = None
+    trimmed_history: bool = False
+    jobs: int = 1
+    in_worker: Callable[[], RunSettings] | None = None
+
+
 def run_suite(
     suite_dir: Path,
     *,
@@ -73,15 +99,30 @@ def run_suite(
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     case_timeout: float | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    trimmed_history: bool = False,
+    jobs: int = 1,
+    settings: RunSettings | None = None,
+    on_case: Callable[[CaseReport], None] | None = None,
 ) -> SuiteReport | RunRefused:
     """Load, admit, replay and grade every case of ``suite_dir``.
 
     Admission is all-or-nothing: if any fixture is refused, no case runs and every problem is
     returned at once. A :class:`RunInterrupted` (or ``KeyboardInterrupt``) stops the run
     between or during cases; the report then holds the cases that finished and the signal.
+    ``settings``, when given, replaces the keyword arguments that describe the run;
+    ``on_case`` is called with each case's report as it finishes (in suite order).
     """
     if mode == "live":
         return RunRefused((LIVE_NOT_BUILT,))
+    if settings is None:
+        settings = RunSettings(
+            agent_factory=agent_factory,
+            tools=tools,
+            max_tool_iterations=max_tool_iterations,
+            case_timeout=case_timeout,
+            trimmed_history=trimmed_history,
+            jobs=jobs,
+        )
     suite_dir = relative_to_cwd(suite_dir)
     started = time.perf_counter()
     reports: list[CaseReport] = []
@@ -97,16 +138,10 @@ def run_suite(
             return RunRefused((f"{suite_dir}: cannot read suite directory: {reason}",))
         if not admission.ok:
             return RunRefused(admission_errors=admission.errors)
-        for case in admission.cases:
-            reports.append(
-                evaluate_case(
-                    case,
-                    agent_factory=agent_factory,
-                    tools=tools,
-                    max_tool_iterations=max_tool_iterations,
-                    case_timeout=case_timeout,
-                )
-            )
+        for report in execute(admission.cases, settings):
+            reports.append(report)
+            if on_case is not None:
+                on_case(report)
     except RunInterrupted as stop:
         interrupted = stop.signum
     except KeyboardInterrupt:
@@ -117,4 +152,87 @@ def run_suite(
         cases=tuple(reports),
         duration_ms=int((time.perf_counter() - started) * 1000),
         interrupted=interrupted,
+        trimmed_history=settings.trimmed_history,
     )
+
+
+def execute(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
+    """Each case's report, in the order of ``cases``, whatever ``settings.jobs`` is.
+
+    Serially, cases run one after another in this process. With jobs, they run in worker
+    processes and reports are yielded in suite order as soon as every earlier one is in, so
+    the report, its order and the exit code are those of a serial run. An interrupt stops
+    the workers and propagates.
+    """
+    if settings.jobs <= 1 or len(cases) <= 1:
+        for case in cases:
+            yield _evaluate(case, settings)
+        return
+    yield from _execute_in_workers(cases, settings)
+
+
+def _evaluate(case: Case, settings: RunSettings) -> CaseReport:
+    return evaluate_case(
+        case,
+        agent_factory=settings.agent_factory,
+        tools=settings.tools,
+        max_tool_iterations=settings.max_tool_iterations,
+        case_timeout=settings.case_timeout,
+        trimmed_history=settings.trimmed_history,
+    )
+
+
+_WORKER_SETTINGS: RunSettings | None = None
+
+
+def _start_worker(settings: RunSettings) -> None:
+    global _WORKER_SETTINGS
+    # Interrupts are the parent's to handle: it stops the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WORKER_SETTINGS = settings.in_worker() if settings.in_worker is not None else settings
+
+
+def _run_in_worker(batch: Sequence[tuple[int, Case]]) -> list[tuple[int, CaseReport]]:
+    settings = _WORKER_SETTINGS
+    assert settings is not None, "worker not started"
+    return [(index, _evaluate(case, settings)) for index, case in batch]
+
+
+def _execute_in_workers(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
+    methods = multiprocessing.get_all_start_methods()
+    # fork starts a worker in milliseconds and inherits what the parent imported.
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    jobs = min(settings.jobs, len(cases))
+    # Small batches keep workers busy to the end; more than one case per batch keeps the
+    # cost of passing values between processes below the cost of the cases.
+    size = max(1, min(16, len(cases) // (jobs * 8)))
+    indexed = list(enumerate(cases))
+    batches = [indexed[i : i + size] for i in range(0, len(indexed), size)]
+    executor = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(settings,)
+    )
+    done: dict[int, CaseReport] = {}
+    following = 0
+    try:
+        futures = [executor.submit(_run_in_worker, batch) for batch in batches]
+        for future in as_completed(futures):
+            for index, report in future.result():
+                done[index] = report
+            while following in done:
+                yield done.pop(following)
+                following += 1
+    except BaseException:
+        _stop_workers(executor)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """End the workers now (an interrupt): a worker's case is abandoned like a timed-out one."""
+    processes = list(getattr(executor, "_processes", {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(OSError, AttributeError):
+            process.kill()
