@@ -736,10 +736,18 @@ def _foreign_values(data: object, *, within: JSONPath = ()) -> list[_Foreign]:
     Catches YAML's and TOML's richer types (dates, times, binary, sets, non-string keys),
     non-finite floats, and nesting deeper than :data:`MAX_DEPTH` that bracket counting cannot
     see (TOML dotted keys and table headers), so every format hands admission the same kind of
-    value. Iterative: the data may be deeper than Python's recursion limit.
+    value. Iterative: the data may be deeper than Python's recursion limit. Only the value at
+    ``within`` is checked, when there is one.
     """
     problems: list[_Foreign] = []
-    stack: list[tuple[JSONPath, object]] = [((), data)]
+    for part in within:
+        if isinstance(data, dict) and isinstance(part, str) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return problems
+    stack: list[tuple[JSONPath, object]] = [(within, data)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, dict | list) and len(path) >= MAX_DEPTH:
