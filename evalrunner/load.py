@@ -740,13 +740,10 @@ def _foreign_values(data: object, *, within: JSONPath = ()) -> list[_Foreign]:
     ``within`` is checked, when there is one.
     """
     problems: list[_Foreign] = []
-    for part in within:
-        if isinstance(data, dict) and isinstance(part, str) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
+    for part in within:  # keys of tables: within names a table, never an array item
+        if not isinstance(data, dict) or part not in data:
             return problems
+        data = data[part]
     stack: list[tuple[JSONPath, object]] = [(within, data)]
     while stack:
         path, value = stack.pop()
