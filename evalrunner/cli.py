@@ -363,7 +363,7 @@ def new_fixture(
         path = target_dir / file_name(name, fmt)
         text = scaffold(name, fmt, schema_reference_for(target_dir, schema))
     except ScaffoldError as exc:
-        raise _fail([str(exc)]) from None
+        raise _fail([f"NAME: {exc}"]) from None  # blamed on the argument, as options are
     shown = printable_path(path)
     if os.path.lexists(path):
         raise _fail([f"{shown}: already exists; choose another name or remove the file"])

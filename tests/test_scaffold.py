@@ -27,9 +27,7 @@ def test_scaffold_is_refused_until_filled_in_then_admits_and_passes(
     tmp_path: Path, fmt: str
 ) -> None:
     suite = tmp_path / "suite"
-    created = runner.invoke(
-        app, ["new", "Echo round-trip", "--format", fmt, "--dir", str(suite)]
-    )
+    created = runner.invoke(app, ["new", "Echo round-trip", "--format", fmt, "--dir", str(suite)])
     assert created.exit_code == 0, created.output
     path = suite / f"echo_round_trip.{fmt}"
     assert path.is_file()
@@ -113,7 +111,7 @@ def test_new_refuses_control_characters_and_bidi_overrides(
     result = runner.invoke(app, ["new", name, "--dir", str(tmp_path)])
     assert result.exit_code == 2
     assert result.stderr == (
-        f'case name "{shown}" holds {character}, a control character or bidi override, which '
+        f'NAME: case name "{shown}" holds {character}, a control character or bidi override, which '
         "could change how reports print; use plain text\n"
     )
     assert list(tmp_path.iterdir()) == []
@@ -129,7 +127,7 @@ def test_new_refuses_a_name_that_is_not_utf8(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr == (
-        b'case name "caf\\xe9" holds bytes that are not UTF-8 (\\xe9); names must be UTF-8 text\n'
+        b'NAME: case name "caf\\xe9" holds bytes that are not UTF-8 (\\xe9); names must be UTF-8 text\n'
     )
     assert list(tmp_path.iterdir()) == []
 
