@@ -127,7 +127,8 @@ def test_new_refuses_a_name_that_is_not_utf8(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr == (
-        b'NAME: case name "caf\\xe9" holds bytes that are not UTF-8 (\\xe9); names must be UTF-8 text\n'
+        b'NAME: case name "caf\\xe9" holds bytes that are not UTF-8 (\\xe9); '
+        b"names must be UTF-8 text\n"
     )
     assert list(tmp_path.iterdir()) == []
 
