@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -584,7 +585,7 @@ def output_targets(tally: Tally) -> None:
             ("socket", lambda: refused(root / "a.sock")),
         ]
         for char in ("\r", "\n", "\x1b", "\x7f", "\x85", "\u202e", "\u2066"):
-            checks.append((f"name with {char!r}", lambda c=char: refused(root / f"r{c}.json")))
+            checks.append((f"name with {char!r}", partial(refused, root / f"r{char}.json")))
         try:
             for what, check in checks:
                 attempt(tally, what, lambda c=check: _without_blocking(c))  # type: ignore[misc]
@@ -648,7 +649,7 @@ def terminal_text(tally: Tally, rng: random.Random, count: int) -> None:
                 "expects": {"response_contains": ["c"]},
             }
         )
-        attempt(tally, f"name #{i}", lambda f=fixture: refused_with_position(f.encode(), "json"))
+        attempt(tally, f"name #{i}", partial(refused_with_position, fixture.encode(), "json"))
 
 
 def _category_order(item: tuple[str, Tally]) -> tuple[int, str]:
@@ -684,7 +685,7 @@ def main() -> None:
     ):
         tally = categories.setdefault(label, Tally())
         for what, raw, fmt in corpus:
-            attempt(tally, what, lambda raw=raw, fmt=fmt: refused_with_position(raw, fmt))
+            attempt(tally, what, partial(refused_with_position, raw, fmt))
     special_files(categories.setdefault("11 special files, odd names", Tally()))
     config_shapes(categories.setdefault("12 config shapes", Tally()), rng, max(args.count // 4, 50))
     output_targets(categories.setdefault("13 --output targets", Tally()))
