@@ -118,8 +118,9 @@ def run(
         Path | None,
         typer.Option(
             "--output",
-            help="Also write the report (in --format) to FILE, atomically; stdout then shows "
-            "the table.",
+            help="Also write the report (in --format) to FILE, atomically (a symlink is "
+            "followed; a FIFO or terminal is written in place; anything else that is not a "
+            "regular file is refused); stdout then shows the table.",
         ),
     ] = None,
     case_timeout: Annotated[

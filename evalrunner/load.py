@@ -385,6 +385,8 @@ def _significant_digits(literal: str) -> int:
 
 def _parse_int(literal: str) -> int | _BadNumber:
     """JSON's integer hook: the value, or a marker for one no 64-bit integer holds."""
+    if len(literal) < 19:  # the common case: certainly within 64 bits
+        return int(literal)
     if _significant_digits(literal) > _MAX_INT_DIGITS:
         return _BadNumber(_out_of_range(literal))
     value = int(literal)
