@@ -2,22 +2,24 @@
 
 Fail-closed (SPEC §4): the document is validated against the published case schema, then the
 rules a schema cannot express are checked here as plain functions — at least one effective
-check, coherent bounds, RE2 patterns that compile, unique tool-call ids, falsifiability against
-the empty run, and (suite-wide) unique case names. Every problem of every document is reported.
+check, coherent bounds, RE2 patterns that compile and do not match every reply, no checks that
+contradict each other, unique tool-call ids, falsifiability against the empty run, and
+(suite-wide) unique case names. Every problem of every document is reported.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from jsonschema.exceptions import ValidationError
 
 from evalrunner.grade import grade
-from evalrunner.grade.response import PatternError, compile_pattern
+from evalrunner.grade._format import nfc, quote
+from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.load import LoadedSuite, RawDocument
 from evalrunner.model import (
     AdmissionError,
@@ -203,7 +205,8 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
 
 
 def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
-    """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object."""
+    """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object, and the stricter rules
+    of issue 8: no pattern that matches every reply, no checks that contradict each other."""
     expects = _expectations(declared)
     here = ("expects",)
     errors: list[AdmissionError] = []
@@ -220,6 +223,35 @@ def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[Ad
             )
         )
 
+    errors.extend(_incoherent_bounds(expects, document))
+    pattern_errors = _bad_patterns(expects, document)
+    errors.extend(pattern_errors)
+    errors.extend(_contradictions(expects, document))
+
+    # A refused pattern already says why the case cannot fail (or cannot be graded at all), so
+    # the whole-case verdict below waits until the patterns are good.
+    if (
+        effective
+        and not pattern_errors
+        and all(g.passed for g in grade(expects, RunRecord.empty()))
+    ):
+        errors.append(
+            document.error(
+                "every check passes on a run that did nothing (no reply, no tool calls), so this "
+                "case can never fail; add a check the scripted run must satisfy, such as "
+                "response_contains, tools_used or exact_tool_calls",
+                here,
+                key=True,
+            )
+        )
+    return errors
+
+
+def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+    """SPEC §4 rule 4: ``min``/``max``/``exact_tool_calls`` that no count satisfies, and a
+    ``max`` or ``exact`` below the calls the other checks need."""
+    here = ("expects",)
+    errors = []
     low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
     if low is not None and high is not None and low > high:
         errors.append(
@@ -246,27 +278,127 @@ def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[Ad
                     here + ("exact_tool_calls",),
                 )
             )
+    needed, reasons = _calls_needed(expects)
+    for kind, limit in (("max_tool_calls", high), ("exact_tool_calls", exact)):
+        if limit is not None and limit < needed:
+            errors.append(
+                document.error(
+                    f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
+                    f"({'; '.join(reasons)}); no run can satisfy them all; "
+                    f"raise it to {needed} or drop one of those checks",
+                    here + (kind,),
+                )
+            )
+    return errors
 
-    bad_pattern = False
+
+def _calls_needed(expects: Expectations) -> tuple[int, list[str]]:
+    """The fewest dispatches a run needs to pass the checks that name tools, and the reasons.
+
+    Each tool needs as many calls as its most demanding check (one for ``tools_used`` or a
+    payload check, ``call_index + 1`` with an index); calls to different tools are different
+    dispatches. ``all_tools_succeeded: false`` needs one call that failed.
+    """
+    need: dict[str, tuple[int, str]] = {}
+    for i, name in enumerate(expects.tools_used or ()):
+        need.setdefault(name, (1, f"expects.tools_used[{i}]"))
+    for kind, i, entry in _payload_entries(expects):
+        calls = (entry.call_index or 0) + 1
+        if calls > need.get(entry.tool, (0, ""))[0]:
+            index = "" if entry.call_index is None else f" with call_index {entry.call_index}"
+            need[entry.tool] = (calls, f"expects.{kind}[{i}]{index}")
+    total = sum(calls for calls, _ in need.values())
+    if total == 0 and expects.all_tools_succeeded is False:
+        return 1, ["a failed one for expects.all_tools_succeeded: false"]
+    return total, [
+        f"{calls} to {quote(tool)} for {because}" for tool, (calls, because) in need.items()
+    ]
+
+
+def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadNeedle]]:
+    """Every ``tool_arguments_contain`` and ``tool_results_contain`` entry, with its kind and
+    index."""
+    for kind, entries in (
+        ("tool_arguments_contain", expects.tool_arguments_contain),
+        ("tool_results_contain", expects.tool_results_contain),
+    ):
+        for index, entry in enumerate(entries or ()):
+            yield kind, index, entry
+
+
+def _bad_patterns(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+    """SPEC §4 rule 5 (patterns compile as RE2), and no pattern that matches every reply."""
+    errors = []
     for index, pattern in enumerate(expects.response_matches or ()):
+        where = ("expects", "response_matches", index)
         try:
             compile_pattern(pattern)
         except PatternError as exc:
-            bad_pattern = True
+            errors.append(document.error(_pattern_message(pattern, str(exc)), where))
+            continue
+        if matches_every_text(pattern):
             errors.append(
                 document.error(
-                    _pattern_message(pattern, str(exc)), here + ("response_matches", index)
+                    f"pattern {quote(pattern)} matches every reply, because it can match the "
+                    "empty string somewhere in any text, so this check can never fail; require at "
+                    'least one character (e.g. "x+" rather than "x*", no empty alternative as in '
+                    '"a|"), or anchor it (e.g. "^$" to match only an empty reply)',
+                    where,
                 )
             )
+    return errors
 
-    if effective and not bad_pattern and all(g.passed for g in grade(expects, RunRecord.empty())):
+
+def _contradictions(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+    """Checks that no run can pass together, each reported at the entry that forbids what
+    another one requires. (Count bounds are :func:`_incoherent_bounds`.)"""
+    errors = []
+    used: dict[str, int] = {}
+    for i, name in enumerate(expects.tools_used or ()):
+        used.setdefault(name, i)
+    forbidden: dict[str, int] = {}
+    for j, name in enumerate(expects.tools_not_used or ()):
+        forbidden.setdefault(name, j)
+        if name in used:
+            errors.append(
+                document.error(
+                    f"{quote(name)} is in both expects.tools_used[{used[name]}] and "
+                    f"expects.tools_not_used[{j}]; no run can both call it and not call it; "
+                    "remove it from one of the lists",
+                    ("expects", "tools_not_used", j),
+                )
+            )
+    for kind, i, entry in _payload_entries(expects):
+        if entry.tool in forbidden:
+            errors.append(
+                document.error(
+                    f"expects.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
+                    f"expects.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
+                    "satisfy both; drop one of them",
+                    ("expects", kind, i, "tool"),
+                )
+            )
+    required = expects.response_contains or ()
+    wanted = [nfc(text) for text in required]
+    for j, banned in enumerate(expects.response_not_contains or ()):
+        normal = nfc(banned)
+        i = next((k for k, text in enumerate(wanted) if normal in text), -1)
+        if i < 0:
+            continue
+        if normal == wanted[i]:
+            relation, as_written = "is the same text as", banned == required[i]
+            outcome = "no reply can both contain it and not contain it"
+        else:
+            relation, as_written = "occurs inside", banned in required[i]
+            outcome = f"a reply that contains {quote(required[i])} always contains {quote(banned)}"
+        # Say so when the two only meet once normalised, as the checks compare them.
+        nfc_part = "" if as_written else " (in Unicode NFC, the form checks compare in)"
         errors.append(
             document.error(
-                "every check passes on a run that did nothing (no reply, no tool calls), so this "
-                "case can never fail; add a check the scripted run must satisfy, such as "
-                "response_contains, tools_used or exact_tool_calls",
-                here,
-                key=True,
+                f"expects.response_not_contains[{j}] {quote(banned)} {relation} "
+                f"expects.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
+                "no reply can pass both; remove or change one of them",
+                ("expects", "response_not_contains", j),
             )
         )
     return errors
@@ -279,7 +411,7 @@ def _pattern_message(pattern: str, reason: str) -> str:
     ) or any(f"\\{d}" in pattern for d in "123456789"):
         hint = " (RE2 has no backreferences or lookaround)"
     return (
-        f"pattern {json.dumps(pattern, ensure_ascii=False)} is not valid RE2: {reason}{hint}; "
+        f"pattern {quote(pattern)} is not valid RE2: {reason}{hint}; "
         "patterns use the RE2 syntax of Go and Rust's regex crate"
     )
 
@@ -393,7 +525,11 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
     if keyword == "pattern" and error.validator_value == "\\S" and instance == "":
         return []  # empty, not just blank: the "minLength" error says so
     if keyword == "pattern" and error.validator_value == "\\S":
-        return [document.error(f"{where} must not be blank", path)]
+        return [
+            document.error(
+                f"{where} must not be blank (it is only whitespace); {_blank_hint(path)}", path
+            )
+        ]
     if keyword == "minItems":
         count = error.validator_value
         return [document.error(f"{where} needs at least {count} item(s), got none", path)]
@@ -413,6 +549,18 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
             ]
         return [document.error(f"{where} must be {options}, got {_short(instance)}", path)]
     return [document.error(f"{where}: {error.message}", path)]
+
+
+def _blank_hint(path: JSONPath) -> str:
+    """What to write instead of a blank string at ``path`` (every place the schema refuses one)."""
+    field = next((part for part in reversed(path) if isinstance(part, str)), "")
+    if field in {"response_contains", "response_not_contains"}:
+        return "give the text to look for, or check for whitespace with response_matches and \\s"
+    if field == "needle":
+        return "give the text to look for in the payload"
+    if field == "user_input":
+        return "write what the user says"
+    return "give the tool's name"
 
 
 def _article(type_name: str) -> str:

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from evalrunner.model import Message, ModelRequest, RunError, TextResponse
+from evalrunner.model import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    RunError,
+    TextResponse,
+    ToolCall,
+    ToolCallRecord,
+)
 from evalrunner.observer import Observer
 from evalrunner.provider import ModelProvider
 from evalrunner.tools import Tool, dispatch, tool_spec
@@ -27,7 +35,12 @@ class Agent(Protocol):
 
     ``respond`` may be a coroutine function (``async def``): the runner awaits it, on one event
     loop per case. An optional ``close()`` method is called when the case ends (or times out),
-    to release what the agent holds.
+    to release what the agent holds; a :class:`RunError` it raises fails the case.
+
+    Two optional attributes tell the runner what evidence the agent gives:
+    ``reports_dispatches`` (default true: every dispatch is reported to the observer; read
+    after each turn) and ``runs_own_tools`` (default false: the agent runs the tools of its
+    context, whose invocations are checked against its reports).
     """
 
     def respond(self, user_input: str) -> str | Awaitable[str]:
@@ -54,8 +67,11 @@ class ReferenceAgent:
     """The agent loop evalrunner ships: call the model, dispatch tool calls, feed results back.
 
     Per turn: append the user message; call the model; on tool calls dispatch each in order,
-    record it and append its result, then call the model again; on text, that is the reply.
+    report it and append its result, then call the model again; on text, that is the reply.
     More than ``max_tool_iterations`` tool-call responses in one turn is a run error.
+
+    Each step is a method of its own (``_ask``, ``_order``, ``_dispatch``, ``_report``,
+    ``_feed``) so that the mutants of :mod:`evalrunner.mutants` can break exactly one.
     """
 
     def __init__(self, context: AgentContext) -> None:
@@ -73,7 +89,7 @@ class ReferenceAgent:
         self._append(Message("user", user_input))
         tool_rounds = 0
         while True:
-            response = context.provider.complete(ModelRequest(tuple(self._history), self._specs))
+            response = self._ask()
             if isinstance(response, TextResponse):
                 self._append(Message("assistant", response.content))
                 return response.content
@@ -84,10 +100,32 @@ class ReferenceAgent:
                     "in one turn (max_tool_iterations); the agent was stopped as looping"
                 )
             self._append(Message("assistant", "", tool_calls=response.tool_calls))
-            for call in response.tool_calls:
-                record = dispatch(context.tools, call)
-                context.observer.on_tool_call(record)
-                self._append(Message("tool", record.result, tool_call_id=call.id))
+            for call in self._order(response.tool_calls):
+                record = self._dispatch(call)
+                self._report(record)
+                self._feed(call, record)
+
+    def _ask(self) -> ModelResponse:
+        """One model request: the whole history and the tools on offer."""
+        return self._context.provider.complete(ModelRequest(tuple(self._history), self._specs))
+
+    def _order(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+        """The order to dispatch one response's calls in: the model's."""
+        return calls
+
+    def _dispatch(self, call: ToolCall) -> ToolCallRecord:
+        """Run one call on the case's tools."""
+        return dispatch(self._context.tools, call)
+
+    def _report(self, record: ToolCallRecord) -> None:
+        """Tell the observer of one dispatch."""
+        self._context.observer.on_tool_call(record)
+
+    def _feed(self, call: ToolCall, record: ToolCallRecord) -> None:
+        """Add one call's result to the history, for the next model request."""
+        self._append(
+            Message("tool", record.result, tool_call_id=call.id, is_error=not record.success)
+        )
 
 
 def reference_agent(context: AgentContext) -> Agent:

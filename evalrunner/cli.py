@@ -21,9 +21,15 @@ from typing import Annotated
 import typer
 
 from evalrunner import __version__
-from evalrunner.admit import admit_suite
+from evalrunner.admit import admit_documents, admit_suite
 from evalrunner.config import Config, ConfigError, load_config
-from evalrunner.load import SuiteNotFound, load_paths, relative_to_cwd
+from evalrunner.load import (
+    SuiteNotFound,
+    discover,
+    iter_documents,
+    load_paths,
+    relative_to_cwd,
+)
 from evalrunner.model import Format, RunInterrupted, RunRefused, SuiteReport
 from evalrunner.pipeline import run_suite
 from evalrunner.plugins import PluginError, configured_agent
@@ -251,6 +257,68 @@ def validate(
         refused = RunRefused(admission_errors=admission.errors)
         raise _fail(refused.lines(), _refusal_summary(refused))
     typer.echo(f"{len(admission.cases)} fixture(s) admitted")
+
+
+@app.command("mutate")
+def mutate(
+    suite: Annotated[
+        Path | None, typer.Option("--suite", help="Suite directory (default: from config).")
+    ] = None,
+    path: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--path",
+            help="Agent path to run the mutants on: in-process, openai or anthropic "
+            "(repeatable; default: all three).",
+        ),
+    ] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Command mutants ask for streamed responses.")
+    ] = False,
+    first_kill: Annotated[
+        bool,
+        typer.Option(
+            "--first-kill", help="Stop each mutant at the first case that kills it (faster)."
+        ),
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run the suite against every mutant agent; exit 1 if a mutant survives on some path.
+
+    A mutant is the reference agent with one promise broken (a result dropped, a call
+    dispatched twice, an earlier turn forgotten, ...). It is killed by a case that fails
+    against it. Cases the unmutated reference agent does not pass on a path kill nothing there.
+    """
+    from evalrunner.mutants import PATHS
+    from evalrunner.mutation import render_mutation, run_mutants
+
+    chosen = path or list(PATHS)
+    unknown = [p for p in chosen if p not in PATHS]
+    if unknown:
+        accepted = ", ".join(PATHS)
+        raise _fail([f"--path {p!r}: not an agent path; use one of {accepted}" for p in unknown])
+    settings = _config(config, suite)
+    try:
+        fixtures = discover(relative_to_cwd(settings.suite_dir))
+        admission = admit_documents(iter_documents(fixtures))
+    except SuiteNotFound as exc:
+        raise _fail([str(exc)]) from None
+    if not admission.ok:
+        refused = RunRefused(admission_errors=admission.errors)
+        raise _fail(refused.lines(), _refusal_summary(refused))
+    with _signals_stop_the_run():
+        try:
+            report = run_mutants(
+                admission.cases,
+                paths=chosen,
+                stream=stream,
+                first_kill=first_kill,
+                case_timeout=settings.case_timeout_secs,
+            )
+        except RunInterrupted as stop:
+            raise typer.Exit(128 + stop.signum) from None
+    typer.echo(render_mutation(report), nl=False)
+    raise typer.Exit(report.exit_code)
 
 
 @app.command("config")

@@ -23,19 +23,27 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
+from evalrunner.admit import argument_text
 from evalrunner.agent import Agent, AgentContext, AgentFactory
+from evalrunner.conformance import ConversationMonitor
 from evalrunner.endpoint import ReplayEndpoint
-from evalrunner.model import RunError
-from evalrunner.provider import ReplayProvider
+from evalrunner.model import RunError, ToolCallRecord
 from evalrunner.schemas import agent_reply_validator
 
 STOP_GRACE_SECS = 2.0
-"""How long a command may take to exit after its stdin is closed, before it is killed."""
+"""How long a command may take to exit after its stdin is closed (after its final reply)
+before it is killed; not exiting in time fails the case."""
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""The longest reply line read from a command; a longer one fails the case (memory stays
+bounded whatever the command prints)."""
 
 
 def split_command(command: str) -> list[str]:
@@ -56,12 +64,25 @@ def command_agent_factory(command: str | Sequence[str], *, cwd: Path) -> AgentFa
 
 
 class CommandAgent:
-    """Drives one external agent process through the turns of one case."""
+    """Drives one external agent process through the turns of one case.
+
+    The process runs in a session (and process group) of its own, so that ending it ends
+    whatever it started. It runs its own tools (``runs_own_tools``); whether it reports its
+    dispatches is decided by each reply line (``reports_dispatches``).
+    """
+
+    runs_own_tools = True
 
     def __init__(self, context: AgentContext, argv: list[str], *, cwd: Path) -> None:
+        if not isinstance(context.provider, ConversationMonitor):
+            raise RunError("a command agent needs the runner's conversation monitor as provider")
         self._argv = argv
         self._turn = 0
-        self._endpoint = ReplayEndpoint(cast(ReplayProvider, context.provider), context.observer)
+        self._observer = context.observer
+        self.reports_dispatches = False
+        self._awaiting = False  # a reply is being read: close() then kills without grace
+        self._lock = threading.Lock()
+        self._endpoint = ReplayEndpoint(context.provider)
         self._endpoint.start()
         self._stderr_path = context.workspace / ".agent-command.stderr"
         self._stderr = self._stderr_path.open("w+b")
@@ -80,10 +101,7 @@ class CommandAgent:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                bufsize=1,
+                start_new_session=True,
             )
         except OSError as exc:
             self.close()
@@ -95,19 +113,30 @@ class CommandAgent:
         """Send one turn's input line and read the reply line."""
         self._turn += 1
         line = json.dumps({"turn": self._turn, "user_input": user_input}, ensure_ascii=False)
-        stdin = cast(IO[str], self._process.stdin)
-        stdout = cast(IO[str], self._process.stdout)
+        stdin = cast(IO[bytes], self._process.stdin)
+        stdout = cast(IO[bytes], self._process.stdout)
         try:
-            stdin.write(line + "\n")
+            stdin.write(line.encode("utf-8") + b"\n")
             stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             raise self._failure(f"stopped reading its input before turn {self._turn}") from None
-        answer = stdout.readline()
+        self._awaiting = True
+        try:
+            answer = stdout.readline(MAX_LINE_BYTES + 1)
+        except (OSError, ValueError):
+            answer = b""
+        finally:
+            self._awaiting = False
         if self._endpoint.error is not None:
             raise RunError(self._endpoint.error)
         if not answer:
             raise self._failure(f"exited before replying to turn {self._turn}")
-        return self._reply(answer)
+        if len(answer) > MAX_LINE_BYTES:
+            raise self._failure(
+                f"printed a line of over {MAX_LINE_BYTES} bytes for turn {self._turn}; a "
+                "reply line is one JSON object"
+            )
+        return self._reply(answer.decode("utf-8", errors="replace"))
 
     def _reply(self, answer: str) -> str:
         try:
@@ -119,18 +148,24 @@ class CommandAgent:
             shown = shown if len(shown) <= 200 else shown[:197] + "..."
             raise self._failure(
                 f"printed {shown!r} for turn {self._turn}, not a reply line; stdout is for one "
-                'JSON object per turn, {"reply": "..."} (log to stderr instead)'
+                'JSON object per turn, {"reply": "..."} (log to stderr instead; see '
+                "schemas/agent-command/reply.schema.json)"
             )
+        reported = message.get("tool_calls")
+        self.reports_dispatches = reported is not None
+        for entry in reported or ():
+            self._observer.on_tool_call(_record(entry))
         return str(message["reply"])
 
     def _failure(self, what: str) -> RunError:
         self._stop(grace=1.0)
         code = self._process.returncode
-        status = f" (exit code {code})" if code is not None else ""
+        status = f" ({_exit_status(code)})" if code is not None else ""
+        return RunError(f"the agent command {what}{status}{self._stderr_note()}")
+
+    def _stderr_note(self) -> str:
         tail = self._stderr_tail()
-        return RunError(
-            f"the agent command {what}{status}" + (f"; its stderr ends: {tail}" if tail else "")
-        )
+        return f"; its stderr ends: {tail}" if tail else ""
 
     def _stderr_tail(self, lines: int = 5) -> str:
         try:
@@ -139,25 +174,112 @@ class CommandAgent:
             return ""
         return " | ".join(text.strip().splitlines()[-lines:])
 
-    def _stop(self, grace: float) -> None:
+    def _stop(self, grace: float) -> bool:
+        """Close stdin and wait up to ``grace`` seconds; kill the process group if it lingers.
+        True when the process exited by itself."""
         process = self._process
         with contextlib.suppress(OSError, ValueError):
             if process.stdin is not None:
                 process.stdin.close()
+        exited = True
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            process.kill()
+            exited = False
+        self._kill_group()
+        if not exited:
             process.wait()
+        return exited
+
+    def _kill_group(self) -> None:
+        """End everything the command started (its session's process group)."""
+        with contextlib.suppress(OSError):
+            os.killpg(self._process.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        """End the process (closing stdin, then killing it if it lingers) and the endpoint."""
-        process = getattr(self, "_process", None)
-        if process is not None and process.poll() is None:
-            self._stop(grace=STOP_GRACE_SECS)
-        if process is not None and process.stdout is not None:
+        """End the process and the endpoint.
+
+        After the final reply the command must exit by itself within
+        :data:`STOP_GRACE_SECS` once its stdin is closed, with exit code 0, printing nothing
+        more; otherwise a :class:`RunError` says which. While a reply is awaited (a timeout),
+        the process group is killed at once.
+        """
+        with self._lock:
+            process = getattr(self, "_process", None)
+            problem: str | None = None
+            if process is not None:
+                problem = self._end(process)
+            self._endpoint.close()
+            with contextlib.suppress(OSError):
+                self._stderr.close()
+        if problem is not None:
+            raise RunError(f"the agent command {problem}")
+
+    def _end(self, process: subprocess.Popen[bytes]) -> str | None:
+        if process.returncode is not None and process.stdout is not None and process.stdout.closed:
+            return None  # ended already
+        if self._awaiting:
+            self._kill_group()
+            process.wait()
+            self._close_stdout(process)
+            return None
+        exited = process.returncode is not None or self._stop(grace=STOP_GRACE_SECS)
+        self._kill_group()
+        extra = self._rest_of_stdout(process)
+        if not exited:
+            return (
+                f"did not exit within {STOP_GRACE_SECS:g}s after its stdin was closed (after "
+                "its final reply); it was killed"
+            )
+        if extra:
+            shown = extra.decode("utf-8", "replace").strip()
+            shown = shown if len(shown) <= 200 else shown[:197] + "..."
+            return f"printed more after its final reply: {shown!r}" + self._stderr_note()
+        if process.returncode != 0:
+            return (
+                f"{_exit_status(process.returncode)} after its final reply" + self._stderr_note()
+            )
+        return None
+
+    def _rest_of_stdout(self, process: subprocess.Popen[bytes]) -> bytes:
+        """What the command printed after its last reply line (the writers are gone)."""
+        stdout = process.stdout
+        if stdout is None or stdout.closed:
+            return b""
+        try:
+            os.set_blocking(stdout.fileno(), False)
+            data = stdout.read(64 * 1024) or b""
+        except (OSError, ValueError):
+            data = b""
+        self._close_stdout(process)
+        return data
+
+    @staticmethod
+    def _close_stdout(process: subprocess.Popen[bytes]) -> None:
+        if process.stdout is not None:
             with contextlib.suppress(OSError):
                 process.stdout.close()
-        self._endpoint.close()
-        with contextlib.suppress(OSError):
-            self._stderr.close()
+
+
+def _exit_status(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}"
+    return f"exit code {code}"
+
+
+def _record(entry: dict[str, Any]) -> ToolCallRecord:
+    """One reported dispatch of a reply line (already schema-valid) as a record; arguments
+    given as an object become the same compact JSON text a fixture's object becomes."""
+    return ToolCallRecord(
+        name=entry["name"],
+        arguments=argument_text(entry["arguments"]),
+        result=entry["result"],
+        success=entry["success"],
+        id=entry["id"],
+    )

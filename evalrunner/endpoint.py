@@ -2,38 +2,28 @@
 
 A loopback server (127.0.0.1 only, a free port by default) that speaks OpenAI chat completions
 (``POST /v1/chat/completions``) and Anthropic messages (``POST /v1/messages``), streaming or
-not, and answers each model request from a :class:`~evalrunner.provider.ReplayProvider`: the
-same per-turn queues, the same run errors, ids and argument text exactly as the fixture scripts
-them.
+not. It only translates: each request is decoded into a neutral
+:class:`~evalrunner.model.ModelRequest` and handed to the case's
+:class:`~evalrunner.conformance.ConversationMonitor`, which checks it against the script and
+the run so far and answers it from the script (the same per-turn queues, run errors, ids and
+argument text as in-process). The monitor keeps every request and the evidence: results fed
+back, with Anthropic's ``is_error`` as their failure flag (the OpenAI wire has none).
 
-Over the wire the endpoint is the observer. It reports to its :class:`Observer`, in the order
-the reference agent would:
-
-- ``on_message(user)`` for a request whose last message is a new user message (the turn's
-  input; not tool results);
-- ``on_tool_call(record)`` then ``on_message(tool)`` for each call handed to the agent, in the
-  order it was handed out, when the agent's next request carries its result; the record holds
-  the scripted argument text and the result text the agent sent (text blocks concatenated);
-  success is Anthropic's ``not is_error``, and always true on the OpenAI wire, which has no
-  such flag;
-- ``on_message(assistant)`` for each response served: the text, or the tool calls with empty
-  text.
-
-System prompts and the rest of each request are kept in :attr:`ReplayEndpoint.requests` only.
-
-A run error (script exhausted or left over, a missing tool result, a request the endpoint
-cannot read, ...) is kept in :attr:`ReplayEndpoint.error` (the first one) and answered with
-the API's error body, status 500 (400 for an unreadable request, 404 for a POST to an unknown
-path) and ``x-should-retry: false`` so that SDKs do not retry. Once the run has failed, every
-later model request is refused with the same error: the script is not served past a failure.
+A run error (script exhausted or left over, a conformance violation, a request the endpoint
+cannot read, ...) is kept by the monitor (the first one) and answered with the API's error
+body, status 500 (400 for an unreadable request, 404 for a POST to an unknown path) and
+``x-should-retry: false`` so that SDKs do not retry. Once the run has failed, every later model
+request is refused with the same error: the script is not served past a failure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import selectors
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,19 +33,16 @@ from types import TracebackType
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
+from evalrunner.conformance import ConversationMonitor
 from evalrunner.model import (
     JSONValue,
-    Message,
     ModelRequest,
     ModelResponse,
     RunError,
     TextResponse,
     ToolCall,
-    ToolCallRecord,
 )
-from evalrunner.observer import Observer
-from evalrunner.provider import ReplayProvider
-from evalrunner.wire import OPENAI, WireAPI, WireRequest, WireRequestError, wire_json
+from evalrunner.wire import WireAPI, WireRequestError, wire_json
 from evalrunner.wire_anthropic import AnthropicMessages
 from evalrunner.wire_openai import OpenAIChat
 
@@ -70,14 +57,6 @@ DUMMY_API_KEY: Final = "evalrunner-replay-no-key-needed"
 
 DEFAULT_MODEL: Final = "evalrunner-replay"
 """The model name a response carries when the request named none."""
-
-OPENAI_CANNOT_REPORT_FAILURE: Final = (
-    "this case asserts all_tools_succeeded, but the OpenAI chat completions wire cannot report "
-    'whether a tool call failed: a "tool" message has no error flag, so every result would '
-    "count as a success. Assert the failure through the result text instead, with "
-    "tool_results_contain on the error text the agent sends back (or replay the case with an "
-    "agent on the Anthropic messages API, whose tool_result blocks carry is_error)"
-)
 
 ROUTES: Final[dict[str, WireAPI]] = {
     "/v1/chat/completions": OpenAIChat(),
@@ -116,12 +95,12 @@ class _Reply:
 class ReplayEndpoint:
     """Serves one case's script over HTTP to an agent (see the module docstring).
 
-    The runner brackets each turn with ``provider.begin_turn(i)``/``provider.end_turn()``.
-    With ``infer_turns`` (``evalrunner serve``) the endpoint does it instead: a request whose
-    last message is a new user message ends the current turn (leftover responses are a run
-    error) and begins the next. ``success_flag_asserted`` says the case grades
-    ``all_tools_succeeded``, which the OpenAI wire cannot report: OpenAI requests are then
-    refused with a run error that says what to assert instead.
+    Every decoded request goes to the case's :class:`ConversationMonitor`, which checks it,
+    answers it from the script and keeps the evidence; the endpoint only translates between
+    the wire formats and the neutral values. The runner brackets turns on the monitor. With
+    ``infer_turns`` (``evalrunner serve``) the endpoint does it instead: a request whose last
+    message is a new user message ends the current turn (leftover responses are a run error)
+    and begins the next.
 
     Usable as a context manager (started on entry, closed on exit). ``on_exchange``, if
     given, is called from the serving thread after each HTTP request has been answered; it
@@ -130,10 +109,8 @@ class ReplayEndpoint:
 
     def __init__(
         self,
-        provider: ReplayProvider,
-        observer: Observer,
+        monitor: ConversationMonitor,
         *,
-        success_flag_asserted: bool = False,
         infer_turns: bool = False,
         host: str = LOOPBACK,
         port: int = 0,
@@ -141,27 +118,19 @@ class ReplayEndpoint:
     ) -> None:
         if host != LOOPBACK:
             raise ValueError(f"the replay endpoint binds to {LOOPBACK} only, not {host!r}")
-        self._provider = provider
-        self._observer = observer
-        self._success_flag_asserted = success_flag_asserted
+        self._monitor = monitor
         self._infer_turns = infer_turns
         self._host = host
         self._port = port
         self._on_exchange = on_exchange
         self._lock = threading.Lock()  # one model request at a time: the script is a sequence
-        self._pending: list[ToolCall] = []
         self._turn = -1  # the turn begun by inference; -1 before the first
-        self._served = 0
         self._server: _LoopbackServer | None = None
         self._thread: threading.Thread | None = None
         self._wake: socket.socket | None = None
         self._closed = False
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
-        self.requests: list[ModelRequest] = []
-        """Every model request received, in order, as neutral requests."""
-        self.error: str | None = None
-        """The first run error the endpoint hit, or ``None``."""
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -242,16 +211,24 @@ class ReplayEndpoint:
 
     # --- what the runner reads ---------------------------------------------------------------
 
+    @property
+    def error(self) -> str | None:
+        """The case's first run error (the monitor's, sticky), or ``None``."""
+        return self._monitor.error
+
+    @property
+    def requests(self) -> tuple[ModelRequest, ...]:
+        """Every model request received and decoded, in order, as neutral requests."""
+        return self._monitor.requests
+
     def unresolved_calls(self) -> list[ToolCall]:
         """Tool calls handed to the agent whose result has not come back (yet)."""
-        with self._lock:
-            return list(self._pending)
+        return list(self._monitor.pending_calls)
 
     @property
     def responses_served(self) -> int:
         """How many scripted responses have been sent to the agent."""
-        with self._lock:
-            return self._served
+        return self._monitor.responses_served
 
     # --- answering requests (called from the serving threads) ----------------------------------
 
@@ -271,91 +248,42 @@ class ReplayEndpoint:
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
             return self._fail(wire, 400, f"the request body is not JSON: {reason}")
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            return self._fail(wire, 400, f"the request body cannot be read: {exc}")
         try:
             incoming = wire.read_request(body)
         except WireRequestError as exc:
             return self._fail(wire, 400, f"not a valid {wire.name} request: {exc}")
         except RecursionError:
             return self._fail(wire, 400, f"not a valid {wire.name} request: nested too deeply")
-        self.requests.append(incoming.request)
         stream = incoming.request.stream
         try:
-            response = self._serve(wire, incoming)
+            if self._infer_turns and incoming.user_text is not None:
+                self._next_turn()
+            response = self._monitor.complete(incoming.request, unservable=wire.unservable)
         except RunError as exc:
             return self._fail(wire, 500, str(exc), stream=stream)
-        response_id = wire.response_id(self._served + 1)
+        served = self._monitor.responses_served
+        response_id = wire.response_id(served)
         model = incoming.request.model or DEFAULT_MODEL
         if stream:
             events = wire.stream_events(
                 response, response_id=response_id, model=model, usage=incoming.stream_usage
             )
-            reply = _Reply(200, _summary(response), events=tuple(events), stream=True)
-        else:
-            body = wire.response_body(response, response_id=response_id, model=model)
-            reply = _Reply(200, _summary(response), body=body)
-        self._served += 1
-        return reply
-
-    def _serve(self, wire: WireAPI, incoming: WireRequest) -> ModelResponse:
-        """Account for what the request carries, then pop and hand out the next response."""
-        if wire.name == OPENAI and self._success_flag_asserted:
-            raise RunError(OPENAI_CANNOT_REPORT_FAILURE)
-        self._take_results(wire, incoming)
-        if incoming.user_text is not None:
-            if self._infer_turns:
-                self._next_turn()
-            self._observer.on_message(Message("user", incoming.user_text))
-        response = self._provider.complete(incoming.request)
-        reason = wire.unservable(response)
-        if reason is not None:
-            raise RunError(reason)
-        if isinstance(response, TextResponse):
-            self._observer.on_message(Message("assistant", response.content))
-        else:
-            self._observer.on_message(Message("assistant", "", tool_calls=response.tool_calls))
-            self._pending.extend(response.tool_calls)
-        return response
-
-    def _take_results(self, wire: WireAPI, incoming: WireRequest) -> None:
-        """Record every handed-out call whose result this request carries; a call whose result
-        it lacks is a run error (the agent moved on without answering it)."""
-        if not self._pending:
-            return
-        results = {result.call_id: result for result in incoming.tool_results}
-        missing: list[ToolCall] = []
-        for call in self._pending:
-            result = results.get(call.id)
-            if result is None:
-                missing.append(call)
-                continue
-            record = ToolCallRecord(
-                name=call.name,
-                arguments=call.arguments,
-                result=result.content,
-                success=result.is_error is not True,
-                id=call.id,
-            )
-            self._observer.on_tool_call(record)
-            self._observer.on_message(Message("tool", result.content, tool_call_id=call.id))
-        self._pending = missing
-        if missing:
-            named = ", ".join(f"{json.dumps(call.id)} ({call.name})" for call in missing)
-            raise RunError(
-                f"the agent's next model request carries no result for tool call(s) {named}; "
-                f"every tool call handed to the agent must be answered with "
-                f"{wire.result_carrier} in its next request"
-            )
+            return _Reply(200, _summary(response), events=tuple(events), stream=True)
+        body = wire.response_body(response, response_id=response_id, model=model)
+        return _Reply(200, _summary(response), body=body)
 
     def _next_turn(self) -> None:
         if self._turn >= 0:
-            self._provider.end_turn()
+            self._monitor.end_turn(None)
         self._turn += 1
-        self._provider.begin_turn(self._turn)
+        self._monitor.begin_turn(self._turn)
 
     def _fail(self, wire: WireAPI, status: int, message: str, *, stream: bool = False) -> _Reply:
-        """A run error: kept (the first one) and answered."""
-        if self.error is None:
-            self.error = message
+        """A run error: kept by the monitor (the first one stays the case's error) and
+        answered."""
+        self._monitor.refuse(message)
         return self._refuse(wire, status, message, stream=stream)
 
     def _refuse(self, wire: WireAPI, status: int, message: str, *, stream: bool = False) -> _Reply:
@@ -388,6 +316,26 @@ class ReplayEndpoint:
     def _connection_closed(self, connection: socket.socket) -> None:
         with self._connections_lock:
             self._connections.discard(connection)
+
+
+@dataclass(frozen=True)
+class _Unread:
+    """Why a request body was not read: answered with ``status``. ``sticky`` refusals fail
+    the case (the agent sent a request it should not have); a body cut short does not, since
+    it is what closing the connections at the end of a case looks like."""
+
+    status: int
+    message: str
+    sticky: bool = True
+
+
+_DIGITS = re.compile(r"[0-9]{1,15}")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
+
+
+def _truncated(received: int, expected: int | None) -> _Unread:
+    of = f" of {expected}" if expected is not None else ""
+    return _Unread(400, f"the request body ended after {received}{of} bytes", sticky=False)
 
 
 def _summary(response: ModelResponse) -> str:
@@ -437,6 +385,14 @@ class _LoopbackServer(ThreadingHTTPServer):
         self.endpoint._connection_closed(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A bug while serving must fail the case with a message, not print a traceback.
+        error = sys.exc_info()[1]
+        if error is not None and not isinstance(error, OSError):
+            self.endpoint._monitor.refuse(
+                f"the replay endpoint failed: {type(error).__name__}: {error}"
+            )
+
 
 class _Handler(BaseHTTPRequestHandler):
     """One connection. Every response closes it: a client's idle keep-alive connection would
@@ -459,9 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._read_body()
             if isinstance(raw, bytes):
                 reply = self._endpoint._answer(wire, raw)
+            elif raw.sticky:
+                reply = self._endpoint._refuse_unread(wire, raw.status, raw.message)
             else:
-                status, message = raw
-                reply = self._endpoint._refuse_unread(wire, status, message)
+                reply = self._endpoint._refuse(wire, raw.status, raw.message)
         self._send(reply)
         api = wire.name if wire is not None else None
         exchange = Exchange("POST", path, reply.status, reply.summary, api, reply.stream)
@@ -484,40 +441,59 @@ class _Handler(BaseHTTPRequestHandler):
     do_DELETE = _other_method
     do_PATCH = _other_method
 
-    def _read_body(self) -> bytes | tuple[int, str]:
-        """The request body, or the (status, message) it is refused with."""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return self._read_chunked()
+    def _read_body(self) -> bytes | _Unread:
+        """The request body, or why it is refused. The size cap holds on every framing."""
+        encoding = self.headers.get("Transfer-Encoding")
         length = self.headers.get("Content-Length")
+        if encoding is not None:
+            if length is not None:
+                return _Unread(400, "a request may not have both Transfer-Encoding and "
+                               "Content-Length")
+            if encoding.strip().lower() != "chunked":
+                return _Unread(400, f"Transfer-Encoding {encoding!r} is not supported; send "
+                               "chunked or a Content-Length")
+            return self._read_chunked()
         if length is None:
             return b""  # answered as "not JSON"
-        try:
-            size = int(length)
-        except ValueError:
-            return 400, f"Content-Length is not a number: {length!r}"
-        if size < 0:
-            return 400, f"Content-Length is negative: {size}"
+        if not _DIGITS.fullmatch(length.strip()):
+            return _Unread(400, f"Content-Length is not a byte count: {length[:40]!r}")
+        size = int(length.strip())
         if size > MAX_BODY_BYTES:
-            return 413, f"the request body ({size} bytes) is over {MAX_BODY_BYTES} bytes"
-        return self.rfile.read(size)
+            return _Unread(413, f"the request body ({size} bytes) is over {MAX_BODY_BYTES} bytes")
+        data = self.rfile.read(size)
+        if len(data) < size:
+            return _truncated(len(data), size)
+        return data
 
-    def _read_chunked(self) -> bytes | tuple[int, str]:
+    def _read_chunked(self) -> bytes | _Unread:
         body = bytearray()
         while True:
             line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                return 400, "malformed chunked request body"
+            if not line.endswith(b"\n"):
+                if not line or len(line) < 1024:
+                    return _truncated(len(body), None)
+                return _Unread(400, "malformed chunked request body: a chunk-size line is too long")
+            token = line.split(b";", 1)[0].strip()
+            if not _HEX.fullmatch(token):
+                return _Unread(
+                    400, f"malformed chunked request body: chunk size {token[:20]!r} is not hex"
+                )
+            size = int(token, 16)
             if size == 0:
                 trailer = self.rfile.readline(1024)
-                while trailer.strip():  # trailer fields: none matter here
+                for _ in range(64):  # trailer fields: none matter here, and only a few are read
+                    if not trailer.strip():
+                        return bytes(body)
                     trailer = self.rfile.readline(1024)
-                return bytes(body)
+                return _Unread(400, "malformed chunked request body: too many trailer fields")
             if len(body) + size > MAX_BODY_BYTES:
-                return 413, f"the request body is over {MAX_BODY_BYTES} bytes"
-            body += self.rfile.read(size)
-            self.rfile.readline(8)  # the CRLF after each chunk
+                return _Unread(413, f"the request body is over {MAX_BODY_BYTES} bytes")
+            chunk = self.rfile.read(size)
+            if len(chunk) < size:
+                return _truncated(len(body) + len(chunk), None)
+            body += chunk
+            if self.rfile.readline(8) not in (b"\r\n", b"\n"):
+                return _Unread(400, "malformed chunked request body: a chunk does not end in CRLF")
 
     def _send(self, reply: _Reply) -> None:
         # An agent that hangs up early loses only its answer: what it asked for has been

@@ -176,12 +176,17 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Message:
-    """One entry of the conversation history, in a provider-neutral shape."""
+    """One entry of the conversation history, in a provider-neutral shape.
+
+    ``is_error`` is a tool result's failure flag where the wire carries one (Anthropic's
+    ``is_error``); ``None`` elsewhere.
+    """
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    is_error: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -227,9 +232,10 @@ class RunRecord:
     duration_ms: int = 0
     requests: tuple[ModelRequest, ...] = ()
     error: str | None = None
-    unreported_calls: tuple[ToolCall, ...] = ()
-    """Scripted tool calls handed to the agent that it never reported dispatching: not counted
-    as dispatches, and named in the failure details of the checks they make fail."""
+    unobserved: tuple[str, ...] = ()
+    """Dispatch fields this agent path gave no evidence of (``"arguments"``, ``"success"``):
+    checks that read them fail and say how to supply the evidence, never pass on scripted
+    data."""
 
     @property
     def tools_called(self) -> tuple[str, ...]:

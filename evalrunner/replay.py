@@ -1,19 +1,19 @@
 """Stage 3, replay: run one admitted case through an agent and record what happened.
 
-Each case gets a fresh replay provider, observer, agent and temporary workspace; cases cannot
-see one another. A run error (script exhausted or left over, the iteration cap, an exception in
-the agent) ends that case's run and is kept in the record; it never stops the suite.
+Each case gets a fresh replay provider behind a conversation monitor, observer, tools, agent and
+temporary workspace; cases cannot see one another. A run error (script exhausted or left over,
+a conformance violation, the iteration cap, any exception that ends the agent) ends that case's
+run and is kept in the record; it never stops the suite.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
+import signal
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,10 +24,11 @@ from evalrunner.agent import (
     AgentFactory,
     reference_agent,
 )
-from evalrunner.model import Case, ModelRequest, RunError, RunRecord, ToolCall, ToolCallRecord
+from evalrunner.conformance import ConversationMonitor
+from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCallRecord
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
-from evalrunner.tools import ToolSource, fresh_tools
+from evalrunner.tools import InvocationLog, ToolSource, fresh_tools, recorded_tools
 
 
 @contextmanager
@@ -45,6 +46,7 @@ def run_case(
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     workspace: Path | None = None,
     timeout: float | None = None,
+    trimmed_history: bool = False,
 ) -> RunRecord:
     """Replay ``case`` turn by turn and return its :class:`RunRecord`.
 
@@ -54,6 +56,9 @@ def run_case(
     time, the record says ``timed out after Ns`` and holds what was observed until then.
     Python cannot kill a thread, so a timed-out agent is abandoned (a daemon thread, after its
     ``close()`` is called) rather than stopped; the run goes on to the next case.
+
+    Every model request goes through a :class:`ConversationMonitor` (conformance checks,
+    sticky errors); ``trimmed_history`` tells it the agent drops earlier turns on purpose.
     """
     if workspace is None:
         with case_workspace() as fresh:
@@ -64,132 +69,177 @@ def run_case(
                 max_tool_iterations=max_tool_iterations,
                 workspace=fresh,
                 timeout=timeout,
+                trimmed_history=trimmed_history,
             )
-    provider = ReplayProvider(case.turns)
-    observer = RecordingObserver()
-    context = AgentContext(
-        provider=provider,
-        tools=fresh_tools(tools),
-        observer=observer,
-        workspace=workspace,
-        max_tool_iterations=max_tool_iterations,
+    monitor = ConversationMonitor(
+        ReplayProvider(case.turns),
+        [turn.user_input for turn in case.turns],
+        trimmed_history=trimmed_history,
     )
-    outcome = _Outcome()
+    run = _CaseRun(case, agent_factory, tools, max_tool_iterations, workspace, monitor)
     started = time.perf_counter()
     if timeout is None:
-        _drive(case, agent_factory, context, provider, outcome)
+        run.drive()
     else:
         worker = threading.Thread(
-            target=_drive,
-            args=(case, agent_factory, context, provider, outcome),
-            name=f"evalrunner case {case.name}",
-            daemon=True,
+            target=run.drive, name=f"evalrunner case {case.name}", daemon=True
         )
         worker.start()
         try:
             worker.join(timeout)
         finally:
             if worker.is_alive():
-                outcome.error = outcome.error or f"timed out after {timeout:g}s"
-                _close(outcome.agent)  # e.g. kills an agent command blocked on a read
+                run.error = run.error or f"timed out after {timeout:g}s"
+                run.close()  # e.g. kills an agent command blocked on a read
     duration_ms = int((time.perf_counter() - started) * 1000)
-    tool_calls = tuple(observer.tool_calls)
-    requests = tuple(provider.requests)
-    error = outcome.error or _wire_cannot_grade(case, requests)
+    return _record(run, duration_ms)
+
+
+def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
+    evidence = run.monitor.evidence()
+    unobserved: list[str] = []
+    if any(d.arguments is None for d in evidence.dispatches):
+        unobserved.append("arguments")
+    if any(d.success is None for d in evidence.dispatches):
+        unobserved.append("success")
+    tool_calls = tuple(
+        ToolCallRecord(
+            name=d.call.name,
+            # Placeholders where the path gave no evidence: the checks that read these fields
+            # fail on `unobserved` instead of grading them.
+            arguments=d.arguments if d.arguments is not None else "",
+            result=d.result,
+            success=d.success if d.success is not None else False,
+            id=d.call.id,
+        )
+        for d in evidence.dispatches
+    )
     return RunRecord(
-        final_response=outcome.final_response,
-        history=tuple(observer.messages),
+        final_response=run.final_response,
+        history=evidence.history,
         tool_calls=tool_calls,
-        input_tokens=provider.input_tokens,
-        output_tokens=provider.output_tokens,
-        llm_calls=provider.llm_calls,
+        input_tokens=evidence.input_tokens,
+        output_tokens=evidence.output_tokens,
+        llm_calls=evidence.llm_calls,
         duration_ms=duration_ms,
-        requests=requests,
-        error=error,
-        unreported_calls=_unreported(provider.served_calls, tool_calls),
+        requests=evidence.requests,
+        # The monitor's error comes first: it is the root cause even when the agent caught
+        # it and failed (or hung) later in some other way.
+        error=evidence.error or run.error,
+        unobserved=tuple(unobserved),
     )
 
 
-def _unreported(
-    served: list[ToolCall], reported: tuple[ToolCallRecord, ...]
-) -> tuple[ToolCall, ...]:
-    """Calls the script handed to the agent that the observer never heard about.
+class _CaseRun:
+    """One case's turn loop, driven on the calling thread or on a worker (with a timeout)."""
 
-    Matched by call id, or, for records without one, by name and argument text.
-    """
-    ids = Counter(record.id for record in reported if record.id is not None)
-    anonymous = Counter((r.name, r.arguments) for r in reported if r.id is None)
-    missing = []
-    for call in served:
-        if ids[call.id] > 0:
-            ids[call.id] -= 1
-        elif anonymous[(call.name, call.arguments)] > 0:
-            anonymous[(call.name, call.arguments)] -= 1
-        else:
-            missing.append(call)
-    return tuple(missing)
-
-
-def _wire_cannot_grade(case: Case, requests: tuple[ModelRequest, ...]) -> str | None:
-    """A run error when the case asserts what its agent's wire cannot report."""
-    if case.expects.all_tools_succeeded is not None and any(r.api == "openai" for r in requests):
-        return (
-            "the case asserts all_tools_succeeded, which the OpenAI chat completions wire "
-            "cannot report (it has no flag for a failed tool call); assert the failure text "
-            'with tool_results_contain instead (e.g. "Unknown tool")'
-        )
-    return None
-
-
-class _Outcome:
-    """What the turn loop produced; written by the (possibly worker) thread driving the case."""
-
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        case: Case,
+        agent_factory: AgentFactory,
+        tools: ToolSource | None,
+        max_tool_iterations: int,
+        workspace: Path,
+        monitor: ConversationMonitor,
+    ) -> None:
+        self.case = case
+        self.agent_factory = agent_factory
+        self.tools = tools
+        self.max_tool_iterations = max_tool_iterations
+        self.workspace = workspace
+        self.monitor = monitor
+        self.observer = RecordingObserver()
         self.final_response = ""
         self.error: str | None = None
         self.agent: object = None
+        self._closed = False
+        self._close_lock = threading.Lock()
 
+    def drive(self) -> None:
+        """Build the tools and the agent, run every turn, then close the agent."""
+        loop: asyncio.AbstractEventLoop | None = None  # one per case, for agents written async
+        try:
+            case_tools, log = recorded_tools(fresh_tools(self.tools))
+            context = AgentContext(
+                provider=self.monitor,
+                tools=case_tools,
+                observer=self.observer,
+                workspace=self.workspace,
+                max_tool_iterations=self.max_tool_iterations,
+            )
+            agent = self.agent = self.agent_factory(context)
+            for index, turn in enumerate(self.case.turns):
+                self.monitor.begin_turn(index)
+                reply: object = agent.respond(turn.user_input)
+                if inspect.isawaitable(reply):
+                    loop = loop or asyncio.new_event_loop()
+                    reply = loop.run_until_complete(_awaited(reply))
+                if not isinstance(reply, str):
+                    raise RunError(f"the agent replied with {type(reply).__name__}, not text")
+                if self.error is not None:
+                    return  # timed out meanwhile: the record has been taken already
+                self.final_response = reply
+                self._end_turn(agent, log)
+            self.monitor.finish()
+            self.close()
+        except RunError as exc:
+            self.error = self.error or str(exc)
+        except BaseException as exc:
+            if _really_interrupted(exc):
+                raise
+            self.error = self.error or _agent_exception(exc)
+        finally:
+            self.close()
+            if loop is not None:
+                loop.close()
 
-def _close(agent: object) -> None:
-    """Let an agent release what it holds (a process, a server), if it has a ``close()``."""
-    close = getattr(agent, "close", None)
-    if callable(close):
-        with contextlib.suppress(Exception):
+    def _end_turn(self, agent: object, log: InvocationLog) -> None:
+        violation = self.observer.violation
+        if violation is not None:
+            raise RunError(self.monitor.refuse(violation))
+        reports = self.observer.take() if getattr(agent, "reports_dispatches", True) else None
+        in_process = not getattr(agent, "runs_own_tools", False)
+        self.monitor.end_turn(reports, log if in_process else None)
+
+    def close(self) -> None:
+        """Let the agent release what it holds (once); a :class:`RunError` from its
+        ``close()`` (a command that crashed after its final reply, ...) fails the case."""
+        with self._close_lock:
+            if self._closed or self.agent is None:
+                return
+            self._closed = True
+        close = getattr(self.agent, "close", None)
+        if not callable(close):
+            return
+        try:
             close()
+        except RunError as exc:
+            self.error = self.error or str(exc)
+        except Exception as exc:
+            self.error = self.error or f"the agent's close() raised {type(exc).__name__}: {exc}"
 
 
-def _drive(
-    case: Case,
-    agent_factory: AgentFactory,
-    context: AgentContext,
-    provider: ReplayProvider,
-    outcome: _Outcome,
-) -> None:
-    loop: asyncio.AbstractEventLoop | None = None  # one per case, for agents written async
-    try:
-        agent = outcome.agent = agent_factory(context)
-        for index, turn in enumerate(case.turns):
-            provider.begin_turn(index)
-            reply: object = agent.respond(turn.user_input)
-            if inspect.isawaitable(reply):
-                loop = loop or asyncio.new_event_loop()
-                reply = loop.run_until_complete(_awaited(reply))
-            if not isinstance(reply, str):
-                raise RunError(f"the agent replied with {type(reply).__name__}, not text")
-            if outcome.error is not None:
-                return  # timed out meanwhile: the record has been taken already
-            outcome.final_response = reply
-            provider.end_turn()
-    except RunError as exc:
-        outcome.error = outcome.error or str(exc)
-    except Exception as exc:
-        outcome.error = outcome.error or f"the agent raised {type(exc).__name__}: {exc}"
-    except SystemExit as exc:  # an agent calling sys.exit() must not end the whole run
-        outcome.error = outcome.error or f"the agent called sys.exit({exc.code!r})"
-    finally:
-        _close(outcome.agent)
-        if loop is not None:
-            loop.close()
+def _really_interrupted(exc: BaseException) -> bool:
+    """A signal stopping the whole run, as opposed to an agent raising a BaseException.
+
+    :class:`RunInterrupted` is raised by the command line's signal handlers; a
+    ``KeyboardInterrupt`` is a real Ctrl-C only on the main thread and only while Python's own
+    SIGINT handler is installed (library use). Anything else ends the agent, not the run.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if isinstance(exc, RunInterrupted):
+        return True
+    return (
+        isinstance(exc, KeyboardInterrupt)
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+
+
+def _agent_exception(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):  # an agent calling sys.exit() must not end the whole run
+        return f"the agent called sys.exit({exc.code!r})"
+    return f"the agent raised {type(exc).__name__}: {exc}"
 
 
 async def _awaited(value: Awaitable[object]) -> object:

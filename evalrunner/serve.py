@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalrunner.admit import admit
+from evalrunner.conformance import ConversationMonitor, Dispatch
 from evalrunner.endpoint import Exchange, ReplayEndpoint
 from evalrunner.load import load_document
-from evalrunner.model import AdmissionError, Case, ToolCall, ToolCallRecord
-from evalrunner.observer import RecordingObserver
+from evalrunner.model import AdmissionError, Case, ToolCall
 from evalrunner.provider import ReplayProvider
 
 
@@ -29,7 +29,7 @@ class ServeOutcome:
 
     served: int
     scripted: int
-    tool_calls: tuple[ToolCallRecord, ...]
+    tool_calls: tuple[Dispatch, ...]
     unresolved: tuple[ToolCall, ...]
     error: str | None = None
     consumed: bool = False
@@ -64,7 +64,7 @@ def serve_case(
     normally: the outcome says what was served until then.
     """
     scripted = scripted_responses(case)
-    observer = RecordingObserver()
+    monitor = ConversationMonitor(ReplayProvider(case.turns), [t.user_input for t in case.turns])
     done = stop if stop is not None else threading.Event()
     finished = threading.Event()
 
@@ -77,11 +77,7 @@ def serve_case(
             done.set()
 
     endpoint = ReplayEndpoint(
-        ReplayProvider(case.turns),
-        observer,
-        # serve grades nothing, so a case asserting all_tools_succeeded is still served to an
-        # OpenAI-wire agent; the runner refuses it (the CLI prints a note).
-        success_flag_asserted=False,
+        monitor,
         infer_turns=True,
         port=port,
         on_exchange=exchanged,
@@ -92,7 +88,7 @@ def serve_case(
     return ServeOutcome(
         served=endpoint.responses_served,
         scripted=scripted,
-        tool_calls=tuple(observer.tool_calls),
+        tool_calls=monitor.fed_back(),
         unresolved=tuple(endpoint.unresolved_calls()),
         error=endpoint.error,
         consumed=finished.is_set(),
@@ -109,9 +105,9 @@ def exchange_line(exchange: Exchange) -> str:
 def outcome_lines(outcome: ServeOutcome) -> list[str]:
     """The session's summary: each tool call recorded, then how it ended."""
     lines = [
-        f"tool call {call.id} {call.name} {call.arguments} -> "
-        f"{json.dumps(call.result, ensure_ascii=False)} ({'ok' if call.success else 'failed'})"
-        for call in outcome.tool_calls
+        f"tool call {d.call.id} {d.call.name} {d.call.arguments} -> "
+        f"{json.dumps(d.result, ensure_ascii=False)}{_flag(d.success)}"
+        for d in outcome.tool_calls
     ]
     lines += [f"tool call {c.id} {c.name}: no result came back" for c in outcome.unresolved]
     if outcome.error is not None:
@@ -121,3 +117,9 @@ def outcome_lines(outcome: ServeOutcome) -> list[str]:
     else:
         lines.append(f"stopped: {outcome.served} of {outcome.scripted} scripted response(s) served")
     return lines
+
+
+def _flag(success: bool | None) -> str:
+    if success is None:
+        return ""  # the OpenAI wire has no error flag
+    return " (ok)" if success else " (failed)"

@@ -4,9 +4,12 @@ next (SPEC §5)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
 from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec
@@ -91,6 +94,8 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
     except _NotJSON as exc:
         return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
+    except ValueError as exc:  # an integer of more digits than Python converts
+        return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__ if arguments is not None else "null"
         reason = f"expected a JSON object, got {_JSON_NAMES.get(kind, kind)}"
@@ -152,3 +157,93 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 def _record(call: ToolCall, result: str, *, success: bool) -> ToolCallRecord:
     return ToolCallRecord(call.name, call.arguments, result, success, call.id)
+
+
+# --- evidence: what the tools themselves received ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolInvocation:
+    """One call a tool received, as the tool saw it (not as the agent says it called it)."""
+
+    tool: str
+    arguments: Mapping[str, Any]
+    arguments_text: str
+    raised: bool = False
+    """The tool raised: the dispatch failed, whatever the agent says."""
+
+
+class InvocationLog:
+    """What the case's tools received, in order; shared by the tools of one case.
+
+    The runner takes each turn's invocations to check them against the dispatches the agent
+    reported: an agent that reports other arguments than its tool got, or that calls a tool
+    the model did not ask for, is caught.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(names)
+        self._invocations: list[ToolInvocation] = []
+        self._lock = threading.Lock()
+
+    def add(self, invocation: ToolInvocation) -> None:
+        """Log one call (from whichever thread the agent runs its tools on)."""
+        with self._lock:
+            self._invocations.append(invocation)
+
+    def take(self) -> list[ToolInvocation]:
+        """The calls logged since the last take."""
+        with self._lock:
+            taken, self._invocations = self._invocations, []
+            return taken
+
+
+class RecordedTool:
+    """A tool that logs every call it receives, then runs the tool it wraps unchanged."""
+
+    def __init__(self, tool: Tool, log: InvocationLog) -> None:
+        self._tool = tool
+        self._log = log
+
+    @property
+    def name(self) -> str:
+        """The wrapped tool's name."""
+        return self._tool.name
+
+    @property
+    def description(self) -> str:
+        """The wrapped tool's description."""
+        return self._tool.description
+
+    @property
+    def parameters(self) -> dict[str, JSONValue]:
+        """The wrapped tool's argument schema."""
+        return self._tool.parameters
+
+    @property
+    def wrapped(self) -> Tool:
+        """The tool itself, for agents that need its own type."""
+        return self._tool
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        """Run the tool, and log the call: a snapshot of its arguments taken before it ran, and
+        whether it raised."""
+        snapshot = copy.deepcopy(arguments) if isinstance(arguments, dict) else arguments
+        try:
+            text = json.dumps(snapshot, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):
+            text = repr(snapshot)
+        received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
+        try:
+            result = self._tool.call(arguments)
+        except BaseException:
+            self._log.add(ToolInvocation(self._tool.name, received, text, raised=True))
+            raise
+        self._log.add(ToolInvocation(self._tool.name, received, text))
+        return result
+
+
+def recorded_tools(tools: Mapping[str, Tool]) -> tuple[dict[str, Tool], InvocationLog]:
+    """The case's tools, each logging what it receives into one fresh :class:`InvocationLog`."""
+    log = InvocationLog(tools)
+    return {name: RecordedTool(tool, log) for name, tool in tools.items()}, log

@@ -99,7 +99,9 @@ class WireAPI(Protocol):
 def wire_json(value: JSONValue | Mapping[str, JSONValue]) -> str:
     """Compact JSON for the wire. ASCII-escaped so that any text, even a lone surrogate a
     fixture's string may hold, encodes."""
-    return json.dumps(value, separators=(",", ":"))
+    # allow_nan=False: "Infinity" is not JSON; a value that holds one is a bug upstream, and
+    # it must surface as an error rather than reach an agent as an invalid body.
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
 def sse_frame(data: JSONValue | Mapping[str, JSONValue], event: str | None = None) -> str:

@@ -15,6 +15,7 @@ must be a JSON object, so a scripted call whose argument text is not one cannot 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, NoReturn
 
 from evalrunner.admit import argument_text
@@ -236,10 +237,28 @@ def _not_an_object(text: str) -> str | None:
         return "nested too deeply"
     except _NotAnObject as exc:
         return str(exc)
+    except ValueError as exc:  # an integer of more digits than Python converts
+        return f"not JSON the wire can carry: {exc}"
+    if _has_non_finite(value):
+        return "a number is out of range (it overflows to infinity, which JSON cannot carry)"
     if not isinstance(value, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
         return "null" if value is None else kind
     return None
+
+
+def _has_non_finite(value: object) -> bool:
+    """True when a parsed value holds a float that is not finite (``1e400`` parses as inf)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _system(value: JSONValue) -> str | None:
@@ -282,7 +301,11 @@ def _user(content: JSONValue, where: str) -> tuple[list[Message], list[ToolResul
             flush()
             result = _tool_result(block, at)
             results.append(result)
-            messages.append(Message("tool", result.content, tool_call_id=result.call_id))
+            messages.append(
+                Message(
+                    "tool", result.content, tool_call_id=result.call_id, is_error=result.is_error
+                )
+            )
     flush()
     if not messages:
         messages.append(Message("user", ""))  # e.g. an image alone: still the user's turn

@@ -10,11 +10,15 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 
 from evalrunner.admit import admit, admit_suite
+from evalrunner.export import bundle
+from evalrunner.grade.response import compile_pattern
 from evalrunner.load import load_document, load_paths, load_suite
 from evalrunner.model import AdmissionError, Case
+from evalrunner.schemas import CASE_ID
 
 BROKEN = Path(__file__).parent / "data" / "broken"
 
@@ -197,6 +201,76 @@ def test_empty_tool_or_needle_is_refused(tmp_path: Path, kind: str, field: str) 
     assert (error.line, error.col) == (8 if field == "tool" else 9, 13 if field == "tool" else 15)
 
 
+BLANK_TEXT = "give the text to look for, or check for whitespace with response_matches and \\s"
+BLANK_TOOL = "give the tool's name"
+
+
+@pytest.mark.parametrize(
+    ("kind", "hint"),
+    [
+        ("response_contains", BLANK_TEXT),
+        ("response_not_contains", BLANK_TEXT),
+        ("tools_used", BLANK_TOOL),
+        ("tools_not_used", BLANK_TOOL),
+    ],
+)
+@pytest.mark.parametrize("blank", ["' '", '"\\t"', '"\\n  "', '"\\u3000"'])
+def test_blank_string_in_an_expects_list_is_refused(
+    tmp_path: Path, kind: str, hint: str, blank: str
+) -> None:
+    text = yaml_case(f"  exact_tool_calls: 1\n  {kind}: [x, {blank}]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == f"expects.{kind}[1] must not be blank (it is only whitespace); {hint}"
+    assert (error.line, error.col) == (8, len(kind) + 9)
+
+
+@pytest.mark.parametrize("kind", ["tool_arguments_contain", "tool_results_contain"])
+@pytest.mark.parametrize(
+    ("field", "hint"),
+    [("tool", BLANK_TOOL), ("needle", "give the text to look for in the payload")],
+)
+def test_blank_tool_or_needle_is_refused(tmp_path: Path, kind: str, field: str, hint: str) -> None:
+    entry = {"tool": "echo", "needle": "x"}
+    entry[field] = " \t "
+    text = yaml_case(f"  {kind}:\n    - tool: {json.dumps(entry['tool'])}\n")
+    text += f"      needle: {json.dumps(entry['needle'])}\n"
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        f"expects.{kind}[0].{field} must not be blank (it is only whitespace); {hint}"
+    )
+    assert (error.line, error.col) == (8 if field == "tool" else 9, 13 if field == "tool" else 15)
+
+
+def test_a_needle_of_visible_text_around_spaces_or_an_invisible_character_is_admitted(
+    tmp_path: Path,
+) -> None:
+    # Not blank: a zero-width space is a character a reply can really hold (and a check for it
+    # can fail); spaces around text are part of the text.
+    text = yaml_case('  response_not_contains: ["\\u200b", " ok "]\n  tools_used: [x]\n')
+    assert isinstance(outcome(tmp_path, "a.yaml", text), Case)
+
+
+def test_editors_see_blank_needles_too() -> None:
+    # The rule lives in the published schema, so an editor's validator (here jsonschema-rs on
+    # the Draft 7 bundle editors are given) refuses what admission refuses.
+    validator = jsonschema_rs.Draft7Validator(bundle(CASE_ID))
+    case = {
+        "name": "c",
+        "turns": [{"user_input": "hi", "steps": [{"response": {"type": "text", "content": "ok"}}]}],
+        "expects": {"tools_used": ["x"]},
+    }
+    assert validator.is_valid(case)
+    for kind, value in [
+        ("response_contains", ["  "]),
+        ("response_not_contains", ["\t"]),
+        ("tools_used", [" "]),
+        ("tools_not_used", ["\n"]),
+        ("tool_arguments_contain", [{"tool": " ", "needle": "x"}]),
+        ("tool_results_contain", [{"tool": "x", "needle": "  "}]),
+    ]:
+        assert not validator.is_valid({**case, "expects": {kind: value}}), kind
+
+
 def test_needle_without_tool_is_refused(tmp_path: Path) -> None:
     text = yaml_case("  tool_results_contain:\n    - needle: x\n")
     error = only(errors(tmp_path, "a.yaml", text))
@@ -307,12 +381,15 @@ def test_unknown_class_is_refused(tmp_path: Path) -> None:
     assert (error.line, error.col) == (1, 8)
 
 
+BLANK_INPUT = "must not be blank (it is only whitespace); write what the user says"
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("'   '", "must not be blank"),
+        ("'   '", BLANK_INPUT),
         ("''", "must not be empty"),
-        ('"\\t\\n"', "must not be blank"),
+        ('"\\t\\n"', BLANK_INPUT),
     ],
 )
 def test_blank_user_input_is_refused_once(tmp_path: Path, value: str, message: str) -> None:
@@ -434,6 +511,247 @@ def test_good_re2_patterns_are_accepted(tmp_path: Path) -> None:
     assert isinstance(outcome(tmp_path, "a.yaml", text), Case)
 
 
+def matches_everything(pattern: str) -> str:
+    return (
+        f"pattern {json.dumps(pattern)} matches every reply, because it can match the empty "
+        "string somewhere in any text, so this check can never fail; require at least one "
+        'character (e.g. "x+" rather than "x*", no empty alternative as in "a|"), or anchor it '
+        '(e.g. "^$" to match only an empty reply)'
+    )
+
+
+@pytest.mark.parametrize(
+    "pattern", ["foo|", "a*", "^", "$", "(x)?", "\\b|\\B", "(?m)^", "x*$", "(?i)(yes)?"]
+)
+def test_a_pattern_that_matches_every_reply_is_refused(tmp_path: Path, pattern: str) -> None:
+    text = yaml_case(f"  response_contains: [ok]\n  response_matches:\n    - '{pattern}'\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == matches_everything(pattern)
+    assert (error.line, error.col) == (9, 7)
+
+
+@pytest.mark.parametrize("pattern", ["^$", "\\b", "\\B", "^foo", "(?m)^ok$", "a*b", "\\S"])
+def test_a_pattern_that_some_reply_escapes_is_admitted(tmp_path: Path, pattern: str) -> None:
+    text = yaml_case(f"  response_contains: [ok]\n  response_matches:\n    - '{pattern}'\n")
+    assert isinstance(outcome(tmp_path, "a.yaml", text), Case)
+
+
+def test_a_pattern_that_matches_everything_is_the_one_reason_given(tmp_path: Path) -> None:
+    # Alone it also passes on the empty run; the pattern's own message says why, once.
+    error = only(errors(tmp_path, "a.yaml", yaml_case("  response_matches: ['x*']\n")))
+    assert error.message == matches_everything("x*")
+    assert (error.line, error.col) == (7, 22)
+
+
+def test_patterns_are_judged_in_nfc_like_the_reply(tmp_path: Path) -> None:
+    # "e" + U+0301 and "é" are the same text; the pattern is compiled as NFC.
+    text = yaml_case('  response_matches: ["^cafe\\u0301$"]\n  tools_used: [x]\n')
+    case = outcome(tmp_path, "a.yaml", text)
+    assert isinstance(case, Case)
+    assert compile_pattern(case.expects.response_matches[0]).search("café")
+
+
+# --- contradictions: checks no run can pass together ---------------------------------------------
+
+
+def test_a_tool_both_used_and_not_used_is_refused_at_the_forbidding_entry(tmp_path: Path) -> None:
+    text = yaml_case("  tools_used: [echo, web]\n  tools_not_used: [rm, web]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        '"web" is in both expects.tools_used[1] and expects.tools_not_used[1]; no run can both '
+        "call it and not call it; remove it from one of the lists"
+    )
+    assert (error.line, error.col) == (8, 24)
+
+
+@pytest.mark.parametrize("kind", ["tool_arguments_contain", "tool_results_contain"])
+def test_a_payload_check_of_a_forbidden_tool_is_refused(tmp_path: Path, kind: str) -> None:
+    text = yaml_case(f"  tools_not_used: [echo, rm]\n  {kind}:\n    - {{tool: rm, needle: x}}\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        f'expects.{kind}[0] needs a call to "rm", which expects.tools_not_used[1] forbids; '
+        "no run can satisfy both; drop one of them"
+    )
+    assert (error.line, error.col) == (9, 14)
+
+
+def test_the_same_text_required_and_forbidden_is_refused(tmp_path: Path) -> None:
+    text = yaml_case("  response_contains: [done, ok]\n  response_not_contains: [error, ok]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        'expects.response_not_contains[1] "ok" is the same text as expects.response_contains[1] '
+        '"ok"; no reply can both contain it and not contain it, so no reply can pass both; '
+        "remove or change one of them"
+    )
+    assert (error.line, error.col) == (8, 34)
+
+
+def test_forbidden_text_inside_required_text_is_refused(tmp_path: Path) -> None:
+    text = yaml_case("  response_contains: [abc]\n  response_not_contains: [b]\n")
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        'expects.response_not_contains[0] "b" occurs inside expects.response_contains[0] "abc"; '
+        'a reply that contains "abc" always contains "b", so no reply can pass both; '
+        "remove or change one of them"
+    )
+    assert (error.line, error.col) == (8, 27)
+
+
+def test_text_that_is_the_same_only_in_nfc_is_refused_and_shown_apart(tmp_path: Path) -> None:
+    text = yaml_case(
+        '  response_contains: ["un caf\\u00e9"]\n  response_not_contains: ["cafe\\u0301"]\n'
+    )
+    error = only(errors(tmp_path, "a.yaml", text))
+    assert error.message == (
+        'expects.response_not_contains[0] "cafe\\u0301" occurs inside '
+        'expects.response_contains[0] "un café" (in Unicode NFC, the form checks compare in); '
+        'a reply that contains "un café" always contains "cafe\\u0301", so no reply can pass '
+        "both; remove or change one of them"
+    )
+
+
+@pytest.mark.parametrize(
+    "expects",
+    [
+        # the required text can be present without the longer forbidden one
+        "  response_contains: [abc]\n  response_not_contains: [abcd]\n",
+        # in NFC "é" is one character: "cafe" is not inside "café"
+        '  response_contains: ["caf\\u00e9"]\n  response_not_contains: [cafe]\n',
+        "  tools_used: [echo]\n  tools_not_used: [Echo]\n",
+        "  tools_used: [echo, echo]\n  max_tool_calls: 1\n",
+        "  tools_used: [echo]\n  tool_results_contain: [{tool: echo, needle: x, call_index: 1}]\n"
+        "  exact_tool_calls: 2\n",
+        "  all_tools_succeeded: false\n  max_tool_calls: 1\n",
+        "  tools_not_used: [rm]\n  tool_results_contain: [{tool: echo, needle: x}]\n",
+    ],
+)
+def test_checks_that_some_run_passes_together_are_admitted(tmp_path: Path, expects: str) -> None:
+    assert isinstance(outcome(tmp_path, "a.yaml", yaml_case(expects)), Case)
+
+
+@pytest.mark.parametrize(
+    ("expects", "message", "spot"),
+    [
+        (
+            "  tools_used: [echo]\n  max_tool_calls: 0\n",
+            'max_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
+            "of those checks",
+            (8, 19),
+        ),
+        (
+            "  exact_tool_calls: 0\n  tools_used: [echo]\n",
+            'exact_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
+            "of those checks",
+            (7, 21),
+        ),
+        (
+            "  tools_used: [echo, web, echo]\n  max_tool_calls: 1\n",
+            'max_tool_calls (1) is below the 2 tool call(s) the other checks need (1 to "echo" '
+            'for expects.tools_used[0]; 1 to "web" for expects.tools_used[1]); no run can '
+            "satisfy them all; raise it to 2 or drop one of those checks",
+            (8, 19),
+        ),
+        (
+            "  tools_used: [echo]\n"
+            "  tool_arguments_contain: [{tool: echo, needle: a, call_index: 2}]\n"
+            "  exact_tool_calls: 2\n",
+            'exact_tool_calls (2) is below the 3 tool call(s) the other checks need (3 to "echo" '
+            "for expects.tool_arguments_contain[0] with call_index 2); no run can satisfy them "
+            "all; raise it to 3 or drop one of those checks",
+            (9, 21),
+        ),
+        (
+            "  all_tools_succeeded: false\n  max_tool_calls: 0\n",
+            "max_tool_calls (0) is below the 1 tool call(s) the other checks need (a failed one "
+            "for expects.all_tools_succeeded: false); no run can satisfy them all; raise it to 1 "
+            "or drop one of those checks",
+            (8, 19),
+        ),
+    ],
+)
+def test_a_call_limit_below_what_the_checks_need_is_refused(
+    tmp_path: Path, expects: str, message: str, spot: tuple[int, int]
+) -> None:
+    error = only(errors(tmp_path, "a.yaml", yaml_case(expects)))
+    assert error.message == message
+    assert (error.line, error.col) == spot
+
+
+CONTRADICTIONS = {
+    "json": """{
+  "name": "case",
+  "turns": [{"user_input": "hi", "steps": [{"response": {"type": "text", "content": "ok"}}]}],
+  "expects": {
+    "tools_used": ["echo"],
+    "tools_not_used": ["echo"],
+    "response_contains": ["abc"],
+    "response_not_contains": ["b"],
+    "response_matches": ["x*"],
+    "max_tool_calls": 0,
+    "tool_results_contain": [{"tool": "echo", "needle": "x"}]
+  }
+}
+""",
+    "yaml": """name: case
+turns:
+  - user_input: hi
+    steps:
+      - response: {type: text, content: ok}
+expects:
+  tools_used: [echo]
+  tools_not_used: [echo]
+  response_contains: [abc]
+  response_not_contains: [b]
+  response_matches: ['x*']
+  max_tool_calls: 0
+  tool_results_contain:
+    - {tool: echo, needle: x}
+""",
+    "toml": """name = "case"
+
+[[turns]]
+user_input = "hi"
+steps = [{ response = { type = "text", content = "ok" } }]
+
+[expects]
+tools_used = ["echo"]
+tools_not_used = ["echo"]
+response_contains = ["abc"]
+response_not_contains = ["b"]
+response_matches = ["x*"]
+max_tool_calls = 0
+
+[[expects.tool_results_contain]]
+tool = "echo"
+needle = "x"
+""",
+}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "spots_expected"),
+    [
+        ("json", [(6, 24), (8, 31), (9, 26), (10, 23), (11, 39)]),
+        ("yaml", [(8, 20), (10, 27), (11, 22), (12, 19), (14, 14)]),
+        ("toml", [(9, 19), (11, 26), (12, 21), (13, 18), (16, 8)]),
+    ],
+)
+def test_every_new_refusal_carries_its_position_in_every_format(
+    tmp_path: Path, fmt: str, spots_expected: list[tuple[int, int]]
+) -> None:
+    found = errors(tmp_path, f"a.{fmt}", CONTRADICTIONS[fmt])
+    assert [(e.line, e.col) for e in found] == spots_expected
+    assert [e.json_path for e in found] == [
+        ("expects", "tools_not_used", 0),
+        ("expects", "response_not_contains", 0),
+        ("expects", "response_matches", 0),
+        ("expects", "max_tool_calls"),
+        ("expects", "tool_results_contain", 0, "tool"),
+    ]
+
+
 # --- rule 6: unique tool-call ids --------------------------------------------------------------
 
 
@@ -477,7 +795,6 @@ UNFALSIFIABLE = (
         "  exact_tool_calls: 0\n",
         "  max_tool_calls: 0\n",
         "  response_matches: ['^$']\n",
-        "  response_matches: ['x*']\n",
         "  tools_not_used: [rm]\n  response_not_contains: [x]\n  max_tool_calls: 2\n"
         "  all_tools_succeeded: true\n  tools_used: []\n",
     ],
@@ -601,7 +918,17 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r2_turn_without_steps.yaml": (4, 12, "turns[0].steps needs at least 1 item(s)"),
     "r2_root_is_a_list.json": (1, 1, "a fixture must be an object"),
     "r3_empty_expects.toml": (9, 2, "expects declares only empty lists"),
+    "r2_blank_needle.yaml": (9, 27, "expects.response_not_contains[0] must not be blank"),
     "r4_min_above_max.yaml": (8, 19, "min_tool_calls (3) is greater than max_tool_calls (2)"),
+    "r4_tool_used_and_not_used.json": (16, 33, '"echo" is in both expects.tools_used[0] and'),
+    "r4_payload_of_forbidden_tool.toml": (14, 8, "which expects.tools_not_used[0] forbids"),
+    "r4_forbidden_text_inside_required.json": (
+        11,
+        31,
+        '"cafe\\u0301" occurs inside expects.response_contains[0] "un café" (in Unicode NFC',
+    ),
+    "r4_calls_below_need.yaml": (14, 19, "max_tool_calls (1) is below the 2 tool call(s)"),
+    "r5_pattern_matches_everything.toml": (12, 21, 'pattern "yes|" matches every reply'),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
     "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
     "r7_unfalsifiable.yaml": (6, 1, "every check passes on a run that did nothing"),

@@ -91,8 +91,9 @@ def test_a_hanging_command_times_out_and_is_stopped(tmp_path: Path) -> None:
 
 def test_a_missing_tool_result_is_a_run_error_naming_the_call(tmp_path: Path) -> None:
     error = only_error(run(tmp_path, "forget-result"))
-    assert error.startswith(
-        """the agent's next model request carries no result for tool call(s) "c1" (echo)"""
+    assert error == (
+        'turn 1, model request 2: the result of tool call(s) "c1" (echo) was not fed back; the '
+        "request after a tool-call response must carry exactly one result per call id"
     )
 
 

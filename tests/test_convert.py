@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import string
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +231,7 @@ text = st.text(
     max_size=12,
 ) | st.sampled_from(TRICKY)
 non_empty = text.filter(lambda s: s != "")
+non_blank = non_empty.filter(lambda s: not s.isspace())  # as needles and tool names must be
 # Case names may hold no control characters or bidi overrides (admission refuses them).
 names = non_empty.filter(lambda s: name_problem(s) is None)
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | text
@@ -267,19 +270,24 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
         }
         for _ in range(draw(st.integers(1, 2)))
     ]
-    needle = {"tool": draw(non_empty), "needle": draw(non_empty)}
+    needle = {"tool": draw(non_blank), "needle": draw(non_blank)}
     if draw(st.booleans()):
         needle["call_index"] = draw(st.integers(0, 3))
+    # a non-blank string the empty run's reply cannot contain: always falsifiable
+    wanted = draw(st.lists(non_blank, min_size=1, max_size=2))
+    # nothing admission refuses as a contradiction: forbidden text inside required text (in
+    # NFC), a forbidden tool the payload check needs, fewer calls than the payload check needs
+    nfc = functools.partial(unicodedata.normalize, "NFC")
+    banned = draw(st.lists(non_blank, max_size=2))
     expects: dict[str, Any] = {
-        # a non-empty string the empty run's reply cannot contain: always falsifiable
-        "response_contains": draw(st.lists(non_empty, min_size=1, max_size=2)),
-        "response_not_contains": draw(st.lists(non_empty, max_size=2)),
-        "tools_not_used": draw(st.lists(non_empty, max_size=2)),
+        "response_contains": wanted,
+        "response_not_contains": [b for b in banned if not any(nfc(b) in nfc(w) for w in wanted)],
+        "tools_not_used": [t for t in draw(st.lists(non_blank, max_size=2)) if t != needle["tool"]],
         "response_matches": [draw(st.sampled_from(["^a", "x+", r"\d", "(?i)ok"]))],
         "tool_results_contain": [needle],
     }
     if draw(st.booleans()):
-        expects["max_tool_calls"] = draw(st.integers(0, 5))
+        expects["max_tool_calls"] = draw(st.integers(needle.get("call_index", 0) + 1, 5))
     case: dict[str, Any] = {"name": draw(names), "turns": turns, "expects": expects}
     if draw(st.booleans()):
         case["description"] = draw(text)

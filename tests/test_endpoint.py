@@ -1,6 +1,6 @@
-"""The replay endpoint over raw HTTP: both APIs, streaming and not, the tool loop and what the
-observer records, run errors, per-turn queues, what is kept of each request, and the socket
-(127.0.0.1 only, a free port, nothing left open)."""
+"""The replay endpoint over raw HTTP: both APIs, streaming and not, the tool loop and the evidence
+the conversation monitor keeps of it, run errors, per-turn queues, what is kept of each request,
+and the socket (127.0.0.1 only, a free port, nothing left open)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,22 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from evalrunner.endpoint import OPENAI_CANNOT_REPORT_FAILURE, ReplayEndpoint
+from evalrunner.agent import Agent, AgentContext, ReferenceAgent
+from evalrunner.conformance import ConversationMonitor, Dispatch
+from evalrunner.endpoint import ReplayEndpoint
+from evalrunner.grade import NO_EVIDENCE, grade
 from evalrunner.model import (
     Case,
     Expectations,
+    GradeResult,
     Message,
     ModelResponse,
+    RunRecord,
     TextResponse,
     ToolCall,
     ToolCallRecord,
@@ -31,6 +37,7 @@ from evalrunner.model import (
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
+from evalrunner.wire_client import WireClient
 from evalrunner.wire_openai import OpenAIChat
 
 # --- scripts and a client -----------------------------------------------------------------------
@@ -58,12 +65,12 @@ def echo_loop() -> list[Turn]:
 
 
 class Served:
-    """An endpoint serving a script, with its provider and observer."""
+    """An endpoint serving a script through a conversation monitor, with its provider."""
 
     def __init__(self, turns: list[Turn], **options: Any) -> None:
         self.provider = ReplayProvider(turns)
-        self.observer = RecordingObserver()
-        self.endpoint = ReplayEndpoint(self.provider, self.observer, **options)
+        self.monitor = ConversationMonitor(self.provider, [t.user_input for t in turns])
+        self.endpoint = ReplayEndpoint(self.monitor, **options)
 
     def post(self, path: str, body: object, headers: dict[str, str] | None = None) -> Reply:
         data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
@@ -203,7 +210,7 @@ def test_openai_tool_loop_records_the_call_with_the_result_the_agent_sent(
     ]
     assert body["usage"] == {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
     assert [c.id for c in s.endpoint.unresolved_calls()] == ["call_1"]
-    assert s.observer.tool_calls == []  # recorded when the result comes back, not before
+    assert s.monitor.fed_back() == ()  # recorded when the result comes back, not before
 
     tool = {"role": "tool", "tool_call_id": "call_1", "content": "token_7f3a"}
     second = s.openai([USER, openai_assistant("call_1"), tool])
@@ -218,11 +225,12 @@ def test_openai_tool_loop_records_the_call_with_the_result_the_agent_sent(
         "finish_reason": "stop",
         "logprobs": None,
     }
-    assert s.observer.tool_calls == [
-        ToolCallRecord("echo", ECHO_ARGS, "token_7f3a", True, "call_1")
-    ]
+    # The OpenAI wire has no error flag: success is unknown, not assumed.
+    assert s.monitor.fed_back() == (Dispatch(ToolCall("call_1", "echo", ECHO_ARGS), "token_7f3a"),)
     assert s.endpoint.unresolved_calls() == []
     assert s.endpoint.error is None
+    evidence = s.monitor.evidence()
+    assert (evidence.llm_calls, evidence.input_tokens, evidence.output_tokens) == (2, 24, 12)
     assert (s.provider.input_tokens, s.provider.output_tokens) == (24, 12)
 
 
@@ -245,8 +253,15 @@ def test_the_history_reported_over_the_wire_is_the_reference_agents(
     ]
     s.openai(history)
     assert s.endpoint.error is None
-    assert tuple(s.observer.messages) == reference.history
-    assert tuple(s.observer.tool_calls) == reference.tool_calls
+    evidence = s.monitor.evidence()
+    # The same conversation, but for the failure flag, which the OpenAI wire cannot carry.
+    assert evidence.history == tuple(replace(m, is_error=None) for m in reference.history)
+    # Turn 1 was closed when turn 2 opened: its dispatch is the reference run's, but for what
+    # the OpenAI wire cannot show (the arguments the tool received, success).
+    assert [(d.call.id, d.call.name, d.call.arguments, d.result) for d in evidence.dispatches] == [
+        (r.id, r.name, r.arguments, r.result) for r in reference.tool_calls
+    ]
+    assert [(d.arguments, d.success) for d in evidence.dispatches] == [(None, None)]
 
 
 def test_openai_stream_sends_data_chunks_ending_in_done(served: list[Served]) -> None:
@@ -292,8 +307,20 @@ def test_openai_stream_sends_data_chunks_ending_in_done(served: list[Served]) ->
             "content": [{"type": "text", "text": "sec"}, {"type": "text", "text": "ond"}],
         },
     ]
+    assistant = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "echo", "arguments": arguments},
+            },
+            {"id": "call_b", "type": "function", "function": {"name": "echo", "arguments": "{}"}},
+        ],
+    }
     second = s.openai(
-        [{"role": "user", "content": "go"}, openai_assistant("call_a", "call_b"), *results],
+        [{"role": "user", "content": "go"}, assistant, *results],
         stream=True,
         stream_options={"include_usage": True},
     )
@@ -303,10 +330,10 @@ def test_openai_stream_sends_data_chunks_ending_in_done(served: list[Served]) ->
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["choices"] == []
     assert chunks[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
-    assert s.observer.tool_calls == [
-        ToolCallRecord("echo", arguments, "first", True, "call_a"),
-        ToolCallRecord("echo", "{}", "second", True, "call_b"),
-    ]
+    assert s.monitor.fed_back() == (
+        Dispatch(ToolCall("call_a", "echo", arguments), "first"),
+        Dispatch(ToolCall("call_b", "echo", "{}"), "second"),
+    )
 
 
 def test_openai_carries_malformed_scripted_arguments_verbatim(served: list[Served]) -> None:
@@ -318,21 +345,83 @@ def test_openai_carries_malformed_scripted_arguments_verbatim(served: list[Serve
     )
 
 
-def test_openai_is_refused_when_the_case_asserts_the_success_flag(served: list[Served]) -> None:
-    s = serve(served, echo_loop(), infer_turns=True, success_flag_asserted=True)
-    reply = s.openai([USER])
-    assert reply.status == 500
-    assert reply.json()["error"]["message"] == OPENAI_CANNOT_REPORT_FAILURE
-    assert s.endpoint.error == OPENAI_CANNOT_REPORT_FAILURE
-    assert "cannot report whether a tool call failed" in OPENAI_CANNOT_REPORT_FAILURE
-    assert "tool_results_contain" in OPENAI_CANNOT_REPORT_FAILURE
-    assert s.provider.llm_calls == 0  # nothing was served
+class OverTheWire(ReferenceAgent):
+    """The reference loop run over HTTP, as an agent in another language would be: its model is
+    the case's monitor behind a replay endpoint, reached with :class:`WireClient`, and it reports
+    no dispatches (like a command agent whose reply lines carry no "tool_calls"). A failed
+    call's result is fed back with is_error, which only the Anthropic wire can carry."""
+
+    reports_dispatches = False
+
+    def __init__(self, context: AgentContext, api: str) -> None:
+        assert isinstance(context.provider, ConversationMonitor)
+        self.endpoint = ReplayEndpoint(context.provider)
+        self.endpoint.start()
+        base = self.endpoint.openai_base_url if api == "openai" else self.endpoint.base_url
+        super().__init__(
+            replace(context, provider=WireClient(api, base), observer=RecordingObserver())
+        )
+
+    def _feed(self, call: ToolCall, record: ToolCallRecord) -> None:
+        message = Message("tool", record.result, tool_call_id=call.id, is_error=not record.success)
+        self._append(message)
+
+    def close(self) -> None:
+        self.endpoint.close()
 
 
-def test_the_success_flag_is_no_obstacle_on_the_anthropic_wire(served: list[Served]) -> None:
-    s = serve(served, echo_loop(), infer_turns=True, success_flag_asserted=True)
-    assert s.anthropic([USER]).status == 200
-    assert s.endpoint.error is None
+def run_over_the_wire(
+    api: str, tool: str, expects: Expectations
+) -> tuple[RunRecord, tuple[GradeResult, ...]]:
+    """Run one call of ``tool`` (then a reply) over ``api`` and grade ``expects``."""
+    turns = [
+        turn(
+            "Please echo token_7f3a.",
+            calls(ToolCall("call_1", tool, ECHO_ARGS)),
+            TextResponse("Done."),
+        )
+    ]
+
+    def factory(context: AgentContext) -> Agent:
+        return OverTheWire(context, api)
+
+    record = run_case(Case("wire", tuple(turns), expects), agent_factory=factory)
+    assert record.error is None
+    return record, grade(expects, record)
+
+
+@pytest.fixture
+def loopback_without_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.mark.usefixtures("loopback_without_proxy")
+@pytest.mark.parametrize("expected", [True, False])
+def test_on_the_openai_wire_unreported_success_is_no_evidence(expected: bool) -> None:
+    expects = Expectations(exact_tool_calls=1, all_tools_succeeded=expected)
+    record, (counted, succeeded) = run_over_the_wire("openai", "echo", expects)
+    assert record.unobserved == ("arguments", "success")
+    assert counted.passed  # the fed-back result is evidence on every wire
+    # The echo call did succeed, but nothing on this path says so: the check fails whichever
+    # value it expects, with the message saying how to supply the evidence.
+    assert succeeded.check == f"all_tools_succeeded({json.dumps(expected)})"
+    assert not succeeded.passed
+    assert succeeded.detail == NO_EVIDENCE["success"]
+
+
+@pytest.mark.usefixtures("loopback_without_proxy")
+@pytest.mark.parametrize(("tool", "succeeded"), [("echo", True), ("no_such_tool", False)])
+def test_on_the_anthropic_wire_is_error_is_the_evidence_of_success(
+    tool: str, succeeded: bool
+) -> None:
+    expects = Expectations(all_tools_succeeded=True)
+    record, (graded,) = run_over_the_wire("anthropic", tool, expects)
+    assert record.unobserved == ("arguments",)  # success is observed: is_error says it
+    assert [(c.name, c.success) for c in record.tool_calls] == [(tool, succeeded)]
+    assert graded.passed is succeeded
+    if not succeeded:
+        assert graded.detail != NO_EVIDENCE["success"]
+        assert "no_such_tool" in graded.detail
 
 
 # --- Anthropic messages -------------------------------------------------------------------------
@@ -367,14 +456,17 @@ def test_anthropic_tool_loop_with_is_error_records_a_failed_call(served: list[Se
     body = second.json()
     assert body["content"] == [{"type": "text", "text": "The echo tool returned token_7f3a."}]
     assert body["stop_reason"] == "end_turn"
-    assert s.observer.tool_calls == [
-        ToolCallRecord("echo", ECHO_ARGS, "Error: disk full", False, "call_1")
-    ]
-    assert s.observer.messages[:3] == [
+    # is_error is the evidence of failure; the arguments the tool received are unknown here.
+    assert s.monitor.fed_back() == (
+        Dispatch(ToolCall("call_1", "echo", ECHO_ARGS), "Error: disk full", None, False),
+    )
+    # The history is the conversation as sent, without the system prompt.
+    assert s.monitor.evidence().history == (
         Message("user", "Please echo token_7f3a."),
         Message("assistant", "", tool_calls=(ToolCall("call_1", "echo", ECHO_ARGS),)),
-        Message("tool", "Error: disk full", tool_call_id="call_1"),
-    ]
+        Message("tool", "Error: disk full", tool_call_id="call_1", is_error=True),
+        Message("assistant", "The echo tool returned token_7f3a."),
+    )
 
 
 def test_anthropic_result_without_is_error_succeeds(served: list[Served]) -> None:
@@ -382,9 +474,10 @@ def test_anthropic_result_without_is_error_succeeds(served: list[Served]) -> Non
     s.anthropic([USER])
     result = {"type": "tool_result", "tool_use_id": "call_1", "content": "token_7f3a"}
     s.anthropic([USER, anthropic_assistant("call_1"), {"role": "user", "content": [result]}])
-    assert s.observer.tool_calls == [
-        ToolCallRecord("echo", ECHO_ARGS, "token_7f3a", True, "call_1")
-    ]
+    assert s.endpoint.error is None
+    assert s.monitor.fed_back() == (
+        Dispatch(ToolCall("call_1", "echo", ECHO_ARGS), "token_7f3a", None, True),
+    )
 
 
 def test_anthropic_stream_sends_named_events_from_start_to_stop(served: list[Served]) -> None:
@@ -435,7 +528,11 @@ def test_anthropic_stream_sends_named_events_from_start_to_stop(served: list[Ser
     text = "".join(p["delta"]["text"] for p in payloads if p["type"] == "content_block_delta")
     assert text == "All done, in several pieces of text."
     assert payloads[-2]["delta"]["stop_reason"] == "end_turn"
-    assert s.observer.tool_calls == [ToolCallRecord("echo", arguments, "ok", True, "toolu_1")]
+    assert s.endpoint.error is None
+    # The dispatch keeps the scripted argument text, not the object the agent echoed back.
+    assert s.monitor.fed_back() == (
+        Dispatch(ToolCall("toolu_1", "echo", arguments), "ok", None, True),
+    )
 
 
 @pytest.mark.parametrize(
@@ -464,7 +561,22 @@ def test_anthropic_cannot_carry_arguments_that_are_not_an_object(
     assert 'tool call "c1" (echo)' in message
     assert "not a JSON object" in message
     assert reason in message
+    again = s.anthropic([{"role": "user", "content": "go"}])
+    assert again.json()["error"]["message"] == f"the run has already failed: {message}"
+
+
+def test_a_response_the_wire_cannot_carry_is_never_accounted_as_served(
+    served: list[Served],
+) -> None:
+    turns = [turn("go", calls(ToolCall("c1", "echo", "{not json")), TextResponse("ok"))]
+    s = serve(served, turns, infer_turns=True)
+    assert s.anthropic([{"role": "user", "content": "go"}]).status == 500
+    assert s.endpoint.error is not None
     assert s.endpoint.unresolved_calls() == []  # never handed to the agent
+    assert s.endpoint.responses_served == 0
+    evidence = s.monitor.evidence()
+    assert (evidence.llm_calls, evidence.input_tokens, evidence.output_tokens) == (0, 0, 0)
+    assert evidence.history == (Message("user", "go"),)
 
 
 # --- run errors ---------------------------------------------------------------------------------
@@ -475,7 +587,7 @@ def test_a_request_without_the_result_is_a_run_error_naming_the_call(
 ) -> None:
     turns = [
         turn(
-            "go",
+            USER["content"],
             calls(ToolCall("call_1", "echo", ECHO_ARGS), ToolCall("call_2", "echo", ECHO_ARGS)),
             TextResponse("done"),
         )
@@ -489,23 +601,86 @@ def test_a_request_without_the_result_is_a_run_error_naming_the_call(
     error = reply.json()["error"]
     assert error["code"] == "run_error"
     assert error["message"] == s.endpoint.error
+    assert error["message"].startswith("turn 1, model request 2: ")
     assert '"call_2" (echo)' in error["message"]
     assert '"call_1"' not in error["message"]
-    assert 'a "tool" message with its tool_call_id' in error["message"]
-    # the call that did come back is recorded; the other stays unresolved
-    assert [c.id for c in s.observer.tool_calls] == ["call_1"]
-    assert [c.id for c in s.endpoint.unresolved_calls()] == ["call_2"]
+    assert "exactly one result per call id" in error["message"]
+    # A refused request is not taken in: nothing was fed back, both calls stay unresolved.
+    assert s.monitor.fed_back() == ()
+    assert [c.id for c in s.endpoint.unresolved_calls()] == ["call_1", "call_2"]
     assert s.provider.llm_calls == 1  # the reply was not served
 
 
-def test_anthropic_missing_result_names_the_call_and_the_block(served: list[Served]) -> None:
-    s = serve(served, echo_loop(), infer_turns=True)
-    s.anthropic([USER])
+def test_anthropic_missing_result_names_the_call(served: list[Served]) -> None:
+    # The runner brackets the turn: the request is turn 1's second, and a user message where
+    # the result of call_1 belongs is refused, naming the call.
+    s = serve(served, echo_loop())
+    s.monitor.begin_turn(0)
+    assert s.anthropic([USER]).status == 200
     reply = s.anthropic([USER, anthropic_assistant("call_1"), {"role": "user", "content": "?"}])
     assert reply.status == 500
     message = reply.json()["error"]["message"]
-    assert '"call_1" (echo)' in message
-    assert "tool_result block with its tool_use_id" in message
+    assert message == s.endpoint.error
+    assert message.startswith("turn 1, model request 2: ")
+    assert 'the user message "?"' in message
+    assert 'only the results of "call_1" (echo) may follow' in message
+
+
+def test_a_missing_result_is_named_even_when_a_user_message_follows(
+    served: list[Served],
+) -> None:
+    s = serve(served, echo_loop(), infer_turns=True)
+    assert s.anthropic([USER]).status == 200
+    reply = s.anthropic([USER, anthropic_assistant("call_1"), {"role": "user", "content": "?"}])
+    assert reply.status == 500
+    assert '"call_1" (echo)' in reply.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("results", "fragment"),
+    [
+        (
+            [("call_1", "token_7f3a"), ("call_1", "token_7f3a")],
+            'two results for tool call "call_1" (echo); each call gets exactly one',
+        ),
+        (
+            [("call_1", "token_7f3a"), ("call_9", "?")],
+            'a result for tool call id "call_9", which the model never handed out',
+        ),
+    ],
+)
+def test_each_call_gets_exactly_one_result_over_the_wire(
+    served: list[Served], results: list[tuple[str, str]], fragment: str
+) -> None:
+    s = serve(served, echo_loop(), infer_turns=True)
+    assert s.openai([USER]).status == 200
+    tools = [{"role": "tool", "tool_call_id": i, "content": c} for i, c in results]
+    reply = s.openai([USER, openai_assistant("call_1"), *tools])
+    assert reply.status == 500
+    assert fragment in reply.json()["error"]["message"]
+    assert s.monitor.fed_back() == ()
+    assert s.provider.llm_calls == 1
+
+
+def test_the_assistant_calls_must_be_repeated_as_the_model_sent_them(
+    served: list[Served],
+) -> None:
+    s = serve(served, echo_loop(), infer_turns=True)
+    assert s.openai([USER]).status == 200
+    tool = {"role": "tool", "tool_call_id": "call_1", "content": "token_7f3a"}
+    other = '{"message":"something else"}'
+    reply = s.openai([USER, openai_assistant("call_1", arguments=other), tool])
+    assert reply.status == 500
+    assert reply.json()["error"]["message"] == (
+        'turn 1, model request 2: history message 2 repeats tool call "call_1" (echo) with '
+        f"arguments {json.dumps(other)}, but the model sent {json.dumps(ECHO_ARGS)}"
+    )
+    # Re-serialising the same object is no change.
+    s2 = serve(served, echo_loop(), infer_turns=True)
+    assert s2.openai([USER]).status == 200
+    spaced = openai_assistant("call_1", arguments='{ "message" : "token_7f3a" }')
+    assert s2.openai([USER, spaced, tool]).status == 200
+    assert s2.endpoint.error is None
 
 
 def test_after_a_run_error_every_request_is_refused(served: list[Served]) -> None:
@@ -540,6 +715,28 @@ def test_over_specified_turn_is_a_run_error_when_the_next_turn_opens(
 
 
 def test_under_specified_turn_is_a_run_error(served: list[Served]) -> None:
+    turns = [
+        turn("one", calls(ToolCall("call_1", "echo", ECHO_ARGS))),
+        turn("two", TextResponse("b")),
+    ]
+    s = serve(served, turns, infer_turns=True)
+    s.anthropic([{"role": "user", "content": "one"}])
+    result = {"type": "tool_result", "tool_use_id": "call_1", "content": "token_7f3a"}
+    history = [
+        {"role": "user", "content": "one"},
+        anthropic_assistant("call_1"),
+        {"role": "user", "content": [result]},
+    ]
+    # a conformant request, but not a new user message: still turn 1, whose script is used up
+    reply = s.anthropic(history)
+    assert reply.status == 500
+    assert s.endpoint.error == (
+        "turn 1 requested more model responses than the fixture scripts for it"
+    )
+    assert s.provider.llm_calls == 1
+
+
+def test_a_message_the_run_never_held_is_a_run_error(served: list[Served]) -> None:
     turns = [turn("one", TextResponse("a")), turn("two", TextResponse("b"))]
     s = serve(served, turns, infer_turns=True)
     s.anthropic([{"role": "user", "content": "one"}])
@@ -549,15 +746,17 @@ def test_under_specified_turn_is_a_run_error(served: list[Served]) -> None:
         {"role": "user", "content": [{"type": "text", "text": "again"}]},
         {"role": "assistant", "content": "a"},
     ]
-    # the last message is not a new user message: still turn 1, whose script is used up
+    # not a new user message, so still turn 1; but "again" was never said in this run
     reply = s.anthropic(history)
     assert reply.status == 500
     assert s.endpoint.error == (
-        "turn 1 requested more model responses than the fixture scripts for it"
+        'turn 1, model request 2: the request ends with the user message "again", which the '
+        'run never held; its latest message must be the assistant message "a"'
     )
+    assert s.provider.llm_calls == 1
 
 
-def test_more_turns_than_scripted_is_a_run_error(served: list[Served]) -> None:
+def test_more_turns_than_scripted_says_so(served: list[Served]) -> None:
     s = serve(served, [turn("one", TextResponse("a"))], infer_turns=True)
     s.openai([{"role": "user", "content": "one"}])
     history = [
@@ -566,36 +765,86 @@ def test_more_turns_than_scripted_is_a_run_error(served: list[Served]) -> None:
         {"role": "user", "content": "two"},
     ]
     assert s.openai(history).status == 500
-    assert s.endpoint.error == (
-        "the agent began turn 2, but the fixture scripts only 1 turn(s)"
-    )
+    assert s.endpoint.error == "the agent began turn 2, but the fixture scripts only 1 turn(s)"
 
 
 def test_turns_bracketed_by_the_runner_never_bleed(served: list[Served]) -> None:
     turns = [turn("one", TextResponse("first")), turn("two", TextResponse("second"))]
     s = serve(served, turns)  # infer_turns=False: the runner says where turns begin and end
-    s.provider.begin_turn(0)
+    s.monitor.begin_turn(0)
     assert (
         s.openai([{"role": "user", "content": "one"}]).json()["choices"][0]["message"]["content"]
         == "first"
     )
-    s.provider.end_turn()
+    s.monitor.end_turn(None)
     # Between turns nothing is served, whatever the request looks like.
-    assert s.openai([{"role": "user", "content": "sneaky"}]).status == 500
-    assert s.endpoint.error == "the agent requested a model response outside any turn"
+    history = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first"},
+        {"role": "user", "content": "two"},
+    ]
+    reply = s.openai(history)
+    assert reply.status == 500
+    assert s.endpoint.error is not None
+    assert s.endpoint.error.startswith("the agent sent a model request outside any turn")
+    assert s.provider.llm_calls == 1
+    # The error is sticky: turn 2 opening afterwards changes nothing.
+    s.monitor.begin_turn(1)
+    assert s.openai(history).status == 500
+    assert s.provider.llm_calls == 1
+
+
+def test_a_request_before_the_first_turn_is_refused(served: list[Served]) -> None:
+    s = serve(served, echo_loop())
+    assert s.openai([USER]).status == 500
+    assert s.endpoint.error == "the agent sent a model request outside any turn (before the first turn)"
+    assert s.provider.llm_calls == 0
 
 
 def test_runner_turns_serve_each_turns_own_queue(served: list[Served]) -> None:
     turns = [turn("one", TextResponse("first")), turn("two", TextResponse("second"))]
     s = serve(served, turns)
     replies = []
+    history: list[dict[str, Any]] = []
     for index, user in enumerate(["one", "two"]):
-        s.provider.begin_turn(index)
-        replies.append(s.anthropic([{"role": "user", "content": user}]).json()["content"][0])
-        s.provider.end_turn()
+        s.monitor.begin_turn(index)
+        history.append({"role": "user", "content": user})
+        block = s.anthropic(history).json()["content"][0]
+        replies.append(block)
+        history.append({"role": "assistant", "content": [block]})
+        s.monitor.end_turn(None)
     assert [r["text"] for r in replies] == ["first", "second"]
     assert s.endpoint.error is None
-    assert [m.content for m in s.observer.messages] == ["one", "first", "two", "second"]
+    assert [m.content for m in s.monitor.evidence().history] == ["one", "first", "two", "second"]
+
+
+def test_runner_turns_check_the_turns_user_input(served: list[Served]) -> None:
+    turns = [turn("one", TextResponse("first")), turn("two", TextResponse("second"))]
+    s = serve(served, turns)
+    s.monitor.begin_turn(0)
+    reply = s.openai([{"role": "user", "content": "one, reworded"}])
+    assert reply.status == 500
+    assert s.endpoint.error == (
+        "turn 1, model request 1: the latest user message should be the turn's user_input "
+        '"one" verbatim, but the request carries "one, reworded"'
+    )
+    assert s.provider.llm_calls == 0
+
+
+def test_runner_turns_require_earlier_turns_to_be_kept(served: list[Served]) -> None:
+    turns = [turn("one", TextResponse("first")), turn("two", TextResponse("second"))]
+    s = serve(served, turns)
+    s.monitor.begin_turn(0)
+    assert s.openai([{"role": "user", "content": "one"}]).status == 200
+    s.monitor.end_turn(None)
+    s.monitor.begin_turn(1)
+    reply = s.openai([{"role": "user", "content": "two"}])  # turn 1 dropped
+    assert reply.status == 500
+    message = reply.json()["error"]["message"]
+    assert message == s.endpoint.error
+    assert message.startswith("turn 2, model request 1: ")
+    assert 'the user message "one"' in message  # what was dropped
+    assert s.provider.llm_calls == 1
 
 
 # --- what is kept of each request ---------------------------------------------------------------
@@ -647,9 +896,9 @@ def test_requests_are_kept_as_neutral_requests(served: list[Served]) -> None:
         Message("system", "be brief"),
         Message("user", "go"),
         Message("assistant", "Calling.", tool_calls=(ToolCall("call_1", "echo", ECHO_ARGS),)),
-        Message("tool", "token_7f3a", tool_call_id="call_1"),
+        Message("tool", "token_7f3a", tool_call_id="call_1", is_error=False),
     )
-    assert s.provider.requests == s.endpoint.requests
+    assert tuple(s.provider.requests) == s.endpoint.requests
 
 
 @pytest.mark.parametrize(
@@ -686,7 +935,7 @@ def test_unreadable_requests_are_400_in_the_apis_shape(
         message = error["error"]["message"]
     assert fragment in message
     assert s.endpoint.error == message
-    assert s.endpoint.requests == []
+    assert s.endpoint.requests == ()  # nothing was read, so nothing reached the monitor
 
 
 def test_unknown_paths_are_404_in_the_apis_shape(served: list[Served]) -> None:
@@ -760,7 +1009,7 @@ def test_binds_to_loopback_on_a_free_port(served: list[Served]) -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "localhost", "::", "192.168.1.10", ""])
 def test_refuses_any_address_but_loopback(host: str) -> None:
     with pytest.raises(ValueError, match=r"127\.0\.0\.1 only"):
-        ReplayEndpoint(ReplayProvider([]), RecordingObserver(), host=host)
+        ReplayEndpoint(ConversationMonitor(ReplayProvider([]), []), host=host)
 
 
 def test_a_given_port_is_used(served: list[Served]) -> None:
@@ -772,7 +1021,9 @@ def test_a_given_port_is_used(served: list[Served]) -> None:
 
 
 def test_close_releases_the_port_and_is_idempotent() -> None:
-    endpoint = ReplayEndpoint(ReplayProvider(echo_loop()), RecordingObserver())
+    endpoint = ReplayEndpoint(
+        ConversationMonitor(ReplayProvider(echo_loop()), [t.user_input for t in echo_loop()])
+    )
     with endpoint:
         port = endpoint.port
         assert get(endpoint.base_url + "/").status == 404
@@ -784,14 +1035,18 @@ def test_close_releases_the_port_and_is_idempotent() -> None:
 
 
 def test_close_before_start_is_harmless() -> None:
-    endpoint = ReplayEndpoint(ReplayProvider(echo_loop()), RecordingObserver())
+    endpoint = ReplayEndpoint(
+        ConversationMonitor(ReplayProvider(echo_loop()), [t.user_input for t in echo_loop()])
+    )
     endpoint.close()
     with pytest.raises(RuntimeError, match="not been started"):
         _ = endpoint.base_url
 
 
 def test_a_client_holding_a_connection_open_does_not_hold_close() -> None:
-    endpoint = ReplayEndpoint(ReplayProvider(echo_loop()), RecordingObserver())
+    endpoint = ReplayEndpoint(
+        ConversationMonitor(ReplayProvider(echo_loop()), [t.user_input for t in echo_loop()])
+    )
     endpoint.start()
     stalled = socket.create_connection(("127.0.0.1", endpoint.port))
     try:

@@ -1,6 +1,7 @@
 """The replay endpoint against the official ``openai`` and ``anthropic`` SDKs (test extras):
 each test is a small agent written with an SDK, driving a tool loop over two turns, and the
-endpoint must record exactly the tool calls a reference run records."""
+conversation monitor behind the endpoint must record exactly the tool calls a reference run
+records, as far as each wire shows them (success only where it has is_error)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,21 @@ import anthropic
 import openai
 import pytest
 
+from evalrunner.agent import AgentContext
+from evalrunner.conformance import ConversationMonitor, Dispatch
 from evalrunner.endpoint import ReplayEndpoint
+from evalrunner.grade import NO_EVIDENCE, grade
 from evalrunner.model import (
     Case,
     Expectations,
+    GradeResult,
+    RunRecord,
     TextResponse,
     ToolCall,
     ToolCallRecord,
     ToolCallsResponse,
     Turn,
 )
-from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.tools import EchoTool
@@ -90,19 +95,31 @@ def no_thread_left_behind() -> Iterator[None]:
 Agent = Callable[[ReplayEndpoint, list[str]], list[str]]
 
 
-def replay(agent: Agent, **options: Any) -> tuple[ReplayEndpoint, RecordingObserver, list[str]]:
-    """Run ``agent`` against an endpoint serving SCRIPT, the runner bracketing the turns."""
-    provider = ReplayProvider(SCRIPT)
-    observer = RecordingObserver()
-    with ReplayEndpoint(provider, observer, **options) as endpoint:
+def monitored() -> ConversationMonitor:
+    return ConversationMonitor(ReplayProvider(SCRIPT), [turn.user_input for turn in SCRIPT])
+
+
+def replay(agent: Agent) -> tuple[ReplayEndpoint, ConversationMonitor, list[str]]:
+    """Run ``agent`` against an endpoint serving SCRIPT, the runner bracketing the turns (the
+    agent reports no dispatches: what is recorded is what crossed the wire)."""
+    monitor = monitored()
+    with ReplayEndpoint(monitor) as endpoint:
         replies: list[str] = []
         conversation: list[str] = []
         for index, scripted in enumerate(SCRIPT):
-            provider.begin_turn(index)
+            monitor.begin_turn(index)
             conversation.append(scripted.user_input)
             replies += agent(endpoint, conversation)[-1:]
-            provider.end_turn()
-    return endpoint, observer, replies
+            monitor.end_turn(None)
+    return endpoint, monitor, replies
+
+
+def seen(dispatches: tuple[Dispatch, ...]) -> list[tuple[str, str, str, str]]:
+    """What every wire shows of each dispatch: the call as handed out, and the result fed back."""
+    return [(d.call.id, d.call.name, d.call.arguments, d.result) for d in dispatches]
+
+
+EXPECTED_SEEN = [(r.id or "", r.name, r.arguments, r.result) for r in EXPECTED]
 
 
 def test_the_reference_run_records_the_same_calls() -> None:
@@ -189,10 +206,13 @@ class OpenAIAgent:
 
 @pytest.mark.parametrize("how", ["plain", "chunks", "helper"])
 def test_openai_sdk_tool_loop(how: str) -> None:
-    endpoint, observer, replies = replay(OpenAIAgent(how))
+    endpoint, monitor, replies = replay(OpenAIAgent(how))
     assert endpoint.error is None
     assert replies == ["Echoed alpha and beta.", "Echoed gamma."]
-    assert observer.tool_calls == EXPECTED
+    evidence = monitor.evidence()
+    assert seen(evidence.dispatches) == EXPECTED_SEEN
+    # Unreported, over a wire without an error flag: neither is known.
+    assert {(d.arguments, d.success) for d in evidence.dispatches} == {(None, None)}
     assert endpoint.unresolved_calls() == []
     assert {r.api for r in endpoint.requests} == {"openai"}
     assert {r.stream for r in endpoint.requests} == {how != "plain"}
@@ -201,13 +221,13 @@ def test_openai_sdk_tool_loop(how: str) -> None:
 
 
 def test_openai_sdk_sees_a_run_error_once_and_does_not_retry() -> None:
-    provider = ReplayProvider(SCRIPT)
-    with ReplayEndpoint(provider, RecordingObserver()) as endpoint:
-        provider.begin_turn(0)
+    monitor = monitored()
+    with ReplayEndpoint(monitor) as endpoint:
+        monitor.begin_turn(0)
         # SDK retries left at their default: the endpoint's answer tells them not to.
         client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="dummy")
         with client:
-            user = {"role": "user", "content": "hi"}
+            user = {"role": "user", "content": SCRIPT[0].user_input}
             client.chat.completions.create(model="m", messages=[user])
             with pytest.raises(openai.InternalServerError, match='"call_a1" \\(echo\\)'):
                 client.chat.completions.create(
@@ -218,13 +238,51 @@ def test_openai_sdk_sees_a_run_error_once_and_does_not_retry() -> None:
     assert "call_b2" in endpoint.error
 
 
-def test_openai_sdk_is_refused_when_the_success_flag_is_asserted() -> None:
-    provider = ReplayProvider(SCRIPT)
-    with ReplayEndpoint(provider, RecordingObserver(), success_flag_asserted=True) as endpoint:
-        provider.begin_turn(0)
-        client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="d", max_retries=0)
-        with client, pytest.raises(openai.InternalServerError, match="tool_results_contain"):
-            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+class OverTheWire:
+    """An SDK agent run in process by the runner: it talks to the case's monitor through its
+    own replay endpoint and reports no dispatches (like a command agent whose reply lines carry
+    no "tool_calls")."""
+
+    reports_dispatches = False
+    runs_own_tools = True
+
+    def __init__(self, context: AgentContext, agent: Agent) -> None:
+        assert isinstance(context.provider, ConversationMonitor)
+        self.agent = agent
+        self.conversation: list[str] = []
+        self.endpoint = ReplayEndpoint(context.provider)
+        self.endpoint.start()
+
+    def respond(self, user_input: str) -> str:
+        self.conversation.append(user_input)
+        return self.agent(self.endpoint, self.conversation)[-1]
+
+    def close(self) -> None:
+        self.endpoint.close()
+
+
+def graded_over_the_wire(
+    agent: Agent, expects: Expectations
+) -> tuple[RunRecord, tuple[GradeResult, ...]]:
+    record = run_case(
+        Case("sdk", SCRIPT, expects), agent_factory=lambda context: OverTheWire(context, agent)
+    )
+    assert record.error is None, record.error
+    assert [(c.id, c.name, c.result) for c in record.tool_calls] == [
+        (r.id, r.name, r.result) for r in EXPECTED
+    ]
+    return record, grade(expects, record)
+
+
+@pytest.mark.parametrize("expected", [True, False])
+def test_openai_sdk_without_reports_gives_no_evidence_of_success(expected: bool) -> None:
+    expects = Expectations(exact_tool_calls=3, all_tools_succeeded=expected)
+    record, (counted, succeeded) = graded_over_the_wire(OpenAIAgent("plain"), expects)
+    assert record.unobserved == ("arguments", "success")
+    assert counted.passed
+    # Every call did succeed, but nothing the agent sent says so: the check fails either way.
+    assert not succeeded.passed
+    assert succeeded.detail == NO_EVIDENCE["success"]
 
 
 # --- an agent on the anthropic SDK -------------------------------------------------------------
@@ -303,10 +361,13 @@ class AnthropicAgent:
 
 @pytest.mark.parametrize("how", ["plain", "events", "helper"])
 def test_anthropic_sdk_tool_loop(how: str) -> None:
-    endpoint, observer, replies = replay(AnthropicAgent(how))
+    endpoint, monitor, replies = replay(AnthropicAgent(how))
     assert endpoint.error is None
     assert replies == ["Echoed alpha and beta.", "Echoed gamma."]
-    assert observer.tool_calls == EXPECTED
+    evidence = monitor.evidence()
+    assert seen(evidence.dispatches) == EXPECTED_SEEN
+    # Unreported arguments are unknown; is_error (false) says each call succeeded.
+    assert {(d.arguments, d.success) for d in evidence.dispatches} == {(None, True)}
     assert endpoint.unresolved_calls() == []
     assert {r.api for r in endpoint.requests} == {"anthropic"}
     assert {r.stream for r in endpoint.requests} == {how != "plain"}
@@ -315,20 +376,30 @@ def test_anthropic_sdk_tool_loop(how: str) -> None:
 
 @pytest.mark.parametrize("how", ["plain", "helper"])
 def test_anthropic_sdk_is_error_records_a_failed_call(how: str) -> None:
-    endpoint, observer, _ = replay(AnthropicAgent(how, failing="gamma"))
+    endpoint, monitor, _ = replay(AnthropicAgent(how, failing="gamma"))
     assert endpoint.error is None
-    assert [c.success for c in observer.tool_calls] == [True, True, False]
+    assert [d.success for d in monitor.evidence().dispatches] == [True, True, False]
+
+
+@pytest.mark.parametrize(("failing", "succeeded"), [(None, True), ("gamma", False)])
+def test_anthropic_sdk_is_error_is_the_evidence_all_tools_succeeded_grades(
+    failing: str | None, succeeded: bool
+) -> None:
+    expects = Expectations(all_tools_succeeded=True)
+    record, (graded,) = graded_over_the_wire(AnthropicAgent("plain", failing), expects)
+    assert record.unobserved == ("arguments",)
+    assert [c.success for c in record.tool_calls] == [True, True, succeeded]
+    assert graded.passed is succeeded
+    assert graded.detail != NO_EVIDENCE["success"]
 
 
 def test_anthropic_sdk_stream_reports_usage() -> None:
-    provider = ReplayProvider(SCRIPT)
-    with ReplayEndpoint(provider, RecordingObserver(), infer_turns=True) as endpoint:
+    user: Any = {"role": "user", "content": SCRIPT[0].user_input}
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="d", max_retries=0)
         with (
             client,
-            client.messages.stream(
-                model="m", max_tokens=8, messages=[{"role": "user", "content": "go"}]
-            ) as stream,
+            client.messages.stream(model="m", max_tokens=8, messages=[user]) as stream,
         ):
             message = stream.get_final_message()
     assert message.stop_reason == "tool_use"
@@ -337,11 +408,10 @@ def test_anthropic_sdk_stream_reports_usage() -> None:
 
 
 def test_anthropic_sdk_sees_a_missing_result_as_an_error_naming_it() -> None:
-    provider = ReplayProvider(SCRIPT)
-    with ReplayEndpoint(provider, RecordingObserver(), infer_turns=True) as endpoint:
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="dummy")
         with client:
-            user = {"role": "user", "content": "go"}
+            user = {"role": "user", "content": SCRIPT[0].user_input}
             first = client.messages.create(model="m", max_tokens=8, messages=[user])
             uses: Any = [
                 b.model_dump(include={"type", "id", "name", "input"}) for b in first.content

@@ -4,13 +4,16 @@ and failure details; grading order; and falsifiability of the gated suite."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import unicodedata
 from pathlib import Path
 
 import pytest
 
 from evalrunner.admit import admit_suite
 from evalrunner.grade import KINDS, grade
-from evalrunner.grade.response import PatternError, compile_pattern
+from evalrunner.grade._format import listing, quote
+from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.load import load_suite
 from evalrunner.model import (
     Case,
@@ -145,6 +148,150 @@ def test_response_matches_uses_re2_linear_time() -> None:
 def test_patterns_outside_re2_do_not_compile(pattern: str) -> None:
     with pytest.raises(PatternError):
         compile_pattern(pattern)
+
+
+# --- Unicode: NFC comparison and look-alike text in labels and details ------------------------
+
+NFC_CAFE = "caf\u00e9"  # é as one code point
+NFD_CAFE = "cafe\u0301"  # e plus a combining acute accent: looks the same
+
+
+def test_response_not_contains_compares_in_nfc_and_the_detail_shows_the_difference() -> None:
+    result = only(Expectations(response_not_contains=(NFC_CAFE,)), run(f"un {NFD_CAFE} noir"))
+    assert result == GradeResult(
+        'response_not_contains("café")',
+        False,
+        'unexpectedly present in response: "un cafe\\u0301 noir" '
+        '(compared in Unicode NFC form: "un café noir")',
+    )
+
+
+def test_response_contains_an_nfd_needle_finds_nfc_text_and_its_label_escapes_it() -> None:
+    assert only(Expectations(response_contains=(NFD_CAFE,)), run("un café")) == GradeResult(
+        'response_contains("cafe\\u0301")', True, ""
+    )
+    failed = only(Expectations(response_contains=(NFD_CAFE,)), run("un cafe"))
+    assert failed.detail == 'not found in response: "un cafe"'  # already NFC: no note
+
+
+def test_nfc_keeps_a_letter_and_its_accent_together() -> None:
+    # In NFC "é" is one character: a needle "e" is not in it, however the reply spells it.
+    assert not only(Expectations(response_contains=("cafe",)), run(NFD_CAFE)).passed
+    assert only(Expectations(response_not_contains=("cafe",)), run(NFD_CAFE)).passed
+
+
+def test_response_matches_compares_pattern_and_response_in_nfc() -> None:
+    assert only(Expectations(response_matches=(f"^{NFC_CAFE}$",)), run(NFD_CAFE)).passed
+    assert only(Expectations(response_matches=(f"^{NFD_CAFE}$",)), run(NFC_CAFE)).passed
+    failed = only(Expectations(response_matches=("^x",)), run(NFD_CAFE))
+    assert failed.detail == (
+        'no match in response: "cafe\\u0301" (compared in Unicode NFC form: "café")'
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "what", "shown"),
+    [
+        ("tool_arguments_contain", "arguments", '"{\\"message\\":\\"cafe\\u0301\\"}"'),
+        ("tool_results_contain", "results", '"cafe\\u0301"'),
+    ],
+)
+def test_payload_needles_compare_in_nfc(kind: str, what: str, shown: str) -> None:
+    call = rec("echo", f'{{"message":"{NFD_CAFE}"}}', NFD_CAFE)
+    found = grade(Expectations(**{kind: (PayloadNeedle("echo", NFC_CAFE),)}), run("", call))
+    assert [r.passed for r in found] == [True]
+    normal = json.dumps(unicodedata.normalize("NFC", json.loads(shown)), ensure_ascii=False)
+    missing = only(Expectations(**{kind: (PayloadNeedle("echo", "thé"),)}), run("", call))
+    assert missing == GradeResult(
+        f'{kind}("echo", "thé")',
+        False,
+        f'{what} of "echo": [{shown}] (compared in Unicode NFC form: [{normal}])',
+    )
+    indexed = only(Expectations(**{kind: (PayloadNeedle("echo", "thé", 0),)}), run("", call))
+    assert indexed.detail == (
+        f'{what} of call 0 to "echo": {shown} (compared in Unicode NFC form: {normal})'
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ('plain "ascii"\n', '"plain \\"ascii\\"\\n"'),
+        ("café 東京 — «ok»", '"café 東京 — «ok»"'),
+        (NFD_CAFE, '"cafe\\u0301"'),
+        ("नमस्ते", '"नमस्ते"'),  # NFC Devanagari: its marks sit on letters, kept readable
+        ("\u0301 alone", '"\\u0301 alone"'),  # a mark on nothing (or on the quote) is escaped
+        ("a\n\u0301", '"a\\n\\u0301"'),
+        ("zero\u200bwidth", '"zero\\u200bwidth"'),
+        ("\u202eevil", '"\\u202eevil"'),  # bidi override
+        ("\ufeffbom", '"\\ufeffbom"'),
+        ("no\u00a0break", '"no\\u00a0break"'),  # looks like a space
+        ("del\x7f c1\x85", '"del\\u007f c1\\u0085"'),
+        ("heart\u2764\ufe0f", '"heart\u2764\\ufe0f"'),  # variation selectors are invisible
+        ("hangul\u3164filler", '"hangul\\u3164filler"'),
+        ("emoji 😀", '"emoji 😀"'),
+        ("tag\U000e0041", '"tag\\udb40\\udc41"'),
+    ],
+)
+def test_quote_escapes_what_could_make_two_strings_look_alike(text: str, shown: str) -> None:
+    assert quote(text) == shown
+    assert json.loads(shown) == text  # still a JSON string literal of the same text
+
+
+def test_quote_never_renders_nfc_and_nfd_the_same() -> None:
+    for word in ["café", "Ångström", "naïve", "Hồ Chí Minh", "ñandú"]:
+        decomposed = unicodedata.normalize("NFD", word)
+        assert decomposed != word
+        assert quote(decomposed) != quote(word)
+        assert quote(word) == json.dumps(word, ensure_ascii=False)  # ordinary text unchanged
+
+
+def test_listing_quotes_each_item_like_quote() -> None:
+    assert listing(["echo", NFD_CAFE]) == '["echo", "cafe\\u0301"]'
+    assert listing([]) == "[]"
+
+
+# --- patterns that match every response --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["foo|", "a*", "^", "$", r"\A", r"\z", "(x)?", r"\b|\B", "(?m)^", "(?m)$", "x*$", "|", "a*?"],
+)
+def test_patterns_that_can_match_empty_everywhere_match_every_text(pattern: str) -> None:
+    assert matches_every_text(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern", ["^$", r"\b", r"\B", "^foo", "(?m)^$", ".", r"^\b", r"\b$", "a+", r"\b\B"]
+)
+def test_patterns_that_some_text_escapes_are_not_flagged(pattern: str) -> None:
+    assert not matches_every_text(pattern)
+
+
+def test_re2_assertions_see_the_whole_text_when_the_match_is_confined() -> None:
+    # matches_every_text relies on this: a search confined to [i, i] still sees both neighbours.
+    assert compile_pattern(r"\z").search("a", 0, 0) is None
+    assert compile_pattern(r"\b").search("a", 0, 0) is not None
+    assert compile_pattern("^").search("ba", 1, 1) is None
+    assert compile_pattern("(?m)^").search("\na", 1, 1) is not None
+
+
+SAMPLE_PATTERNS = [
+    "", "a", "a*", "^", "$", r"\b", r"\B", "(?m)^", "(?m)$", "^$", "a|", r"\n?", "é*", r"\s*$",
+    r"^\b", r"\b$", r"(?m)^\B", r"\B|$", r"(?m)^|\b", r"[^a]?$", r"(?s).?", r"\b|(?m)$",
+]  # fmt: skip
+
+
+def test_matches_every_text_is_sound_against_every_short_text() -> None:
+    # Every text of up to three characters from the neighbour classes plus a non-ASCII letter:
+    # a pattern said to match every text matches each; any other fails on at least one.
+    alphabet = ["", "\n", "a", " ", "é", "_"]
+    texts = {a + b + c for a in alphabet for b in alphabet for c in alphabet}
+    for pattern in SAMPLE_PATTERNS:
+        regex = compile_pattern(pattern)
+        missed = [t for t in sorted(texts) if regex.search(t) is None]
+        assert matches_every_text(pattern) == (not missed), (pattern, missed[:3])
 
 
 # --- tools_used / tools_not_used ---------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Bring your own Python agent and tools: the factory and tool references of ``[eval]``,
-their errors, async agents, and dispatches an agent forgets to report."""
+their errors, async agents, and dispatches an agent forgets to report (a run error)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ closed = []
 
 
 class Loop:
-    """A minimal agent loop; REPORT decides whether it tells the observer."""
+    """A minimal conformant agent loop: it keeps the whole conversation (the tool calls and
+    replies included) and reports every dispatch, unless REPORT says otherwise."""
 
     REPORT = True
 
@@ -55,7 +56,9 @@ class Loop:
         while True:
             response = self.context.provider.complete(ModelRequest(tuple(self.history)))
             if isinstance(response, TextResponse):
+                self.history.append(Message("assistant", response.content))
                 return response.content
+            self.history.append(Message("assistant", "", tool_calls=response.tool_calls))
             for call in response.tool_calls:
                 record = dispatch(self.context.tools, call)
                 if self.REPORT:
@@ -148,12 +151,14 @@ def test_an_async_agent_runs(project: Path) -> None:
 def test_unreported_dispatches_fail_and_say_so(project: Path) -> None:
     code, out, _ = run_cli(configure(project, 'agent = "my_agents:make_silent"\n'))
     assert code == 1
-    assert (
-        "    ✗ exact_tool_calls(1): 0 tool call(s): []; the agent never reported dispatching "
-        'scripted call(s): "echo" (c1)'
-    ) in out
-    assert 'tool_results_contain("echo", "hi"): "echo" was never called' in out
-    assert 'never reported dispatching scripted call(s): "echo" (c1)' in out.splitlines()[-2]
+    assert out.splitlines()[0] == (
+        "✗ echo-once (echo_once.yaml)  —  run error: turn 1: the agent fed back the result of "
+        'tool call(s) "c1" (echo) but never reported dispatching them; report every dispatch '
+        '(observer.on_tool_call, or "tool_calls" in a command agent\'s reply line)'
+    )
+    assert "0/1 cases passed (1 failed)" in out
+    # A run error is not graded: nothing passes on the fed-back result alone.
+    assert "✓" not in out
 
 
 @pytest.mark.parametrize(

@@ -130,8 +130,12 @@ def test_under_specified_turn_is_a_run_error() -> None:
     case = make_case(turn("hi", calls(echo_call("c1", "x"))))
     record = run_case(case)
     assert record.error == "turn 1 requested more model responses than the fixture scripts for it"
-    # the dispatch happened before the script ran out and is still recorded
-    assert [c.result for c in record.tool_calls] == ["x"]
+    # the dispatch happened before the script ran out: its result, fed back in the request
+    # the script could not answer, is in the history the run kept
+    assert [(m.tool_call_id, m.content) for m in record.history if m.role == "tool"] == [
+        ("c1", "x")
+    ]
+    assert record.llm_calls == 1
 
 
 def test_under_specified_later_turn_names_that_turn() -> None:
@@ -210,11 +214,11 @@ def test_multi_turn_history_order_and_final_response() -> None:
     assert record.history == (
         Message("user", "turn one"),
         Message("assistant", "", tool_calls=(first,)),
-        Message("tool", "alpha", tool_call_id="c1"),
+        Message("tool", "alpha", tool_call_id="c1", is_error=False),
         Message("assistant", "reply one"),
         Message("user", "turn two"),
         Message("assistant", "", tool_calls=(second,)),
-        Message("tool", "beta", tool_call_id="c2"),
+        Message("tool", "beta", tool_call_id="c2", is_error=False),
         Message("assistant", "reply two"),
         Message("user", "turn three"),
         Message("assistant", "reply three"),
@@ -253,8 +257,9 @@ def test_unknown_tool() -> None:
     assert call.result == "Unknown tool: web_fetch"
     assert call.success is False
     assert record.all_tools_succeeded is False
-    # the model is shown exactly the recorded result
-    assert Message("tool", "Unknown tool: web_fetch", tool_call_id="c1") in record.history
+    # the model is shown exactly the recorded result, flagged as an error
+    error = Message("tool", "Unknown tool: web_fetch", tool_call_id="c1", is_error=True)
+    assert error in record.history
 
 
 def test_tool_lookup_is_case_sensitive() -> None:
@@ -385,7 +390,7 @@ def test_tool_returning_empty_text() -> None:
     record = run_one_call(ToolCall("c1", "silent", "{}"), tools=with_tools(SilentTool()))
     assert record.tool_calls[0].result == "(no output)"
     assert record.tool_calls[0].success is True
-    assert Message("tool", "(no output)", tool_call_id="c1") in record.history
+    assert Message("tool", "(no output)", tool_call_id="c1", is_error=False) in record.history
 
 
 def test_echo_of_empty_message_is_no_output() -> None:
@@ -444,8 +449,9 @@ def test_one_over_the_iteration_cap_is_a_run_error() -> None:
     assert record.error is not None
     assert "max_tool_iterations" in record.error
     assert "2" in record.error
-    # the third tool-calls response is never dispatched
-    assert len(record.tool_calls) == 2
+    # the third tool-calls response is never dispatched: only two results were fed back
+    assert [m.tool_call_id for m in record.history if m.role == "tool"] == ["c0", "c1"]
+    assert record.llm_calls == 3
 
 
 def test_default_iteration_cap_is_ten() -> None:
@@ -729,7 +735,7 @@ def test_requests_are_kept() -> None:
     assert second.messages == (
         Message("user", "one"),
         Message("assistant", "", tool_calls=(call,)),
-        Message("tool", "x", tool_call_id="c1"),
+        Message("tool", "x", tool_call_id="c1", is_error=False),
     )
     assert third.messages[-1] == Message("user", "two")
     assert len(third.messages) == 5

@@ -1,11 +1,14 @@
 """Agents written with the official ``openai`` and ``anthropic`` SDKs, run as external
 commands (``agent_command``) against the replay endpoint, get the same verdict on every case
-as the reference agent, failing cases included; one run of each streams, one does not.
+as the reference agent (checks, details and errors alike), failing cases included; one run of
+each streams, one does not.
 
-The suite is the gated regression suite, adapted so that both wires can carry it: the
-OpenAI wire cannot report failed calls (``all_tools_succeeded`` is refused there, tested
-below) and the Anthropic wire cannot carry argument text that is not a JSON object (refused,
-tested below). To it are added cases that must fail, and a case that must error.
+The suite is the whole gated regression suite, unchanged, plus cases that must fail and a
+case that must error. The agents report their dispatches in the reply line, so every check
+has evidence on both wires. The one real wire limit: the Anthropic wire carries a tool call's
+arguments as a JSON object, so argument text that is not one cannot be sent (an explicit run
+error) and text with its own spacing arrives re-serialised (the verbatim check fails); those
+cases are held to exactly that, below.
 """
 
 from __future__ import annotations
@@ -77,16 +80,17 @@ def wire_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for document in load_suite(REGRESSION).documents:
         case = copy.deepcopy(document.data)
         assert isinstance(case, dict)
-        if not all(_is_object_text(call["arguments"]) for call in _calls(case)):
-            continue
-        case["expects"].pop("all_tools_succeeded", None)
         cases.append(case)
     # Each agent process starts its SDK (a second or two), so failing variants are made from
     # a few cases with tool loops, one per way of failing, rather than from all of them.
     with_tools = [c for c in cases if c["expects"].get("tool_results_contain")]
     for key, breaker in BREAKERS.items():
         case = next(
-            c for c in with_tools if c["expects"].get(key) and "-must-fail" not in c["name"]
+            c
+            for c in with_tools
+            if c["expects"].get(key)
+            and "-must-fail" not in c["name"]
+            and all(_is_object_text(call["arguments"]) for call in _calls(c))
         )
         variant = copy.deepcopy(case)
         breaker(variant)
@@ -101,10 +105,19 @@ def wire_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return suite
 
 
-def verdicts(report: SuiteReport) -> dict[str, tuple[bool, str | None, list[tuple[str, bool]]]]:
-    def verdict(case: CaseReport) -> tuple[bool, str | None, list[tuple[str, bool]]]:
-        error = None if case.error is None else case.error.split(":")[0][:40]
-        return case.passed, error, [(g.check, g.passed) for g in case.grades]
+Verdict = tuple[bool, str | None, list[tuple[str, bool, str]]]
+
+ANTHROPIC_LIMITS = {
+    "malformed-arguments-rejected": "is scripted with argument text that is not a JSON object",
+    "non-object-arguments-rejected": "is scripted with argument text that is not a JSON object",
+    "string-arguments-passed-verbatim": None,  # graded, and the verbatim check fails
+}
+"""Gated cases the Anthropic wire cannot carry as scripted, and how each must end there."""
+
+
+def verdicts(report: SuiteReport) -> dict[str, Verdict]:
+    def verdict(case: CaseReport) -> Verdict:
+        return case.passed, case.error, [(g.check, g.passed, g.detail) for g in case.grades]
 
     return {case.name: verdict(case) for case in report.cases}
 
@@ -143,8 +156,20 @@ def test_sdk_agent_verdicts_equal_the_reference_agents(
     wire_suite: Path, reference: SuiteReport, script: str, flags: tuple[str, ...]
 ) -> None:
     report = run_with(wire_suite, script, *flags)
-    assert verdicts(report) == verdicts(reference)
     api = "anthropic" if script.startswith("anthropic") else "openai"
+    got, expected = verdicts(report), verdicts(reference)
+    if api == "anthropic":
+        for name, error in ANTHROPIC_LIMITS.items():
+            passed, seen, grades = got.pop(name)
+            expected.pop(name)
+            assert not passed, name
+            if error is None:
+                assert seen is None and [c for c, ok, _ in grades if not ok] == [
+                    'tool_arguments_contain("echo", "{ \\"message\\" : \\"spaced_9c\\" }")'
+                ], grades
+            else:
+                assert seen is not None and error in seen, seen
+    assert got == expected
     assert all(r.api == api for r in run_suite_requests(wire_suite, script, flags)), api
 
 
@@ -173,20 +198,14 @@ def subset(tmp_path: Path, names: list[str]) -> Path:
     return suite
 
 
-def test_all_tools_succeeded_is_refused_on_the_openai_wire_with_the_reason(
+def test_all_tools_succeeded_is_graded_on_the_openai_wire_from_the_reports(
     tmp_path: Path,
 ) -> None:
-    suite = subset(tmp_path, ["echo_token_roundtrip.yaml", "forbidden_tool_not_used.json"])
+    suite = subset(tmp_path, ["echo_token_roundtrip.yaml", "unknown_tool_reported_as_failed.json"])
     report = run_with(suite, "openai_agent.py")
-    outcome = {c.name: c for c in report.cases}
-    assert outcome["forbidden-tool-not-used"].passed  # no all_tools_succeeded: graded as usual
-    error = outcome["echo-token-roundtrip"].error
-    assert error is not None
-    assert error.startswith(
-        "the case asserts all_tools_succeeded, which the OpenAI chat completions wire cannot "
-        "report (it has no flag for a failed tool call); assert the failure text with "
-        "tool_results_contain instead"
-    )
+    for case in report.cases:
+        assert case.passed, (case.name, case.error, case.grades)
+        assert any(g.check.startswith("all_tools_succeeded(") for g in case.grades)
 
 
 def test_the_anthropic_wire_refuses_arguments_that_are_not_an_object(tmp_path: Path) -> None:

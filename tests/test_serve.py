@@ -85,6 +85,24 @@ def chat(base_url: str, messages: list[dict[str, Any]] | bytes) -> int:
             return error.code
 
 
+def messages(base_url: str, conversation: list[dict[str, Any]]) -> int:
+    """POST an Anthropic messages request; the status."""
+    data = json.dumps({"model": "m", "max_tokens": 64, "messages": conversation}).encode()
+    request = urllib.request.Request(
+        base_url + "/v1/messages",
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", "anthropic-version": "2023-06-01"},
+    )
+    try:
+        with _NO_PROXY.open(request, timeout=30) as response:
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code
+
+
 @pytest.fixture
 def fixture_file(tmp_path: Path) -> Path:
     path = tmp_path / "served.yaml"
@@ -154,7 +172,8 @@ def test_serve_stops_by_itself_once_the_script_is_consumed(case: Case) -> None:
     assert (outcome.served, outcome.scripted) == (3, 3)
     assert [c.result for c in outcome.tool_calls] == ["token_7f3a"]
     assert outcome_lines(outcome) == [
-        'tool call call_1 echo {"message":"token_7f3a"} -> "token_7f3a" (ok)',
+        # no "(ok)": the OpenAI wire has no error flag, so success is not known
+        'tool call call_1 echo {"message":"token_7f3a"} -> "token_7f3a"',
         "script consumed: 3 scripted response(s) served",
     ]
     assert [exchange_line(e) for e in session.exchanges] == [
@@ -174,9 +193,42 @@ def test_serve_stops_at_a_run_error(case: Case) -> None:
     assert '"call_1" (echo)' in outcome.error
     lines = outcome_lines(outcome)
     assert lines[0] == "tool call call_1 echo: no result came back"
-    assert lines[-1].startswith("run error: the agent's next model request carries no result")
+    assert lines[-1] == (
+        'run error: turn 1, model request 2: the result of tool call(s) "call_1" (echo) was not '
+        "fed back; the request after a tool-call response must carry exactly one result per "
+        "call id"
+    )
     assert exchange_line(session.exchanges[-1]).startswith(
         "POST /v1/chat/completions (openai) -> 500 refused: "
+    )
+
+
+@pytest.mark.parametrize(("is_error", "flag"), [(False, " (ok)"), (True, " (failed)")])
+def test_serve_shows_the_anthropic_error_flag(case: Case, is_error: bool, flag: str) -> None:
+    session = Session(case)
+    user = {"role": "user", "content": USER["content"]}
+    assistant = {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "call_1", "name": "echo", "input": {"message": "token_7f3a"}}
+        ],
+    }
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "call_1",
+        "content": "token_7f3a",
+        "is_error": is_error,
+    }
+    assert messages(session.base_url, [user]) == 200
+    assert (
+        messages(session.base_url, [user, assistant, {"role": "user", "content": [result]}]) == 200
+    )
+    session.stop.set()
+    outcome = session.end()
+    assert outcome.error is None
+    assert [(d.call.id, d.success) for d in outcome.tool_calls] == [("call_1", not is_error)]
+    assert outcome_lines(outcome)[0] == (
+        f'tool call call_1 echo {{"message":"token_7f3a"}} -> "token_7f3a"{flag}'
     )
 
 

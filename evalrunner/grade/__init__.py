@@ -15,7 +15,7 @@ from typing import Any
 from evalrunner.grade import counts, payloads, response, tools
 from evalrunner.model import Expectations, GradeResult, RunRecord
 
-__all__ = ["KINDS", "Kind", "grade"]
+__all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade"]
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,45 @@ KINDS: tuple[Kind, ...] = tuple(Kind(f.name, _GRADERS[f.name]) for f in fields(E
 kind without a grader fails at import."""
 
 
+EVIDENCE: dict[str, str] = {
+    "tool_arguments_contain": "arguments",
+    "all_tools_succeeded": "success",
+}
+"""Kinds that read a dispatch field some agent paths cannot observe (see
+:attr:`RunRecord.unobserved`). Every other kind reads what every path observes: the final
+reply, and the tool calls whose results were fed back to the model."""
+
+NO_EVIDENCE: dict[str, str] = {
+    "arguments": (
+        "no evidence of the arguments the tool received: this agent does not report its "
+        'dispatches. A command agent reports them in its reply line, "tool_calls": [{"id", '
+        '"name", "arguments", "result", "success"}] (schemas/agent-command/reply.schema.json)'
+    ),
+    "success": (
+        "no evidence of whether each tool call succeeded: the OpenAI chat completions wire has "
+        'no error flag on a tool result, and this agent does not report "success" for its '
+        'dispatches. Report them in the reply line\'s "tool_calls" '
+        "(schemas/agent-command/reply.schema.json), or assert the failure text with "
+        "tool_results_contain"
+    ),
+}
+"""Why a check fails when its evidence is missing, and how to supply it."""
+
+
 def grade(expects: Expectations, run: RunRecord) -> tuple[GradeResult, ...]:
-    """One result per declared check, in the order of :data:`KINDS` then declaration order."""
+    """One result per declared check, in the order of :data:`KINDS` then declaration order.
+
+    A check whose evidence this run could not observe fails with :data:`NO_EVIDENCE`'s
+    message: it never passes on scripted data.
+    """
     results: list[GradeResult] = []
     for kind in KINDS:
         value = getattr(expects, kind.name)
-        if value is not None:
-            results.extend(kind.grader(value, run))
+        if value is None:
+            continue
+        graded = kind.grader(value, run)
+        missing = EVIDENCE.get(kind.name)
+        if missing is not None and missing in run.unobserved:
+            graded = [GradeResult(r.check, False, NO_EVIDENCE[missing]) for r in graded]
+        results.extend(graded)
     return tuple(results)

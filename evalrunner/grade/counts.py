@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evalrunner.grade._format import listing, unreported_note
+from evalrunner.grade._format import listing
 from evalrunner.model import GradeResult, RunRecord
 
 
@@ -15,7 +15,7 @@ def _count_check(
     count = len(run.tool_calls)
     passed = holds(count, limit)
     detail = (
-        "" if passed else f"{count} tool call(s): {listing(run.tools_called)}{unreported_note(run)}"
+        "" if passed else f"{count} tool call(s): {listing(run.tools_called)}"
     )
     return [GradeResult(f"{kind}({limit})", passed, detail)]
 

@@ -1,11 +1,14 @@
 """Graders of what crossed the tool boundary: ``tool_arguments_contain`` (argument text the
-tool received) and ``tool_results_contain`` (result text the model was shown)."""
+tool received) and ``tool_results_contain`` (result text the model was shown).
+
+Needle and payload are compared in Unicode NFC, like the response checks; failure details show
+the payloads as they were, with look-alike differences escaped."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from evalrunner.grade._format import listing, quote, unreported_note
+from evalrunner.grade._format import listing, nfc, nfc_note, quote
 from evalrunner.model import GradeResult, PayloadNeedle, RunRecord, ToolCallRecord
 
 
@@ -27,12 +30,13 @@ def _payload_checks(
             detail = (
                 f"{quote(entry.tool)} was never called; tools called: {listing(run.tools_called)}"
             )
-            results.append(GradeResult(check, False, detail + unreported_note(run)))
+            results.append(GradeResult(check, False, detail))
             continue
+        needle = nfc(entry.needle)
         if entry.call_index is None:
             observed = [payload(call) for call in calls]
-            passed = any(entry.needle in text for text in observed)
-            detail = f"{what} of {quote(entry.tool)}: {listing(observed)}"
+            passed = any(needle in nfc(text) for text in observed)
+            detail = f"{what} of {quote(entry.tool)}: {listing(observed)}{nfc_note(observed)}"
         elif entry.call_index >= len(calls):
             passed = False
             detail = (
@@ -41,9 +45,12 @@ def _payload_checks(
             )
         else:
             text = payload(calls[entry.call_index])
-            passed = entry.needle in text
-            detail = f"{what} of call {entry.call_index} to {quote(entry.tool)}: {quote(text)}"
-        results.append(GradeResult(check, passed, "" if passed else detail + unreported_note(run)))
+            passed = needle in nfc(text)
+            detail = (
+                f"{what} of call {entry.call_index} to {quote(entry.tool)}: "
+                f"{quote(text)}{nfc_note(text)}"
+            )
+        results.append(GradeResult(check, passed, "" if passed else detail))
     return results
 
 

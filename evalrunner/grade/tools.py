@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from evalrunner.grade._format import listing, quote, unreported_note
+from evalrunner.grade._format import listing, quote
 from evalrunner.model import GradeResult, RunRecord
 
 
@@ -18,7 +18,7 @@ def tools_used(names: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
             name in called,
             ""
             if name in called
-            else f"not called; tools called: {listing(called)}{unreported_note(run)}",
+            else f"not called; tools called: {listing(called)}",
         )
         for name in names
     ]

@@ -4,9 +4,12 @@ as an external command:
     evalrunner run --agent-command "python examples/sdk-agents/anthropic_agent.py [--stream]"
 
 It speaks evalrunner's agent-command protocol: one JSON line per turn on stdin
-(``{"turn": 1, "user_input": "..."}``), one JSON line back on stdout (``{"reply": "..."}``).
-The SDK finds the replay endpoint through ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``,
-which evalrunner sets. Failed tool calls are sent back with ``is_error: true``.
+(``{"turn": 1, "user_input": "..."}``), one JSON line back on stdout: ``{"reply": "...",
+"tool_calls": [...]}``, where ``tool_calls`` lists every tool dispatch of the turn (id, name,
+arguments, the result text fed back to the model, success), so the runner can grade what
+happened at the tool boundary. The SDK finds the replay endpoint through
+``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``, which evalrunner sets. Failed tool calls are
+sent back with ``is_error: true``.
 """
 
 from __future__ import annotations
@@ -44,20 +47,32 @@ def complete(client: Anthropic, messages: list[dict[str, Any]], stream: bool) ->
 
 def respond(
     client: Anthropic, messages: list[dict[str, Any]], user_input: str, stream: bool
-) -> str:
+) -> dict[str, Any]:
+    """Handle one turn, calling the model until it stops asking for tools; the reply line."""
     messages.append({"role": "user", "content": user_input})
+    dispatched: list[dict[str, Any]] = []
     while True:
         message = complete(client, messages, stream)
         blocks = [block.model_dump(exclude_none=True) for block in message.content]
         messages.append({"role": "assistant", "content": blocks})
         calls = [block for block in message.content if block.type == "tool_use"]
         if not calls:
-            return "".join(block.text for block in message.content if block.type == "text")
+            text = "".join(block.text for block in message.content if block.type == "text")
+            return {"reply": text, "tool_calls": dispatched}
         results = []
         for call in calls:
-            text, ok = echo_tool.run(call.name, json.dumps(call.input, ensure_ascii=False))
+            # The wire carries the arguments as an object; the tool reads them as JSON text.
+            entry = echo_tool.dispatch(
+                call.id, call.name, json.dumps(call.input, ensure_ascii=False)
+            )
+            dispatched.append(entry)
             results.append(
-                {"type": "tool_result", "tool_use_id": call.id, "content": text, "is_error": not ok}
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.id,
+                    "content": entry["result"],
+                    "is_error": not entry["success"],
+                }
             )
         messages.append({"role": "user", "content": results})
 
@@ -68,8 +83,9 @@ def main() -> None:
     messages: list[dict[str, Any]] = []
     for line in sys.stdin:
         turn = json.loads(line)
-        reply = respond(client, messages, turn["user_input"], stream)
-        print(json.dumps({"reply": reply}, ensure_ascii=False), flush=True)
+        reply_line = respond(client, messages, turn["user_input"], stream)
+        # ASCII-escaped, so that any string (even a lone surrogate) can be written to stdout.
+        print(json.dumps(reply_line), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,15 @@
 """The echo tool both SDK agents offer, with the result texts evalrunner's reference agent
-uses, so the same fixtures give the same verdicts whichever agent runs them."""
+uses, so the same fixtures give the same verdicts whichever agent runs them.
+
+:func:`dispatch` runs one tool call and returns its entry for the reply line's ``tool_calls``
+(``schemas/agent-command/reply.schema.json``): the agent feeds ``result`` back to the model and
+prints the entry, so the runner sees exactly what the model was shown.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 NAME = "echo"
@@ -15,19 +21,91 @@ PARAMETERS: dict[str, Any] = {
 }
 
 _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def run(name: str, argument_text: str) -> tuple[str, bool]:
-    """Dispatch one call: (result text the model is shown, whether the call succeeded)."""
-    if name != NAME:
-        return f"Unknown tool: {name}", False
+class _NotJSON(ValueError):
+    """Argument text that Python's ``json`` accepts but JSON (RFC 8259) does not."""
+
+
+def _reject_constant(name: str) -> Any:
+    # Python's json reads NaN, Infinity and -Infinity; JSON has no such values.
+    raise _NotJSON(f"{name} is not valid JSON")
+
+
+def parse_arguments(argument_text: str) -> dict[str, Any] | str:
+    """The arguments object, or a string: why the text is not a JSON object.
+
+    Strict JSON, as evalrunner's reference agent reads it: no NaN/Infinity, no lone
+    surrogate escapes; duplicate keys are allowed and the last one wins.
+    """
     try:
-        arguments = json.loads(argument_text)
+        arguments = json.loads(argument_text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        return f"Invalid arguments for {name}: {exc.msg}", False
+        return exc.msg
+    except RecursionError:
+        return "nesting too deep"
+    except _NotJSON as exc:
+        return str(exc)
     if not isinstance(arguments, dict):
         kind = "null" if arguments is None else _JSON_NAMES.get(type(arguments), "value")
-        return f"Invalid arguments for {name}: expected a JSON object, got {kind}", False
+        return f"expected a JSON object, got {kind}"
+    if _has_lone_surrogate(arguments):
+        # "\ud800" decodes to half a UTF-16 pair, which is not text; strict parsers refuse it.
+        return "a string holds a lone surrogate escape (not a Unicode scalar value)"
+    return arguments
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    """Whether any string (key or value) holds an unpaired surrogate; iterative, as the
+    data may be nested deeper than Python's recursion limit allows."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def echo(arguments: dict[str, Any]) -> str:
+    """The tool itself: ``message`` when it is a string, else ``(empty)``."""
     message = arguments.get("message")
-    result = message if isinstance(message, str) else "(empty)"
-    return result or "(no output)", True
+    return message if isinstance(message, str) else "(empty)"
+
+
+def dispatch(call_id: str, name: str, argument_text: str) -> dict[str, Any]:
+    """Run one tool call; its ``tool_calls`` entry: id, name, arguments, result, success.
+
+    ``arguments`` is the parsed object when the text is a JSON object, else the raw text.
+    The result texts are the reference agent's: ``Unknown tool: <name>``, ``Invalid
+    arguments for <name>: <reason>``, ``Error: <message>``, ``(no output)`` when empty.
+    """
+    parsed = parse_arguments(argument_text)
+    arguments: dict[str, Any] | str = parsed if isinstance(parsed, dict) else argument_text
+
+    def entry(result: str, success: bool) -> dict[str, Any]:
+        return {
+            "id": call_id,
+            "name": name,
+            "arguments": arguments,
+            "result": result,
+            "success": success,
+        }
+
+    # Checked in the reference agent's order: an unknown tool is reported as such even when
+    # its arguments are malformed too.
+    if name != NAME:
+        return entry(f"Unknown tool: {name}", False)
+    if not isinstance(parsed, dict):
+        return entry(f"Invalid arguments for {name}: {parsed}", False)
+    try:
+        result = echo(parsed)
+    except Exception as exc:  # a failing tool is a failed call the model is told about
+        return entry(f"Error: {exc}", False)
+    return entry(result or "(no output)", True)

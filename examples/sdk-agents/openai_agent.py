@@ -4,9 +4,11 @@ evalrunner as an external command:
     evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py [--stream]"
 
 It speaks evalrunner's agent-command protocol: one JSON line per turn on stdin
-(``{"turn": 1, "user_input": "..."}``), one JSON line back on stdout (``{"reply": "..."}``).
-The SDK finds the replay endpoint through ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, which
-evalrunner sets; nothing here knows it is being replayed.
+(``{"turn": 1, "user_input": "..."}``), one JSON line back on stdout: ``{"reply": "...",
+"tool_calls": [...]}``, where ``tool_calls`` lists every tool dispatch of the turn (id, name,
+arguments, the result text fed back to the model, success), so the runner can grade what
+happened at the tool boundary. The SDK finds the replay endpoint through ``OPENAI_BASE_URL``
+and ``OPENAI_API_KEY``, which evalrunner sets; nothing here knows it is being replayed.
 """
 
 from __future__ import annotations
@@ -44,13 +46,17 @@ def complete(client: OpenAI, messages: list[dict[str, Any]], stream: bool) -> An
     return answer.choices[0].message
 
 
-def respond(client: OpenAI, messages: list[dict[str, Any]], user_input: str, stream: bool) -> str:
+def respond(
+    client: OpenAI, messages: list[dict[str, Any]], user_input: str, stream: bool
+) -> dict[str, Any]:
+    """Handle one turn, calling the model until it answers with text; the turn's reply line."""
     messages.append({"role": "user", "content": user_input})
+    dispatched: list[dict[str, Any]] = []
     while True:
         message = complete(client, messages, stream)
         if not message.tool_calls:
             messages.append({"role": "assistant", "content": message.content or ""})
-            return message.content or ""
+            return {"reply": message.content or "", "tool_calls": dispatched}
         messages.append(
             {
                 "role": "assistant",
@@ -69,8 +75,9 @@ def respond(client: OpenAI, messages: list[dict[str, Any]], user_input: str, str
             }
         )
         for call in message.tool_calls:
-            result, _ = echo_tool.run(call.function.name, call.function.arguments)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            entry = echo_tool.dispatch(call.id, call.function.name, call.function.arguments)
+            dispatched.append(entry)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": entry["result"]})
 
 
 def main() -> None:
@@ -79,8 +86,9 @@ def main() -> None:
     messages: list[dict[str, Any]] = []
     for line in sys.stdin:
         turn = json.loads(line)
-        reply = respond(client, messages, turn["user_input"], stream)
-        print(json.dumps({"reply": reply}, ensure_ascii=False), flush=True)
+        reply_line = respond(client, messages, turn["user_input"], stream)
+        # ASCII-escaped, so that any string (even a lone surrogate) can be written to stdout.
+        print(json.dumps(reply_line), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,159 @@
+"""``evalrunner mutate``: run a suite against every mutant agent, on every agent path.
+
+For each path the unmutated reference agent runs first (the baseline): a case it does not pass
+on that path cannot tell a mutant from a working agent there, so it kills nothing. Then each
+mutant runs the suite; every baseline-passing case that fails or errors against it kills it.
+Pure rendering is kept apart (:func:`render_mutation`); the exit code is non-zero when a mutant
+survives on some path.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalrunner.agent import AgentFactory, reference_agent
+from evalrunner.command_agent import command_agent_factory
+from evalrunner.model import Case
+from evalrunner.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
+from evalrunner.pipeline import evaluate_case
+
+
+@dataclass(frozen=True)
+class MutantOutcome:
+    """One mutant on one path: the cases that killed it (empty: it survived)."""
+
+    mutant: str
+    path: str
+    killed_by: tuple[str, ...]
+    hint: str = ""
+
+    @property
+    def survived(self) -> bool:
+        """No case killed it."""
+        return not self.killed_by
+
+
+@dataclass(frozen=True)
+class MutationReport:
+    """Every mutant on every path, with the baseline's failures per path."""
+
+    cases: tuple[str, ...]
+    paths: tuple[str, ...]
+    outcomes: tuple[MutantOutcome, ...]
+    baseline_failures: tuple[tuple[str, str], ...] = ()
+    """(path, case) pairs the unmutated reference agent does not pass."""
+
+    @property
+    def survivors(self) -> tuple[MutantOutcome, ...]:
+        """The mutants some path let through."""
+        return tuple(o for o in self.outcomes if o.survived)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every mutant was killed on every path, else 1."""
+        return 1 if self.survivors else 0
+
+
+def path_factory(mutant: Mutant | None, path: str, *, stream: bool = False) -> AgentFactory:
+    """The agent factory for ``mutant`` (``None``: the unmutated reference) on ``path``."""
+    if path == IN_PROCESS:
+        return reference_agent if mutant is None else mutant.factory
+    argv = [sys.executable, "-m", "evalrunner.mutants", "--wire", path]
+    if stream:
+        argv.append("--stream")
+    argv.append((mutant or REFERENCE).name)
+    return command_agent_factory(shlex.join(argv), cwd=Path.cwd())
+
+
+def run_mutants(
+    cases: Sequence[Case],
+    *,
+    paths: Sequence[str],
+    stream: bool = False,
+    first_kill: bool = False,
+    case_timeout: float = 60.0,
+    on_outcome: Callable[[MutantOutcome], None] | None = None,
+) -> MutationReport:
+    """Run ``cases`` against the baseline and every mutant on each path.
+
+    With ``first_kill`` a mutant stops at the first case that kills it (faster; the per-case
+    table then lists only those kills).
+    """
+    outcomes: list[MutantOutcome] = []
+    failing: list[tuple[str, str]] = []
+    for path in paths:
+        baseline = path_factory(None, path, stream=stream)
+        usable = []
+        for case in cases:
+            report = evaluate_case(case, agent_factory=baseline, case_timeout=case_timeout)
+            if report.passed:
+                usable.append(case)
+            else:
+                failing.append((path, case.name))
+        for mutant in MUTANTS:
+            if mutant.command_only and path == IN_PROCESS:
+                continue
+            factory = path_factory(mutant, path, stream=stream)
+            killers: list[str] = []
+            for case in usable:
+                report = evaluate_case(case, agent_factory=factory, case_timeout=case_timeout)
+                if not report.passed:
+                    killers.append(case.name)
+                    if first_kill:
+                        break
+            outcome = MutantOutcome(mutant.name, path, tuple(killers), mutant.hint)
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+    return MutationReport(
+        cases=tuple(case.name for case in cases),
+        paths=tuple(paths),
+        outcomes=tuple(outcomes),
+        baseline_failures=tuple(failing),
+    )
+
+
+def render_mutation(report: MutationReport) -> str:
+    """The mutant table (a row per mutant, a column per path: kills, or SURVIVED with a
+    hint), then, per case, the mutants it kills."""
+    lines: list[str] = []
+    for path, case in report.baseline_failures:
+        lines.append(
+            f"note: the reference agent does not pass {case!r} on the {path} path; it kills "
+            "nothing there"
+        )
+    names = [m.name for m in MUTANTS]
+    width = max(len(n) for n in names) + 2
+    lines.append(("mutant".ljust(width) + "".join(p.ljust(14) for p in report.paths)).rstrip())
+    by_key = {(o.mutant, o.path): o for o in report.outcomes}
+    for name in names:
+        cells = []
+        for path in report.paths:
+            outcome = by_key.get((name, path))
+            if outcome is None:
+                cells.append("n/a".ljust(14))
+            elif outcome.survived:
+                cells.append("SURVIVED".ljust(14))
+            else:
+                cells.append(f"killed ({len(outcome.killed_by)})".ljust(14))
+        lines.append(name.ljust(width) + "".join(cells).rstrip())
+    for outcome in report.survivors:
+        lines.append(
+            f"survivor: {outcome.mutant} on {outcome.path}; a case that would kill it: "
+            f"{outcome.hint}"
+        )
+    lines.append("")
+    lines.append("cases and the mutants they kill (on any path):")
+    for case in report.cases:
+        killed = [o for o in report.outcomes if case in o.killed_by]
+        names = sorted({o.mutant for o in killed})
+        shown = ", ".join(names) if names else "(none)"
+        lines.append(f"  {case} ({len(killed)} kill(s)): {shown}")
+    total = len(report.outcomes)
+    lines.append("")
+    lines.append(f"{total - len(report.survivors)}/{total} mutant runs killed")
+    return "\n".join(lines) + "\n"

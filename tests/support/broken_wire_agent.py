@@ -1,0 +1,152 @@
+"""Command agents that break one promise at the wire, for tests/test_conformance.py.
+
+Standard library only. A correct tool loop on the OpenAI or Anthropic wire (first argument),
+with echo as its tool and every dispatch reported in the reply line, broken by the mode named
+in the second argument:
+
+ok                  nothing broken
+duplicate-result    sends the first call's result twice
+unknown-result      adds a result for a call id the model never handed out
+extra-request       sends one more model request after its final reply, then exits 0
+crash               kills itself with SIGSEGV after its final reply
+exit-7              exits with code 7 after its final reply
+extra-stdout        prints one more line after its final reply
+other-arguments     reports other arguments than the model sent (and runs echo on them)
+lie-success         reports a failed call as a success
+grandchild          leaves a grandchild holding stdout open, then exits 0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+WIRE, MODE = sys.argv[1], sys.argv[2]
+
+
+def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    base = os.environ["OPENAI_BASE_URL"] if WIRE == "openai" else os.environ["ANTHROPIC_BASE_URL"]
+    request = urllib.request.Request(
+        base + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "anthropic-version": "2023-06-01"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer: dict[str, Any] = json.load(response)
+        return answer
+
+
+def echo(arguments_text: str) -> tuple[str, bool]:
+    try:
+        arguments = json.loads(arguments_text)
+    except ValueError as exc:
+        return f"Invalid arguments for echo: {exc}", False
+    if not isinstance(arguments, dict):
+        return "Invalid arguments for echo: expected a JSON object", False
+    message = arguments.get("message")
+    return (message if isinstance(message, str) else "(empty)") or "(no output)", True
+
+
+def run_call(name: str, arguments: str) -> tuple[str, bool]:
+    if name != "echo":
+        return f"Unknown tool: {name}", False
+    return echo(arguments)
+
+
+def turn_openai(messages: list[dict[str, Any]], user_input: str) -> tuple[str, list[Any]]:
+    messages.append({"role": "user", "content": user_input})
+    reports: list[Any] = []
+    while True:
+        message = post("/chat/completions", {"model": "m", "messages": messages})["choices"][0][
+            "message"
+        ]
+        calls = message.get("tool_calls") or []
+        echoed: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if calls:
+            echoed["tool_calls"] = calls
+        messages.append(echoed)
+        if not calls:
+            return message.get("content") or "", reports
+        for index, call in enumerate(calls):
+            name, arguments = call["function"]["name"], call["function"]["arguments"]
+            if MODE == "other-arguments":
+                arguments = json.dumps({"message": "something else"})
+            result, ok = run_call(name, arguments)
+            reports.append(report(call["id"], name, arguments, result, ok))
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            if index == 0 and MODE == "duplicate-result":
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        if MODE == "unknown-result":
+            messages.append({"role": "tool", "tool_call_id": "call_invented", "content": "x"})
+
+
+def turn_anthropic(messages: list[dict[str, Any]], user_input: str) -> tuple[str, list[Any]]:
+    messages.append({"role": "user", "content": user_input})
+    reports: list[Any] = []
+    while True:
+        answer = post("/v1/messages", {"model": "m", "max_tokens": 100, "messages": messages})
+        messages.append({"role": "assistant", "content": answer["content"]})
+        uses = [b for b in answer["content"] if b["type"] == "tool_use"]
+        if not uses:
+            return "".join(b.get("text", "") for b in answer["content"]), reports
+        blocks: list[dict[str, Any]] = []
+        for index, use in enumerate(uses):
+            arguments = json.dumps(use["input"])
+            if MODE == "other-arguments":
+                arguments = json.dumps({"message": "something else"})
+            result, ok = run_call(use["name"], arguments)
+            reports.append(report(use["id"], use["name"], arguments, result, ok))
+            block = {"type": "tool_result", "tool_use_id": use["id"], "content": result}
+            if not ok:
+                block["is_error"] = True
+            blocks.append(block)
+            if index == 0 and MODE == "duplicate-result":
+                blocks.append(dict(block))
+        if MODE == "unknown-result":
+            blocks.append({"type": "tool_result", "tool_use_id": "toolu_invented", "content": "x"})
+        messages.append({"role": "user", "content": blocks})
+
+
+def report(call_id: str, name: str, arguments: str, result: str, ok: bool) -> dict[str, Any]:
+    try:
+        value: Any = json.loads(arguments)
+    except ValueError:
+        value = arguments
+    return {
+        "id": call_id,
+        "name": name,
+        "arguments": value if isinstance(value, dict) else arguments,
+        "result": result,
+        "success": True if MODE == "lie-success" else ok,
+    }
+
+
+def main() -> int:
+    messages: list[dict[str, Any]] = []
+    turn = turn_openai if WIRE == "openai" else turn_anthropic
+    for line in sys.stdin:
+        reply, reports = turn(messages, json.loads(line)["user_input"])
+        print(json.dumps({"reply": reply, "tool_calls": reports}), flush=True)
+    if MODE == "extra-request":
+        with contextlib.suppress(urllib.error.HTTPError):
+            turn(messages, "one more thing")
+    elif MODE == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif MODE == "exit-7":
+        return 7
+    elif MODE == "extra-stdout":
+        print("one more line", flush=True)
+    elif MODE == "grandchild":
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""The README's code runs and does what it says: the complete Python agent passes the bundled
+suite, is held to conformance like any agent, and the library snippet runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+from evalrunner import SuiteReport, run_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def python_blocks() -> list[str]:
+    return [block.split("```", 1)[0] for block in README.split("```python\n")[1:]]
+
+
+def readme_agent() -> types.ModuleType:
+    (block,) = [b for b in python_blocks() if "def make_agent(" in b]
+    module = types.ModuleType("readme_agent")
+    exec(compile(block, "README.md (Python agent)", "exec"), module.__dict__)
+    return module
+
+
+def test_the_readme_python_agent_passes_the_bundled_suite() -> None:
+    outcome = run_suite(ROOT / "evals" / "regression", agent_factory=readme_agent().make_agent)
+    assert isinstance(outcome, SuiteReport)
+    failed = [(c.name, c.error, [g for g in c.grades if not g.passed]) for c in outcome.cases]
+    assert outcome.all_passed, [f for f in failed if f[1] or f[2]]
+    assert len(outcome.cases) == 18
+
+
+def test_the_readme_python_agent_is_held_to_conformance() -> None:
+    # The same agent without the line that keeps the model's calls in its history: caught.
+    module = readme_agent()
+
+    class Forgetful(module.MyAgent):  # type: ignore[name-defined,misc]
+        def respond(self, user_input: str) -> str:
+            reply: str = super().respond(user_input)
+            self.history[:] = [m for m in self.history if not m.tool_calls]
+            return reply
+
+    outcome = run_suite(ROOT / "evals" / "regression", agent_factory=Forgetful)
+    assert isinstance(outcome, SuiteReport)
+    errors = {c.name: c.error for c in outcome.cases if c.error}
+    assert errors["multi-turn-tool-loop"] == (
+        "turn 2, model request 1: history message 2 should be the assistant's tool calls "
+        '"call_t1" (echo), but is a result for tool call "call_t1"'
+    )
+
+
+def test_the_readme_library_snippet_runs_the_gate() -> None:
+    (block,) = [b for b in python_blocks() if "run_suite(" in b and "make_agent" not in b]
+    done = subprocess.run(
+        [sys.executable, "-c", block],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("18/18 cases passed")
