@@ -275,7 +275,9 @@ class Hostile:
             if isinstance(response, TextResponse):
                 if "explode" in user_input:
                     raise RuntimeError("boom \\ud800 \\x1b[2J\\x9b31m\\u202e")
+                self.history.append(Message("assistant", response.content))
                 return response.content + FORGED + " half an emoji: \\ud83d"
+            self.history.append(Message("assistant", "", tool_calls=response.tool_calls))
             for call in response.tool_calls:
                 record = dispatch(self.context.tools, call)
                 self.context.observer.on_tool_call(record)
