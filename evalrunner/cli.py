@@ -283,14 +283,16 @@ def mutate(
     ] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Run the suite against every mutant agent; exit 1 if a mutant survives on some path.
+    """Does the suite catch broken agents? Runs it against every mutant; exit 1 if one survives.
 
-    A mutant is the reference agent with one promise broken (a result dropped, a call
-    dispatched twice, an earlier turn forgotten, ...). It is killed by a case that fails
-    against it. Cases the unmutated reference agent does not pass on a path kill nothing there.
+    A mutant is the reference agent, with the project's tools, and one promise broken (a
+    result dropped, a call dispatched twice, an earlier turn forgotten, ...). A case that
+    fails against it kills it. Cases the unmutated reference agent does not pass on a path
+    kill nothing there. The configured agent and agent_command are not used: mutate tests
+    the suite, not the agent.
     """
     from evalrunner.mutants import PATHS
-    from evalrunner.mutation import render_mutation, run_mutants
+    from evalrunner.mutation import ProjectTools, render_mutation, run_mutants
 
     chosen = path or list(PATHS)
     unknown = [p for p in chosen if p not in PATHS]
@@ -314,6 +316,7 @@ def mutate(
                 stream=stream,
                 first_kill=first_kill,
                 case_timeout=settings.case_timeout_secs,
+                tools=ProjectTools(settings.tools, settings.base_dir, settings.builtin_tools),
             )
         except RunInterrupted as stop:
             raise typer.Exit(128 + stop.signum) from None

@@ -30,11 +30,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
+from jsonschema.exceptions import ValidationError, best_match
+
 from evalrunner.admit import argument_text
 from evalrunner.agent import Agent, AgentContext, AgentFactory
 from evalrunner.conformance import ConversationMonitor
 from evalrunner.endpoint import ReplayEndpoint
-from evalrunner.model import RunError, ToolCallRecord
+from evalrunner.model import RunError, ToolCallRecord, render_json_path
 from evalrunner.schemas import agent_reply_validator
 
 STOP_GRACE_SECS = 2.0
@@ -141,15 +143,22 @@ class CommandAgent:
     def _reply(self, answer: str) -> str:
         try:
             message = json.loads(answer)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             message = None
-        if message is None or not agent_reply_validator().is_valid(message):
+        if not isinstance(message, dict):
             shown = answer.strip()
             shown = shown if len(shown) <= 200 else shown[:197] + "..."
             raise self._failure(
                 f"printed {shown!r} for turn {self._turn}, not a reply line; stdout is for one "
                 'JSON object per turn, {"reply": "..."} (log to stderr instead; see '
                 "schemas/agent-command/reply.schema.json)"
+            )
+        problem = best_match(agent_reply_validator().iter_errors(message))
+        if problem is not None:
+            where = render_json_path(tuple(problem.absolute_path))
+            raise self._failure(
+                f"printed a reply line for turn {self._turn} that is not valid: at {where}: "
+                f"{_reply_problem(problem)} (see schemas/agent-command/reply.schema.json)"
             )
         reported = message.get("tool_calls")
         self.reports_dispatches = reported is not None
@@ -160,7 +169,7 @@ class CommandAgent:
     def _failure(self, what: str) -> RunError:
         self._stop(grace=1.0)
         code = self._process.returncode
-        status = f" ({_exit_status(code)})" if code is not None else ""
+        status = f" (it {_exit_status(code)})" if code is not None else ""
         return RunError(f"the agent command {what}{status}{self._stderr_note()}")
 
     def _stderr_note(self) -> str:
@@ -269,8 +278,33 @@ def _exit_status(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return f"killed by {name}"
-    return f"exit code {code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+def _reply_problem(error: ValidationError) -> str:
+    """A reply-line schema error in words: what is wrong, what would be right."""
+    value = json.dumps(error.instance, ensure_ascii=False)
+    value = value if len(value) <= 60 else value[:57] + "..."
+    if error.validator == "type":
+        wanted = _TYPE_WORDS.get(str(error.validator_value), str(error.validator_value))
+        return f"{value} is not {wanted}"
+    if error.validator == "required":
+        return f"a required field is missing ({error.message.split(' is a required')[0]})"
+    if error.validator == "additionalProperties":
+        return f"unknown field: {error.message.split('(')[-1].rstrip(')')}"
+    if error.validator == "minLength":
+        return "must not be empty"
+    return error.message
+
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "an array",
+    "object": "an object",
+    "['object', 'string']": "an object or a string",
+}
 
 
 def _record(entry: dict[str, Any]) -> ToolCallRecord:

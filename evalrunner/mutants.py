@@ -32,7 +32,7 @@ from evalrunner.model import (
     ToolCallRecord,
 )
 from evalrunner.observer import RecordingObserver
-from evalrunner.tools import builtin_tools
+from evalrunner.tools import Tool, builtin_tools
 
 IN_PROCESS = "in-process"
 PATHS = (IN_PROCESS, "openai", "anthropic")
@@ -241,7 +241,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "misreports-arguments",
         "dispatches reported as they happened",
-        "tool_results_contain on an echoed value",
+        "any tool case in-process (the tools record what they get); on the wires, "
+        "tool_results_contain on a value the tool echoes back",
         MisreportsArguments,
     ),
     Mutant(
@@ -336,7 +337,9 @@ def mutant(name: str) -> Mutant:
 # --- as a command agent ---------------------------------------------------------------------------
 
 
-def _serve_command(chosen: Mutant, wire: str, stream: bool) -> int:
+def _serve_command(
+    chosen: Mutant, wire: str, stream: bool, tools: dict[str, Tool] | None = None
+) -> int:
     """The agent-command protocol around one mutant, over ``wire``: one line per turn in, one
     reply line (with the turn's reported dispatches) out."""
     from evalrunner.wire_client import WireClient  # only the command needs HTTP
@@ -348,7 +351,7 @@ def _serve_command(chosen: Mutant, wire: str, stream: bool) -> int:
     observer = RecordingObserver()
     context = AgentContext(
         provider=client,
-        tools=builtin_tools(),
+        tools=builtin_tools() if tools is None else tools,
         observer=observer,
         workspace=_workspace(),
     )
@@ -397,10 +400,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evalrunner.mutants")
     parser.add_argument("--wire", choices=("openai", "anthropic"), required=True)
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--tool", action="append", default=[], help="package.module:name")
+    parser.add_argument("--tools-from", default=".", help="where --tool modules are imported from")
+    parser.add_argument("--no-builtin-tools", action="store_true")
     parser.add_argument("mutant", choices=[REFERENCE.name, *(m.name for m in MUTANTS)])
     args = parser.parse_args(argv)
     chosen = REFERENCE if args.mutant == REFERENCE.name else mutant(args.mutant)
-    return _serve_command(chosen, args.wire, args.stream)
+    tools = None
+    if args.tool or args.no_builtin_tools:
+        from evalrunner.plugins import load_tools  # only for a project's own tools
+
+        tools = load_tools(
+            args.tool, Path(args.tools_from), include_builtin=not args.no_builtin_tools
+        )
+    return _serve_command(chosen, args.wire, args.stream, tools)
 
 
 if __name__ == "__main__":

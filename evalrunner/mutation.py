@@ -17,9 +17,10 @@ from pathlib import Path
 
 from evalrunner.agent import AgentFactory, reference_agent
 from evalrunner.command_agent import command_agent_factory
-from evalrunner.model import Case
+from evalrunner.model import Case, CaseReport
 from evalrunner.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
 from evalrunner.pipeline import evaluate_case
+from evalrunner.plugins import tool_source
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,9 @@ class MutationReport:
     cases: tuple[str, ...]
     paths: tuple[str, ...]
     outcomes: tuple[MutantOutcome, ...]
-    baseline_failures: tuple[tuple[str, str], ...] = ()
-    """(path, case) pairs the unmutated reference agent does not pass."""
+    baseline_failures: tuple[tuple[str, str, str], ...] = ()
+    """(path, case, why) for each case the unmutated reference agent does not pass."""
+    first_kill: bool = False
 
     @property
     def survivors(self) -> tuple[MutantOutcome, ...]:
@@ -58,15 +60,40 @@ class MutationReport:
         return 1 if self.survivors else 0
 
 
-def path_factory(mutant: Mutant | None, path: str, *, stream: bool = False) -> AgentFactory:
+@dataclass(frozen=True)
+class ProjectTools:
+    """The tools a project configures (``[eval] tools``, ``builtin_tools``), which the
+    mutants, like the reference agent they break, are given on every path."""
+
+    references: tuple[str, ...] = ()
+    base_dir: Path = Path()
+    builtin: bool = True
+
+
+def path_factory(
+    mutant: Mutant | None, path: str, *, stream: bool = False, tools: ProjectTools | None = None
+) -> AgentFactory:
     """The agent factory for ``mutant`` (``None``: the unmutated reference) on ``path``."""
     if path == IN_PROCESS:
         return reference_agent if mutant is None else mutant.factory
     argv = [sys.executable, "-m", "evalrunner.mutants", "--wire", path]
     if stream:
         argv.append("--stream")
+    if tools is not None:
+        argv += ["--tools-from", str(tools.base_dir.resolve())]
+        argv += [f"--tool={reference}" for reference in tools.references]
+        if not tools.builtin:
+            argv.append("--no-builtin-tools")
     argv.append((mutant or REFERENCE).name)
     return command_agent_factory(shlex.join(argv), cwd=Path.cwd())
+
+
+def _why(report: CaseReport) -> str:
+    """Why the reference agent did not pass a case, in a few words."""
+    if report.error is not None:
+        return report.error if len(report.error) <= 160 else report.error[:157] + "..."
+    failed = [g.check for g in report.grades if not g.passed]
+    return "failed " + ", ".join(failed[:3]) + (" ..." if len(failed) > 3 else "")
 
 
 def run_mutants(
@@ -76,31 +103,43 @@ def run_mutants(
     stream: bool = False,
     first_kill: bool = False,
     case_timeout: float = 60.0,
+    tools: ProjectTools | None = None,
     on_outcome: Callable[[MutantOutcome], None] | None = None,
 ) -> MutationReport:
     """Run ``cases`` against the baseline and every mutant on each path.
 
     With ``first_kill`` a mutant stops at the first case that kills it (faster; the per-case
-    table then lists only those kills).
+    list then shows only those kills). ``tools`` are the project's tools (default: echo).
     """
     outcomes: list[MutantOutcome] = []
-    failing: list[tuple[str, str]] = []
+    failing: list[tuple[str, str, str]] = []
+    source = (
+        None
+        if tools is None
+        else tool_source(tools.references, tools.base_dir, include_builtin=tools.builtin)
+    )
+
+    def evaluate(case: Case, factory: AgentFactory) -> CaseReport:
+        return evaluate_case(
+            case, agent_factory=factory, tools=source, case_timeout=case_timeout
+        )
+
     for path in paths:
-        baseline = path_factory(None, path, stream=stream)
+        baseline = path_factory(None, path, stream=stream, tools=tools)
         usable = []
         for case in cases:
-            report = evaluate_case(case, agent_factory=baseline, case_timeout=case_timeout)
+            report = evaluate(case, baseline)
             if report.passed:
                 usable.append(case)
             else:
-                failing.append((path, case.name))
+                failing.append((path, case.name, _why(report)))
         for mutant in MUTANTS:
             if mutant.command_only and path == IN_PROCESS:
                 continue
-            factory = path_factory(mutant, path, stream=stream)
+            factory = path_factory(mutant, path, stream=stream, tools=tools)
             killers: list[str] = []
             for case in usable:
-                report = evaluate_case(case, agent_factory=factory, case_timeout=case_timeout)
+                report = evaluate(case, factory)
                 if not report.passed:
                     killers.append(case.name)
                     if first_kill:
@@ -114,6 +153,7 @@ def run_mutants(
         paths=tuple(paths),
         outcomes=tuple(outcomes),
         baseline_failures=tuple(failing),
+        first_kill=first_kill,
     )
 
 
@@ -121,10 +161,10 @@ def render_mutation(report: MutationReport) -> str:
     """The mutant table (a row per mutant, a column per path: kills, or SURVIVED with a
     hint), then, per case, the mutants it kills."""
     lines: list[str] = []
-    for path, case in report.baseline_failures:
+    for path, case, why in report.baseline_failures:
         lines.append(
-            f"note: the reference agent does not pass {case!r} on the {path} path; it kills "
-            "nothing there"
+            f"note: the reference agent does not pass {case!r} on the {path} path, so it "
+            f"kills nothing there: {why}"
         )
     names = [m.name for m in MUTANTS]
     width = max(len(n) for n in names) + 2
@@ -147,12 +187,15 @@ def render_mutation(report: MutationReport) -> str:
             f"{outcome.hint}"
         )
     lines.append("")
-    lines.append("cases and the mutants they kill (on any path):")
+    if report.first_kill:
+        lines.append("cases and the mutants they killed first (--first-kill: a partial list):")
+    else:
+        lines.append("cases and the mutants they kill on some path (kills: mutant-path pairs):")
     for case in report.cases:
         killed = [o for o in report.outcomes if case in o.killed_by]
         names = sorted({o.mutant for o in killed})
         shown = ", ".join(names) if names else "(none)"
-        lines.append(f"  {case} ({len(killed)} kill(s)): {shown}")
+        lines.append(f"  {case} ({len(killed)} kills): {shown}")
     total = len(report.outcomes)
     lines.append("")
     lines.append(f"{total - len(report.survivors)}/{total} mutant runs killed")

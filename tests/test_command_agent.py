@@ -80,7 +80,7 @@ def test_garbage_on_stdout_fails_the_case(tmp_path: Path) -> None:
 def test_exiting_early_fails_the_case_with_exit_code_and_stderr(tmp_path: Path) -> None:
     error = only_error(run(tmp_path, "exit"))
     assert error == (
-        "the agent command exited before replying to turn 1 (exit code 3); "
+        "the agent command exited before replying to turn 1 (it exited with code 3); "
         "its stderr ends: boom: the agent crashed"
     )
 

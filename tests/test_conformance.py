@@ -289,8 +289,8 @@ def test_the_broken_agents_baseline_passes(wire: str) -> None:
     [
         ("duplicate-result", "two results for tool call"),
         ("unknown-result", "which the model never handed out"),
-        ("crash", "killed by SIGSEGV after its final reply"),
-        ("exit-7", "exit code 7 after its final reply"),
+        ("crash", "was killed by SIGSEGV after its final reply"),
+        ("exit-7", "exited with code 7 after its final reply"),
         ("extra-stdout", "printed more after its final reply: 'one more line'"),
     ],
 )
@@ -361,6 +361,34 @@ def test_a_grandchild_holding_stdout_does_not_outlive_the_case() -> None:
     assert report.passed, report.error
 
 
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (
+            '{"reply": "x", "tool_calls": [{"id": "c", "name": "echo", "arguments": {}, '
+            '"result": "r", "success": "yes"}]}',
+            'at $.tool_calls[0].success: "yes" is not true or false',
+        ),
+        (
+            '{"reply": "x", "tool_calls": [{"id": "c", "name": "echo", "arguments": [1, 2], '
+            '"result": "r", "success": true}]}',
+            "at $.tool_calls[0].arguments: [1, 2] is not an object or a string",
+        ),
+        ('{"reply": 3}', "at $.reply: 3 is not a string"),
+        ('{"reply": "x", "extra": 1}', "at $: unknown field: 'extra' was unexpected"),
+    ],
+)
+def test_a_malformed_reply_line_names_the_field(tmp_path: Path, line: str, problem: str) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(
+        f"import sys\nsys.stdin.readline()\nprint({line!r}, flush=True)\n", encoding="utf-8"
+    )
+    factory = command_agent_factory(shlex.join([sys.executable, str(script)]), cwd=ROOT)
+    report = evaluate_case(CASES["multiline-reply-no-tools"], agent_factory=factory)
+    assert report.error is not None
+    assert f"printed a reply line for turn 1 that is not valid: {problem}" in report.error
+
+
 def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
     script = tmp_path / "flood.py"
     script.write_text(
@@ -380,7 +408,7 @@ def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
 def test_the_gated_suite_kills_every_mutant_on_every_path() -> None:
     report = run_mutants(list(CASES.values()), paths=PATHS, first_kill=True)
     assert report.survivors == ()
-    assert {(p, c) for p, c in report.baseline_failures} == {
+    assert {(p, c) for p, c, _ in report.baseline_failures} == {
         ("anthropic", name) for name in NOT_ON_ANTHROPIC
     }
     ran = {(o.mutant, o.path) for o in report.outcomes}
@@ -412,6 +440,30 @@ def test_mutate_exits_1_and_names_a_survivor_with_a_hint(tmp_path: Path) -> None
     assert re.search(r"^drops-tool-result\s+SURVIVED", result.stdout, re.M)
     assert "survivor: drops-tool-result on in-process; a case that would kill it:" in result.stdout
     assert re.search(r"^replies-without-model\s+killed \(1\)", result.stdout, re.M)
+
+
+def test_the_evals_readme_lists_the_catalogue_as_it_is() -> None:
+    readme = (ROOT / "evals" / "README.md").read_text(encoding="utf-8")
+    rows = [
+        f"| `{m.name}` | {m.breaks} | {m.hint} | "
+        f"{'command agents' if m.command_only else 'all'} |"
+        for m in MUTANTS
+    ]
+    table = readme.split("| mutant | the promise it breaks |", 1)[1].split("\n\n", 1)[0]
+    assert table.splitlines()[2:] == rows
+
+
+def test_mutate_gives_the_mutants_the_projects_tools() -> None:
+    example = ROOT / "examples" / "python-agent"
+    result = CliRunner().invoke(
+        app,
+        ["mutate", "--config", str(example / "evalrunner.toml"), "--path", "in-process"],
+        env={},
+    )
+    # The example's cases call its own tools: with them, the reference agent passes two of
+    # them, and those kill the tool-boundary mutants.
+    assert re.search(r"^drops-tool-result\s+killed \(2\)", result.stdout, re.M), result.output
+    assert "so it kills nothing there: failed tool_results_contain(" in result.stdout
 
 
 def test_mutate_refuses_an_unknown_path() -> None:

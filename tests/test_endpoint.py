@@ -797,7 +797,9 @@ def test_turns_bracketed_by_the_runner_never_bleed(served: list[Served]) -> None
 def test_a_request_before_the_first_turn_is_refused(served: list[Served]) -> None:
     s = serve(served, echo_loop())
     assert s.openai([USER]).status == 500
-    assert s.endpoint.error == "the agent sent a model request outside any turn (before the first turn)"
+    assert s.endpoint.error == (
+        "the agent sent a model request outside any turn (before the first turn)"
+    )
     assert s.provider.llm_calls == 0
 
 
