@@ -1,6 +1,9 @@
 """The bad-input corpus: for each category of hostile input, how many were tried and how many
 were handled (an admitted Case, or errors with a position, or the documented run error), with
-the slowest single input. A crash or an unpositioned refusal counts as not handled.
+the slowest single input. A crash or an unpositioned refusal counts as not handled. Categories
+9-14 (issue 9) are stricter: the input must be refused with a position, or end in exactly the
+documented outcome (a device written in place, a FIFO refused without waiting, a report
+without a character a terminal would act on).
 
     python bench/bad_inputs.py [--count 2000] [--seed 7]
 
@@ -14,6 +17,7 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import sys
 import tempfile
@@ -21,23 +25,27 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from evalrunner import SuiteReport, run_suite
 from evalrunner.admit import admit
+from evalrunner.config import Config, ConfigError, load_config
 from evalrunner.grade import grade
-from evalrunner.load import load_suite, parse_document
+from evalrunner.load import load_document, load_suite, parse_document
 from evalrunner.model import (
     AdmissionError,
     Case,
+    CaseReport,
     Expectations,
     Format,
+    GradeResult,
     JSONValue,
     RunInterrupted,
     RunRecord,
 )
-from evalrunner.report import write_atomic
+from evalrunner.report import UnsafeOutput, render_json, render_table, write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMATS: list[Format] = ["json", "yaml", "toml"]
@@ -288,6 +296,369 @@ def output_failures(tally: Tally, count: int) -> None:
             tally.record(ok, started, f"write failure #{i}")
 
 
+# --- issue 9 ---------------------------------------------------------------------------------
+
+
+def refused_with_position(raw: bytes, fmt: Format) -> bool:
+    """Refused (at load or admission), every error positioned."""
+    document = parse_document(raw, fmt, Path(f"input.{fmt}"))
+    outcome = document if isinstance(document, list) else admit(document)
+    return isinstance(outcome, list) and bool(outcome) and all(e.line is not None for e in outcome)
+
+
+_CASE = {
+    "json": '{{"name": "n", "turns": [{{"user_input": "u", "steps": [{{"response": '
+    '{{"type": "text", "content": "c", "input_tokens": {tokens}}}}}]}}], '
+    '"expects": {{"{kind}": {value}}}}}',
+    "yaml": "name: n\nturns:\n  - user_input: u\n    steps:\n      - response: "
+    "{{type: text, content: c, input_tokens: {tokens}}}\nexpects:\n  {kind}: {value}\n",
+    "toml": 'name = "n"\n[[turns]]\nuser_input = "u"\n[[turns.steps]]\nresponse = '
+    '{{ type = "text", content = "c", input_tokens = {tokens} }}\n[expects]\n{kind} = {value}\n',
+}
+
+
+def numbers() -> Iterator[tuple[str, bytes, Format]]:
+    """Floats where integers belong, integers no 64 bits hold, floats that overflow."""
+    huge = ["9" * 4301, "9" * 5000, "-" + "9" * 100_000, "9223372036854775808"]
+    for fmt in FORMATS:
+        for kind in ("exact_tool_calls", "max_tool_calls", "min_tool_calls"):
+            for value in ("1.0", "1e0", "2.5", *huge):
+                text = _CASE[fmt].format(kind=kind, value=value, tokens=0)
+                yield f"{fmt} {kind}={value[:12]}", text.encode(), fmt
+        for tokens in ("1.0", "1e400", *huge):
+            text = _CASE[fmt].format(kind="exact_tool_calls", value=1, tokens=tokens)
+            yield f"{fmt} input_tokens={tokens[:12]}", text.encode(), fmt
+        index = {
+            "json": '[{"tool": "t", "needle": "n", "call_index": 0.0}]',
+            "yaml": "[{tool: t, needle: n, call_index: 0.0}]",
+            "toml": '[{ tool = "t", needle = "n", call_index = 0.0 }]',
+        }[fmt]
+        text = _CASE[fmt].format(kind="tool_results_contain", value=index, tokens=0)
+        yield f"{fmt} call_index=0.0", text.encode(), fmt
+    yield "yaml hex", ("n: 0x" + "f" * 5000).encode(), "yaml"
+    yield "toml hex", ("n = 0x" + "f" * 5000).encode(), "toml"
+    yield "yaml binary", ("n: 0b1" + "0" * 64).encode(), "yaml"
+
+
+def yaml_tags_and_merges() -> Iterator[tuple[str, bytes, Format]]:
+    for tag, value in (
+        ("!!int", '"abc"'),
+        ("!!bool", '"maybe"'),
+        ("!!float", '"x"'),
+        ("!!null", "1"),
+        ("!!str", "12"),
+        ("!!map", "{}"),
+        ("!!seq", "[]"),
+        ("!!timestamp", "x"),
+        ("!", "x"),
+        ("!local", "x"),
+        ("!<tag:yaml.org,2002:int>", "1"),
+    ):
+        yield f"tag {tag}", f"name: {tag} {value}\n".encode(), "yaml"
+        yield f"document tag {tag}", f"--- {tag} {value}\n".encode(), "yaml"
+        yield f"key tag {tag}", f"? {tag} {value}\n: 1\n".encode(), "yaml"
+    for text in (
+        "a: {b: 1}\nc:\n  <<: {d: 1}\n  d: 2\n",
+        "<<: {name: x}\n",
+        "a: [{<<: [{x: 1}, {y: 2}]}]\n",
+        "expects:\n  <<: {tools_used: [a]}\n  tools_used: [b]\n",
+    ):
+        yield "merge key", text.encode(), "yaml"
+
+
+def _without_blocking(check: Callable[[], bool]) -> bool:
+    """Run ``check`` in a thread: one that is still blocked after 30 s is a failure."""
+    done: list[bool] = []
+    worker = threading.Thread(target=lambda: done.append(check()), daemon=True)
+    worker.start()
+    worker.join(30)
+    return bool(done) and done[0]
+
+
+def special_files(tally: Tally) -> None:
+    """FIFOs, sockets, devices and directories named like fixtures; names that are not UTF-8."""
+    import socket
+    import stat as stat_module
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        made: list[Path] = []
+        for fmt in ("json", "yaml", "yml", "toml"):
+            fifo = root / f"fifo.{fmt}"
+            os.mkfifo(fifo)
+            made.append(fifo)
+            directory = root / f"dir.{fmt}"
+            directory.mkdir()
+            made.append(directory)
+            for device in ("/dev/zero", "/dev/null", "/dev/urandom"):
+                link = root / f"link{Path(device).name}.{fmt}"
+                link.symlink_to(device)
+                made.append(link)
+            try:
+                node = root / f"char.{fmt}"
+                os.mknod(node, stat_module.S_IFCHR | 0o600, os.makedev(1, 5))
+                made.append(node)
+            except PermissionError:
+                pass
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(root / "sock.json"))
+        made.append(root / "sock.json")
+        try:
+            for path in made:
+                attempt(
+                    tally,
+                    path.name,
+                    lambda p=path: _without_blocking(  # type: ignore[misc]
+                        lambda: _refused_as_not_regular(p)
+                    ),
+                )
+        finally:
+            server.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        suite = Path(tmp) / "suite"
+        suite.mkdir()
+        for i, raw_name in enumerate((b"caf\xe9", b"\xff\xfe", b"a\x1b[2Jb", b"r\rn")):
+            name = os.fsdecode(raw_name + f"_{i}.yaml".encode())
+            (suite / name).write_text(HANGS.format(i=i).replace("block", "echo"), "utf-8")
+
+        def whole_run() -> bool:
+            outcome = run_suite(suite)
+            if not isinstance(outcome, SuiteReport):
+                return False
+            table, data = render_table(outcome), render_json(outcome)
+            write_atomic(Path(tmp) / "report.json", data)
+            table.encode("utf-8")
+            return not _TERMINAL_ACTS_ON.search(table.replace("\n", "") + data.replace("\n", ""))
+
+        attempt(tally, "suite of names that are not UTF-8", whole_run)
+
+
+def _refused_as_not_regular(path: Path) -> bool:
+    outcome = load_document(path)
+    return isinstance(outcome, list) and "not a regular file" in outcome[0].message
+
+
+_TERMINAL_ACTS_ON = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_PROBLEM = re.compile(r"^\S[^\n]*?(:\d+(:\d+)?)?: \S[^\n]*$")
+
+
+def config_shapes(tally: Tally, rng: random.Random, count: int) -> None:
+    """Configs of every shape at every level: a Config, or positioned problems in words."""
+    values: list[str] = [
+        "1",
+        "1.0",
+        "-1",
+        "1e10",
+        "nan",
+        "inf",
+        "9" * 5000,
+        '"x"',
+        '""',
+        '"a\\u0000b"',
+        "true",
+        "[]",
+        "[1]",
+        '["a.b:c"]',
+        "{}",
+        "{a = 1}",
+        "2024-01-01",
+        '"replay"',
+        '" LIVE "',
+        '"a.b:c"',
+        '"no_colon"',
+        "0x" + "f" * 30,
+    ]
+    keys = [
+        "suite_dir",
+        "mode",
+        "max_tool_iterations",
+        "case_timeout_secs",
+        "agent",
+        "tools",
+        "builtin_tools",
+        "agent_command",
+        "suite_dri",
+        "eval",
+        "tool",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for i in range(count):
+            for stale in root.iterdir():
+                stale.unlink()
+            pyproject = i % 2 == 0
+            lines = []
+            shape = rng.randrange(6)
+            if shape == 0:
+                lines.append(f"tool = {rng.choice(values)}")
+            elif shape == 1:
+                lines.append(f"eval = {rng.choice(values)}")
+            elif shape == 2 and pyproject:
+                lines += ["[tool]", f"evalrunner = {rng.choice(values)}"]
+            else:
+                lines.append("[tool.evalrunner.eval]" if pyproject else "[eval]")
+                for key in rng.sample(keys, rng.randint(1, 4)):
+                    lines.append(f"{key} = {rng.choice(values)}")
+            name = "pyproject.toml" if pyproject else "evalrunner.toml"
+            (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+            def check(path: Path = root / name) -> bool:
+                for given in (path, None):
+                    try:
+                        outcome = load_config(config_file=given, cwd=root, env={})
+                    except ConfigError as exc:
+                        if not exc.problems or not all(
+                            _PROBLEM.match(p) and "is not of type" not in p for p in exc.problems
+                        ):
+                            return False
+                    else:
+                        if not isinstance(outcome, Config):
+                            return False
+                return True
+
+            attempt(tally, " / ".join(lines)[:200], check)
+
+
+def output_targets(tally: Tally) -> None:
+    """What --output may name: each must end in exactly the documented outcome."""
+    import socket
+    import stat as stat_module
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+
+        def device() -> bool:
+            node = root / "null"
+            try:
+                os.mknod(node, stat_module.S_IFCHR | 0o666, os.makedev(1, 3))
+            except PermissionError:
+                return True  # not root: nothing a rename could replace
+            write_atomic(node, "report")
+            return stat_module.S_ISCHR(node.lstat().st_mode)
+
+        def fifo_unread() -> bool:
+            fifo = root / "unread.fifo"
+            os.mkfifo(fifo)
+            try:
+                write_atomic(fifo, "report")
+            except UnsafeOutput:
+                return stat_module.S_ISFIFO(fifo.lstat().st_mode)
+            return False
+
+        def fifo_read() -> bool:
+            fifo = root / "read.fifo"
+            os.mkfifo(fifo)
+            reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                write_atomic(fifo, "report")
+                return os.read(reader, 100) == b"report"
+            finally:
+                os.close(reader)
+
+        def symlink() -> bool:
+            (root / "target.json").write_text("old", "utf-8")
+            (root / "link.json").symlink_to("target.json")
+            write_atomic(root / "link.json", "new")
+            return (root / "link.json").is_symlink() and (root / "target.json").read_text(
+                "utf-8"
+            ) == "new"
+
+        def refused(path: Path) -> bool:
+            before = sorted(os.listdir(root))
+            try:
+                write_atomic(path, "report")
+            except UnsafeOutput:
+                return sorted(os.listdir(root)) == before
+            return False
+
+        (root / "adir").mkdir()
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(root / "a.sock"))
+        checks: list[tuple[str, Callable[[], bool]]] = [
+            ("character device", device),
+            ("fifo nobody reads", fifo_unread),
+            ("fifo being read", fifo_read),
+            ("symlink", symlink),
+            ("directory", lambda: refused(root / "adir")),
+            ("socket", lambda: refused(root / "a.sock")),
+        ]
+        for char in ("\r", "\n", "\x1b", "\x7f", "\x85", "\u202e", "\u2066"):
+            checks.append((f"name with {char!r}", partial(refused, root / f"r{char}.json")))
+        try:
+            for what, check in checks:
+                attempt(tally, what, lambda c=check: _without_blocking(c))  # type: ignore[misc]
+        finally:
+            server.close()
+
+
+def terminal_text(tally: Tally, rng: random.Random, count: int) -> None:
+    """Reports of text full of controls, bidi overrides and lone surrogates; names too."""
+    alphabet = [chr(c) for c in range(0x20)] + [
+        "\x7f",
+        "\x85",
+        "\x9b",
+        "\u202e",
+        "\u2066",
+        "\ud800",
+        "\udfff",
+        "\ud83d",
+        "a",
+        "✓",
+        " ",
+    ]
+
+    def hostile(n: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    for i in range(count):
+        text = hostile(rng.randint(1, 40))
+        report = SuiteReport(
+            suite=hostile(5),
+            mode="replay",
+            cases=(
+                CaseReport(
+                    hostile(8),
+                    os.fsdecode(b"f\xff.yaml"),
+                    None,
+                    (GradeResult(hostile(10), False, text),),
+                ),
+                CaseReport("ok", "ok.yaml", None, (), error=text),
+            ),
+        )
+
+        def check(report: SuiteReport = report) -> bool:
+            table, data = render_table(report), render_json(report)
+            table.encode("utf-8")
+            data.encode("utf-8")
+            clean = not _TERMINAL_ACTS_ON.search(table.replace("\n", "") + data.replace("\n", ""))
+            return clean and len(table.splitlines()) == 4 and bool(json.loads(data))
+
+        attempt(tally, f"report #{i}", check)
+        name = hostile(rng.randint(1, 10)).replace("\ud800", "").replace("\udfff", "")
+        name = name.replace("\ud83d", "")
+        if not re.search("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", name):
+            continue
+        fixture = json.dumps(
+            {
+                "name": "x" + name,
+                "turns": [
+                    {"user_input": "u", "steps": [{"response": {"type": "text", "content": "c"}}]}
+                ],
+                "expects": {"response_contains": ["c"]},
+            }
+        )
+        attempt(tally, f"name #{i}", partial(refused_with_position, fixture.encode(), "json"))
+
+
+def _category_order(item: tuple[str, Tally]) -> tuple[int, str]:
+    """``1a``, ``1b``, ``2``, ... ``14``: by number, then by letter."""
+    number = item[0].split()[0]
+    digits = number.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(digits), number
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000)
@@ -308,6 +679,17 @@ def main() -> None:
         tally = categories.setdefault(label, Tally())
         for what, raw, fmt in corpus:
             attempt(tally, what, lambda raw=raw, fmt=fmt: admitted_or_positioned(raw, fmt))
+    for label, corpus in (
+        ("9  numbers", numbers()),
+        ("10 YAML tags, merge keys", yaml_tags_and_merges()),
+    ):
+        tally = categories.setdefault(label, Tally())
+        for what, raw, fmt in corpus:
+            attempt(tally, what, partial(refused_with_position, raw, fmt))
+    special_files(categories.setdefault("11 special files, odd names", Tally()))
+    config_shapes(categories.setdefault("12 config shapes", Tally()), rng, max(args.count // 4, 50))
+    output_targets(categories.setdefault("13 --output targets", Tally()))
+    terminal_text(categories.setdefault("14 terminal text", Tally()), rng, max(args.count // 4, 50))
     regex_worst_case(categories.setdefault("3  catastrophic regexes", Tally()))
     hung_cases(categories.setdefault("4  hung cases (timeout)", Tally()), 20)
     interrupts(categories.setdefault("5  interrupts (SIGINT/SIGTERM)", Tally()), 20)
@@ -315,7 +697,7 @@ def main() -> None:
 
     print(f"python {sys.version.split()[0]}, seed {args.seed}")
     print(f"{'category':32} {'tried':>6} {'handled':>8} {'slowest':>10}")
-    for label, tally in sorted(categories.items()):
+    for label, tally in sorted(categories.items(), key=_category_order):
         print(f"{label:32} {tally.tried:>6} {tally.handled:>8} {tally.slowest_ms:>8.1f}ms")
         if tally.example_failure:
             print(f"    first unhandled: {tally.example_failure}")

@@ -36,6 +36,7 @@ from evalrunner.model import (
     Turn,
 )
 from evalrunner.schemas import case_validator
+from evalrunner.text import name_problem, printable
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
         for error in case_validator().iter_errors(document.data)
         for problem in _explain(document, error)
     ]
-    errors = list(schema_errors)
+    errors = list(schema_errors) + _name_characters(document)
     data = document.data
     if isinstance(data, dict):
         # The rules beyond the schema need well-formed input; each part that is well-formed is
@@ -114,6 +115,24 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
     if errors:
         return _unique_sorted(errors)
     return build_case(cast(dict[str, Any], data), document)
+
+
+def _name_characters(document: RawDocument) -> list[AdmissionError]:
+    """Case names are printed in every report: a ``\\r``, a newline, an ANSI escape or a bidi
+    override in one could forge or reorder report lines. Refused here, with the rule
+    ``evalrunner new`` applies (:func:`evalrunner.text.name_problem`)."""
+    data = document.data
+    if not isinstance(data, dict):
+        return []
+    errors = []
+    for key in ("name", "model_name"):
+        value = data.get(key)
+        if not isinstance(value, str):
+            continue  # a missing or non-string name is a schema error
+        problem = name_problem(value)
+        if problem is not None:
+            errors.append(document.error(f'case name "{printable(value)}" {problem}', (key,)))
+    return errors
 
 
 def _unique_sorted(errors: Iterable[AdmissionError]) -> list[AdmissionError]:

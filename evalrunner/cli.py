@@ -35,6 +35,7 @@ from evalrunner.pipeline import run_suite
 from evalrunner.plugins import PluginError, configured_agent
 from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
 from evalrunner.schemas import schema_tree
+from evalrunner.text import printable, printable_path
 
 app = typer.Typer(
     name="evalrunner",
@@ -71,8 +72,10 @@ def _root(
 
 
 def _fail(lines: list[str] | tuple[str, ...], summary: str | None = None) -> typer.Exit:
+    # Messages quote fixture text, file names and agent output: escaped, each stays one line
+    # and cannot forge another.
     for line in lines:
-        typer.echo(line, err=True)
+        typer.echo(printable(line), err=True)
     if summary:
         typer.echo(summary, err=True)
     return typer.Exit(EXIT_REFUSED)
@@ -121,8 +124,9 @@ def run(
         Path | None,
         typer.Option(
             "--output",
-            help="Also write the report (in --format) to FILE, atomically; stdout then shows "
-            "the table.",
+            help="Also write the report (in --format) to FILE, atomically (a symlink is "
+            "followed; a FIFO or terminal is written in place; anything else that is not a "
+            "regular file is refused); stdout then shows the table.",
         ),
     ] = None,
     case_timeout: Annotated[
@@ -172,7 +176,8 @@ def run(
             with _signals_ignored():  # a report half-renamed by a second Ctrl-C helps nobody
                 write_atomic(output, rendered)
         except OSError as exc:
-            raise _fail([f"{output}: cannot write report: {exc.strerror or exc}"]) from None
+            shown = printable_path(output)
+            raise _fail([f"{shown}: cannot write report: {exc.strerror or exc}"]) from None
         typer.echo(render_table(outcome, color=_color()), nl=False)
     elif report_format is ReportFormat.table:
         typer.echo(render_table(outcome, color=_color()), nl=False)
@@ -245,7 +250,8 @@ def validate(
     except SuiteNotFound as exc:
         raise _fail([str(exc)]) from None
     except OSError as exc:
-        raise _fail([f"{exc.filename}: cannot read: {exc.strerror or exc}"]) from None
+        shown = printable_path(str(exc.filename))
+        raise _fail([f"{shown}: cannot read: {exc.strerror or exc}"]) from None
     admission = admit_suite(loaded)
     if not admission.ok:
         refused = RunRefused(admission_errors=admission.errors)
@@ -322,7 +328,8 @@ def mutate(
 def show_config(config: ConfigOption = None) -> None:
     """Print the effective configuration and where each value came from."""
     settings = _config(config)
-    typer.echo(f"# config file: {settings.file or '(none found; defaults apply)'}")
+    shown = printable_path(settings.file) if settings.file else "(none found; defaults apply)"
+    typer.echo(f"# config file: {shown}")
     typer.echo("[eval]")
     values = {
         "suite_dir": str(settings.suite_dir),
@@ -337,9 +344,9 @@ def show_config(config: ConfigOption = None) -> None:
     for key, value in values.items():
         source = settings.sources.get(key, "default")
         if value is None:
-            typer.echo(f"# {key} is not set  # {source}")
+            typer.echo(printable(f"# {key} is not set  # {source}"))
         else:
-            typer.echo(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}")
+            typer.echo(printable(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}"))
 
 
 @schema_app.command("list")
@@ -428,15 +435,17 @@ def new_fixture(
         path = target_dir / file_name(name, fmt)
         text = scaffold(name, fmt, schema_reference_for(target_dir, schema))
     except ScaffoldError as exc:
-        raise _fail([str(exc)]) from None
-    if path.exists():
-        raise _fail([f"{path}: already exists; choose another name or remove the file"])
+        raise _fail([f"NAME: {exc}"]) from None  # blamed on the argument, as options are
+    shown = printable_path(path)
+    if os.path.lexists(path):
+        raise _fail([f"{shown}: already exists; choose another name or remove the file"])
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
-    except OSError as exc:
-        raise _fail([f"{path}: cannot write: {exc.strerror or exc}"]) from None
-    typer.echo(f"created {path}: fill in expects.response_contains, then run evalrunner validate")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the configured suite_dir
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise _fail([f"{shown}: cannot write: {reason}"]) from None
+    typer.echo(f"created {shown}: fill in expects.response_contains, then run evalrunner validate")
 
 
 @app.command("convert")
@@ -454,7 +463,8 @@ def convert_fixture(
 
     fmt = to.as_format()
     if output is not None and FIXTURE_SUFFIXES.get(output.suffix.lower()) != fmt:
-        raise _fail([f"{output}: a {fmt} fixture's name must end in {SUFFIXES[fmt]}"])
+        shown = printable_path(output)
+        raise _fail([f"{shown}: a {fmt} fixture's name must end in {SUFFIXES[fmt]}"])
     document = load_document(relative_to_cwd(file))
     if isinstance(document, list):
         raise _fail([str(e) for e in document])
@@ -470,7 +480,7 @@ def convert_fixture(
     try:
         write_atomic(output, outcome.text)
     except OSError as exc:
-        raise _fail([f"{output}: cannot write: {exc.strerror or exc}"]) from None
+        raise _fail([f"{printable_path(output)}: cannot write: {exc.strerror or exc}"]) from None
 
 
 @app.command("serve")
@@ -497,7 +507,8 @@ def serve(
         raise _fail([str(e) for e in case], "the fixture is not admitted; nothing served")
 
     def ready(endpoint: ReplayEndpoint) -> None:
-        typer.echo(f"serving {case.name!r} from {case.source} on {endpoint.base_url}")
+        source = printable_path(case.source)
+        typer.echo(f"serving {case.name!r} from {source} on {endpoint.base_url}")
         typer.echo(f"  OpenAI chat completions: POST {endpoint.openai_base_url}/chat/completions")
         typer.echo(f"  Anthropic messages:      POST {endpoint.base_url}/v1/messages")
         typer.echo("environment for the agent:")

@@ -11,28 +11,41 @@ suite is ``evals/regression`` under the working directory.
 
 from __future__ import annotations
 
-import tomllib
+import difflib
+import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jsonschema.exceptions import ValidationError
+
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS
+from evalrunner.load import NotARegularFile, RawDocument, parse_document, read_regular_file
 from evalrunner.model import AdmissionError, JSONPath
 from evalrunner.schemas import config_validator
-from evalrunner.sourcemap import SourceMap
+from evalrunner.text import printable_path
 
 CONFIG_FILE = "evalrunner.toml"
 PYPROJECT = "pyproject.toml"
 DEFAULT_SUITE_DIR = "evals/regression"
 DEFAULT_CASE_TIMEOUT_SECS = 120.0
+MAX_CASE_TIMEOUT_SECS = 86400.0
+"""One day. Far beyond any case, and far below what the clock functions a timeout reaches
+can hold (``1e10`` seconds overflows them)."""
+MAX_TOOL_ITERATIONS = 10_000
+"""The largest ``max_tool_iterations``: a loop guard, not a budget."""
+CONFIG_MAX_BYTES = 1024 * 1024
+"""Config files larger than this are refused unread (a real one is a few hundred bytes)."""
 MODES = ("replay", "live")
 ENV_SUITE_DIR = "EVALRUNNER_SUITE_DIR"
 ENV_MODE = "EVALRUNNER_MODE"
 
 
 class ConfigError(Exception):
-    """The configuration is unusable; ``problems`` holds one ``file:line: message`` each."""
+    """The configuration is unusable; ``problems`` holds one ``file:line:col: message`` each."""
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
@@ -78,13 +91,32 @@ def find_config_file(start: Path) -> Path | None:
     return None
 
 
+# A [tool.evalrunner...] header or a tool.evalrunner... dotted key at the start of a line.
+_DECLARES_TABLE = re.compile(r"^[ \t]*\[?[ \t]*tool[ \t]*\.[ \t]*evalrunner\b", re.MULTILINE)
+
+
 def _has_tool_table(pyproject: Path) -> bool:
+    """Whether a ``pyproject.toml`` is ours: it has a ``[tool.evalrunner]`` table.
+
+    A pyproject that cannot be read or parsed is someone else's problem (every command run
+    beneath it would fail otherwise), unless its text visibly declares our table: then it is
+    selected, and its problems are reported rather than silently replaced by defaults.
+    """
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False  # an unrelated broken pyproject is not ours to report
-    tool = data.get("tool")
+        raw = read_regular_file(pyproject, CONFIG_MAX_BYTES + 1)
+    except OSError:
+        return False
+    outcome = _parse(raw, pyproject, ("tool", "evalrunner"))
+    if isinstance(outcome, list):
+        return _DECLARES_TABLE.search(raw.decode("utf-8", errors="replace")) is not None
+    tool = outcome.data.get("tool") if isinstance(outcome.data, dict) else None
     return isinstance(tool, dict) and "evalrunner" in tool
+
+
+def _parse(raw: bytes, path: Path, within: JSONPath) -> RawDocument | list[AdmissionError]:
+    return parse_document(
+        raw, "toml", path, max_bytes=CONFIG_MAX_BYTES, within=within, noun="config file"
+    )
 
 
 def load_config(
@@ -103,17 +135,17 @@ def load_config(
     path: Path | None
     if config_file is not None:
         path = config_file if config_file.is_absolute() else cwd / config_file
-        if not path.is_file():
-            raise ConfigError([f"{config_file}: config file not found"])
+        if not path.exists():
+            raise ConfigError([f"{printable_path(config_file)}: config file not found"])
     else:
         path = find_config_file(cwd)
 
-    table: dict[str, Any] = {}
-    positions: dict[str, str] = {}
+    eval_table = _EvalTable()
     base = cwd
     if path is not None:
-        table, positions = _read_eval_table(path)
+        eval_table = _read_eval_table(path)
         base = path.parent
+    table = eval_table.values
 
     sources: dict[str, str] = {}
     problems: list[str] = []
@@ -123,52 +155,55 @@ def load_config(
     elif env.get(ENV_SUITE_DIR):
         suite, sources["suite_dir"] = cwd / env[ENV_SUITE_DIR], ENV_SUITE_DIR
     elif "suite_dir" in table:
-        suite, sources["suite_dir"] = base / table["suite_dir"], positions["suite_dir"]
+        suite, sources["suite_dir"] = base / table["suite_dir"], eval_table.source("suite_dir")
     else:
         suite, sources["suite_dir"] = base / DEFAULT_SUITE_DIR, "default"
 
     chosen_mode = "replay"
     sources["mode"] = "default"
-    for raw, origin in (
-        (mode, "--mode"),
-        (env.get(ENV_MODE), ENV_MODE),
-        (table.get("mode"), positions.get("mode", "")),
+    for raw, origin, blame in (
+        (mode, "--mode", "--mode"),
+        (env.get(ENV_MODE), ENV_MODE, ENV_MODE),
+        (table.get("mode"), eval_table.source("mode"), eval_table.value_at("mode")),
     ):
         if raw is None:
             continue
         try:
-            chosen_mode = parse_mode(raw, origin)
+            chosen_mode = parse_mode(raw, blame)
         except ConfigError as exc:
             problems.extend(exc.problems)
         sources["mode"] = origin
         break
 
     iterations = table.get("max_tool_iterations", DEFAULT_MAX_TOOL_ITERATIONS)
-    sources["max_tool_iterations"] = positions.get("max_tool_iterations", "default")
+    sources["max_tool_iterations"] = eval_table.source("max_tool_iterations")
 
     if case_timeout_secs is not None:
         timeout, sources["case_timeout_secs"] = case_timeout_secs, "--case-timeout"
-        if not timeout > 0:
-            problems.append(f"--case-timeout: must be a number of seconds above 0, got {timeout:g}")
+        problem = check_case_timeout(timeout)
+        if problem:
+            problems.append(f"--case-timeout: {problem}")
     else:
         timeout = float(table.get("case_timeout_secs", DEFAULT_CASE_TIMEOUT_SECS))
-        sources["case_timeout_secs"] = positions.get("case_timeout_secs", "default")
+        sources["case_timeout_secs"] = eval_table.source("case_timeout_secs")
 
     for key in ("agent", "tools", "builtin_tools"):
-        sources[key] = positions.get(key, "default")
+        sources[key] = eval_table.source(key)
     command: str | None
     if agent_command is not None:
         command, sources["agent_command"] = agent_command, "--agent-command"
+        blame = "--agent-command"
     else:
         command = table.get("agent_command")
-        sources["agent_command"] = positions.get("agent_command", "default")
+        sources["agent_command"] = eval_table.source("agent_command")
+        blame = eval_table.value_at("agent_command")
     if command is not None and not command.strip():
-        problems.append(f"{sources['agent_command']}: agent_command must not be blank")
+        problems.append(f"{blame}: agent_command must not be blank")
     # --agent-command overrides a configured Python agent; both in one file is a contradiction
     if agent_command is None and command is not None and "agent" in table:
         problems.append(
-            f"{positions['agent']}: agent and agent_command ({sources['agent_command']}) both "
-            "choose the agent under test; keep one"
+            f"{eval_table.key_at('agent')}: agent and agent_command "
+            f"({sources['agent_command']}) both choose the agent under test; keep one"
         )
 
     if problems:
@@ -188,52 +223,226 @@ def load_config(
     )
 
 
-def _read_eval_table(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """The ``[eval]`` table of a config file, schema-checked, and ``file:line`` of each key."""
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"{path}: cannot read config file: {exc}"]) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([f"{path}: invalid TOML: {exc}"]) from None
+def check_case_timeout(seconds: float) -> str | None:
+    """What is wrong with a case timeout given on the command line, or ``None``."""
+    if math.isfinite(seconds) and 0 < seconds <= MAX_CASE_TIMEOUT_SECS:
+        return None
+    return (
+        f"must be a number of seconds above 0 and at most {MAX_CASE_TIMEOUT_SECS:g} "
+        f"(one day), got {seconds:g}"
+    )
 
+
+@dataclass(frozen=True)
+class _EvalTable:
+    """The ``[eval]`` table of a config file, and where each of its keys and values is."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    document: RawDocument | None = None
     prefix: JSONPath = ()
-    section: Any = data
-    if path.name == PYPROJECT:
-        prefix = ("tool", "evalrunner")
-        section = data.get("tool", {}).get("evalrunner", {})
-    source_map = SourceMap(text, "toml")
 
-    def where(rel: JSONPath, *, key: bool = False) -> AdmissionError:
-        spot = source_map.locate(prefix + rel, key=key)
-        line = spot[0] if spot else None
-        return AdmissionError(str(path), "", line, None, prefix + rel)
+    def _where(self, key: str, *, at_key: bool) -> str:
+        if self.document is None:
+            return "default"
+        return _position(self.document.error("", self.prefix + ("eval", key), key=at_key))
 
-    problems = []
-    for error in config_validator().iter_errors(section):
-        rel: JSONPath = tuple(error.absolute_path)
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            allowed = sorted(error.schema.get("properties", {}))
-            for key in error.instance:
-                if key not in allowed:
-                    table_name = ".".join(str(p) for p in prefix + rel) or "the file"
-                    spot = where(rel + (key,), key=True)
-                    problems.append(
-                        f"{_at(spot)}: unknown key {key!r} in {table_name} "
-                        f"(known keys: {', '.join(allowed)})"
-                    )
-        else:
-            name = ".".join(str(p) for p in prefix + rel)
-            problems.append(f"{_at(where(rel))}: {name}: {error.message}")
+    def source(self, key: str) -> str:
+        """``file:line`` of the key when the file sets it, else ``default`` (for ``config``)."""
+        if key not in self.values or self.document is None:
+            return "default"
+        error = self.document.error("", self.prefix + ("eval", key), key=True)
+        return f"{error.path}:{error.line}" if error.line is not None else error.path
+
+    def key_at(self, key: str) -> str:
+        """``file:line:col`` of the key, for messages about it."""
+        return self._where(key, at_key=True)
+
+    def value_at(self, key: str) -> str:
+        """``file:line:col`` of the key's value, for messages about the value."""
+        return self._where(key, at_key=False)
+
+
+def _position(error: AdmissionError) -> str:
+    """The ``file:line:col`` (or ``file: at $.path``) prefix of an error, without a message."""
+    return str(error).removesuffix(": ")
+
+
+def _read_eval_table(path: Path) -> _EvalTable:
+    """The ``[eval]`` table of a config file, checked, with the positions of its keys.
+
+    Every problem is collected before anything is refused: the file's syntax, then its shape
+    (a ``tool`` that is not a table, an ``eval`` that is an array, ...), then each value.
+    """
+    shown = printable_path(path)
+    try:
+        raw = read_regular_file(path, CONFIG_MAX_BYTES + 1)
+    except NotARegularFile as exc:
+        raise ConfigError([f"{shown}: {exc}; a config file must be a regular file"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{shown}: cannot read config file: {exc.strerror or exc}"]) from None
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ConfigError(
+            [f"{shown}: config file is over the {CONFIG_MAX_BYTES}-byte cap for config files"]
+        )
+    prefix: JSONPath = ("tool", "evalrunner") if path.name == PYPROJECT else ()
+    outcome = _parse(raw, path, prefix)
+    if isinstance(outcome, list):
+        raise ConfigError([str(error) for error in outcome])
+    document = outcome
+
+    section: object = document.data
+    problems: list[AdmissionError] = []
+    for depth in range(len(prefix)):
+        here = prefix[: depth + 1]
+        value = section.get(here[-1]) if isinstance(section, dict) else None
+        if value is None:
+            section = {}
+            break
+        if not isinstance(value, dict):
+            problems.append(document.error(_not_a_table(here, value), here))
+            break
+        section = value
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError([str(error) for error in problems])
 
-    table = section.get("eval", {})
-    positions = {key: _at(where(("eval", key), key=True)) for key in table}
-    return dict(table), positions
+    for error in sorted(config_validator().iter_errors(section), key=_schema_order):
+        problems.extend(_explain(document, prefix, error))
+    eval_values = section.get("eval") if isinstance(section, dict) else None
+    if isinstance(eval_values, dict):
+        problems.extend(_nul_characters(document, prefix, eval_values))
+    if problems:
+        ordered = sorted(set(problems), key=AdmissionError.sort_key)
+        raise ConfigError([str(error) for error in ordered])
+    assert isinstance(section, dict)
+    return _EvalTable(dict(section.get("eval", {})), document, prefix)
 
 
-def _at(error: AdmissionError) -> str:
-    return f"{error.path}:{error.line}" if error.line is not None else error.path
+def _schema_order(error: ValidationError) -> tuple[str, str]:
+    return (json.dumps(list(error.absolute_path)), error.message)
+
+
+# --- problems, in words ------------------------------------------------------------------------
+
+_TOML_TYPE = {
+    dict: "table",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "float",
+}
+
+_EXPECTED = {
+    "object": "a table",
+    "array": "an array",
+    "string": "a string",
+    "boolean": "true or false",
+    "integer": "a whole number (written without a decimal point)",
+    "number": "a number",
+}
+
+_PATTERN_WORDS = {
+    "^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$": (
+        'must name a Python object as "package.module:name" '
+        '(for example "my_agent.hooks:make_agent")'
+    ),
+}
+
+
+def _dotted(path: JSONPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _shown(value: object) -> str:
+    """A value as TOML would spell it, shortened: its type and its text."""
+    kind = _TOML_TYPE.get(type(value), type(value).__name__)
+    if isinstance(value, dict | list):
+        return kind
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, str | int | float):
+        text = json.dumps(value, ensure_ascii=False)
+    else:  # a date or time, outside the part of a pyproject whose values are checked
+        text = str(value)
+    return f"{kind} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _not_a_table(path: JSONPath, value: object) -> str:
+    name = _dotted(path)
+    return f"{name} must be a table ([{name}]), got {_shown(value)}"
+
+
+def _explain(
+    document: RawDocument, prefix: JSONPath, error: ValidationError
+) -> list[AdmissionError]:
+    """One schema error as messages that say what is wrong and what would be right."""
+    rel: JSONPath = tuple(error.absolute_path)
+    where = prefix + rel
+    name = _dotted(where)
+    keyword = error.validator
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    instance = error.instance
+    limit = error.validator_value
+    if keyword == "additionalProperties" and isinstance(instance, dict):
+        allowed = sorted(schema.get("properties", {}))
+        table = name or "the file"
+        return [
+            document.error(
+                f"unknown key {key!r} in {table} ({_suggest(key, allowed)})",
+                where + (key,),
+                key=True,
+            )
+            for key in instance
+            if key not in allowed
+        ]
+    if keyword == "type" and rel in ((), ("eval",)) and not isinstance(instance, dict):
+        return [document.error(_not_a_table(where, instance), where)]
+    if keyword == "type":
+        expected = _EXPECTED.get(str(limit), f"of type {limit}")
+        if limit == "array" and schema.get("items", {}).get("type") == "string":
+            expected = "an array of strings"
+        message = f"{name} must be {expected}, got {_shown(instance)}"
+    elif keyword == "minLength":
+        message = f"{name} must not be empty"
+    elif keyword == "pattern":
+        words = _PATTERN_WORDS.get(str(limit), f"must match the pattern {limit}")
+        message = f"{name} {words}, got {_shown(instance)}"
+    elif keyword == "minimum":
+        message = f"{name} must be at least {limit}, got {_shown(instance)}"
+    elif keyword == "maximum":
+        message = f"{name} must be at most {limit}, got {_shown(instance)}"
+    elif keyword == "exclusiveMinimum":
+        message = f"{name} must be above {limit}, got {_shown(instance)}"
+    else:  # a keyword this schema does not use yet: still say where, and jsonschema's words
+        message = f"{name}: {error.message}"
+    return [document.error(message, where)]
+
+
+def _suggest(key: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{hint}known keys: {', '.join(allowed)}"
+
+
+def _nul_characters(
+    document: RawDocument, prefix: JSONPath, table: Mapping[str, Any]
+) -> list[AdmissionError]:
+    """A NUL character cannot be part of a path or a command line: refuse it here, where it
+    has a position, rather than let the operating system refuse it with a traceback."""
+    problems = []
+    for key, value in table.items():
+        items = value if isinstance(value, list) else [value]
+        for index, item in enumerate(items):
+            if isinstance(item, str) and "\x00" in item:
+                at = prefix + ("eval", key) + ((index,) if isinstance(value, list) else ())
+                problems.append(
+                    document.error(
+                        f"{_dotted(at)} holds a NUL character (\\x00), which no path or "
+                        "command can contain; remove it",
+                        at,
+                    )
+                )
+    return problems

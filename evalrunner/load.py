@@ -1,16 +1,20 @@
 """Stage 1, load: find a suite's fixture files and parse each into JSON-compatible data.
 
 Parsing is strict and identical in spirit across formats (SPEC §3, §4 rule 1): duplicate keys,
-non-string keys, dates and times, non-finite numbers, YAML tags, anchors and aliases, YAML 1.1
-and over-deep or oversized input are all refused here, with positions. Nothing in a fixture is
-ever constructed, executed, fetched or followed.
+non-string keys, dates and times, non-finite numbers, integers outside 64 bits, YAML tags, merge
+keys, anchors and aliases, YAML 1.1 and over-deep or oversized input are all refused here, with
+positions. Nothing in a fixture is ever constructed, executed, fetched or followed, and nothing
+but a regular file is ever opened: a FIFO or a device named like a fixture is refused, never
+read (reading one could block forever).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,12 +23,14 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer, ComposerError
+from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from evalrunner.model import AdmissionError, Format, JSONPath, JSONValue
-from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys
+from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys, toml_long_integers
+from evalrunner.text import printable_path
 
 FIXTURE_SUFFIXES: dict[str, Format] = {
     ".json": "json",
@@ -40,6 +46,10 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 """Deepest nesting of objects and arrays a fixture may have; real fixtures need about 10."""
 
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+"""The integers a fixture may hold: 64-bit signed, as TOML 1.0 requires, in every format. Far
+beyond any count or index, and every JSON consumer of a report can read them exactly."""
+
 
 @dataclass(frozen=True)
 class RawDocument:
@@ -52,8 +62,8 @@ class RawDocument:
 
     @property
     def display_path(self) -> str:
-        """The path as reports show it."""
-        return str(self.path)
+        """The path as reports show it (printable: see :func:`evalrunner.text.printable_path`)."""
+        return printable_path(self.path)
 
     def error(self, message: str, path: JSONPath = (), *, key: bool = False) -> AdmissionError:
         """An :class:`AdmissionError` about this document at ``path``, positioned if possible."""
@@ -77,24 +87,42 @@ class SuiteNotFound(Exception):
     """The suite directory does not exist, is not a directory, or holds no fixtures."""
 
 
+SUITE_NOT_FOUND = "suite directory not found"
+"""What ``run`` and ``validate`` both say about a suite that does not exist."""
+
+
 def discover(suite_dir: Path) -> list[Path]:
     """The fixture files of a suite: directly inside it, sorted by name, dotfiles skipped.
 
     Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it, and
     ``OSError`` when the directory cannot be listed: a suite never silently shrinks.
     """
+    shown = printable_path(suite_dir)
     if suite_dir.exists() and not suite_dir.is_dir():
-        raise SuiteNotFound(f"{suite_dir}: is a file, not a suite directory")
+        raise SuiteNotFound(f"{shown}: is a file, not a suite directory")
     if not suite_dir.is_dir():
-        raise SuiteNotFound(f"{suite_dir}: suite directory not found")
+        raise SuiteNotFound(f"{shown}: {SUITE_NOT_FOUND}")
     found = sorted(
         (entry for entry in suite_dir.iterdir() if _is_fixture_name(entry.name)),
         key=lambda p: p.name,
     )
     if not found:
         suffixes = ", ".join(FIXTURE_SUFFIXES)
-        raise SuiteNotFound(f"{suite_dir}: no fixtures found (files ending in {suffixes})")
+        raise SuiteNotFound(f"{shown}: no fixtures found (files ending in {suffixes})")
     return found
+
+
+def _expand(given: Path) -> list[Path]:
+    """A suite directory's fixtures, or a fixture file itself.
+
+    A path that does not exist and has no fixture ending is taken for a suite directory, so
+    ``validate`` and ``run`` say the same thing about a missing suite.
+    """
+    if given.is_dir():
+        return discover(given)
+    if not os.path.lexists(given) and given.suffix.lower() not in FIXTURE_SUFFIXES:
+        raise SuiteNotFound(f"{printable_path(given)}: {SUITE_NOT_FOUND}")
+    return [given]
 
 
 def _is_fixture_name(name: str) -> bool:
@@ -125,7 +153,7 @@ def iter_documents(
     keep only what they need (admission keeps the :class:`Case`) run in memory bounded by the
     largest fixture, not by the size of the suite.
     """
-    files = [file for given in paths for file in (discover(given) if given.is_dir() else [given])]
+    files = [file for given in paths for file in _expand(given)]
     for file in files:
         yield load_document(file, max_bytes=max_bytes)
 
@@ -148,25 +176,89 @@ def load_document(
     path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> RawDocument | list[AdmissionError]:
     """Read and parse one fixture file."""
-    shown = str(path)
+    shown = printable_path(path)
     fmt = FIXTURE_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
         accepted = ", ".join(FIXTURE_SUFFIXES)
         return [AdmissionError(shown, f"not a fixture file: expected one of {accepted}")]
     try:
-        with path.open("rb") as handle:
-            # One byte past the cap is enough to know it is over: a huge file is never read.
-            raw = handle.read(max_bytes + 1)
+        # One byte past the cap is enough to know it is over: a huge file is never read.
+        raw = read_regular_file(path, max_bytes + 1)
+    except NotARegularFile as exc:
+        return [AdmissionError(shown, f"{exc}; a fixture must be a regular file")]
     except OSError as exc:
         return [AdmissionError(shown, f"cannot read file: {exc.strerror or exc}")]
     return parse_document(raw, fmt, path, max_bytes=max_bytes)
 
 
+class NotARegularFile(OSError):
+    """The path names a FIFO, a socket, a device or a directory: nothing a fixture or config
+    file can be. The message names what it is."""
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, in words: ``a FIFO (named pipe)``, ``a regular file``, ..."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file at ``path`` (symlinks followed).
+
+    Anything else raises :class:`NotARegularFile` without being read: reading a FIFO blocks
+    until some process writes to it, and a device may never end. It is checked before the
+    open, so a special file is not even opened, and again on the open descriptor, which is
+    opened non-blocking so that a FIFO swapped in between the two cannot block either.
+    """
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotARegularFile(f"is {file_kind(mode)}, not a regular file")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(f"is {file_kind(mode)}, not a regular file")
+        chunks: list[bytes] = []
+        remaining = limit
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def parse_document(
-    raw: bytes, fmt: Format, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
+    raw: bytes,
+    fmt: Format,
+    path: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    within: JSONPath = (),
+    noun: str = "fixture",
 ) -> RawDocument | list[AdmissionError]:
-    """Parse the bytes of one fixture of format ``fmt``; ``path`` is used in messages."""
-    shown = str(path)
+    """Parse the bytes of one fixture of format ``fmt``; ``path`` is used in messages.
+
+    ``within`` limits the checks for values JSON cannot hold (dates, non-finite numbers, ...)
+    to one part of the document: a ``pyproject.toml`` is read for its ``[tool.evalrunner]``
+    table, and a date elsewhere in it is none of our business. ``noun`` names what the file
+    is in messages about its encoding.
+    """
+    shown = printable_path(path)
     if len(raw) > max_bytes:
         return [
             AdmissionError(
@@ -183,7 +275,7 @@ def parse_document(
                 AdmissionError(
                     shown,
                     f"file is {encoding} (it starts with a {encoding} byte-order mark); "
-                    "fixtures must be UTF-8: save it as UTF-8",
+                    f"{noun}s must be UTF-8: save it as UTF-8",
                     1,
                     1,
                 )
@@ -195,7 +287,7 @@ def parse_document(
         return [
             AdmissionError(
                 shown,
-                f"not valid UTF-8 at byte {exc.start}: fixtures must be UTF-8 text",
+                f"not valid UTF-8 at byte {exc.start}: {noun}s must be UTF-8 text",
                 line,
                 col,
             )
@@ -214,7 +306,9 @@ def parse_document(
     except _Refused as refused:
         return refused.errors
     document = RawDocument(path, fmt, parsed, source_map)
-    problems = [_foreign_error(document, foreign) for foreign in _foreign_values(parsed)]
+    problems = [
+        _foreign_error(document, foreign) for foreign in _foreign_values(parsed, within=within)
+    ]
     return sorted(problems, key=AdmissionError.sort_key) or document
 
 
@@ -247,6 +341,70 @@ def _foreign_error(document: RawDocument, foreign: _Foreign) -> AdmissionError:
     return AdmissionError(document.display_path, foreign.message, *spot, foreign.path)
 
 
+# --- numbers -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _BadNumber:
+    """Stands in for a number literal no 64-bit value can hold; refused with its position."""
+
+    message: str
+
+
+# More significant digits than this cannot be a 64-bit integer in any base (64 binary digits).
+# Checked before int() runs: Python refuses to convert more than 4,300 decimal digits (and,
+# without that limit, would take quadratic time over a megabyte of them).
+_MAX_INT_DIGITS = 64
+
+
+def _out_of_range(literal: str) -> str:
+    digits = literal.lstrip("+-").replace("_", "")
+    if digits[:2].lower() in ("0x", "0o", "0b"):
+        digits = digits[2:]
+    shown = f"integer {literal}" if len(digits) <= 30 else f"an integer of {len(digits)} digits"
+    return (
+        f"{shown} is out of range: integers must be between {INT_MIN} and {INT_MAX} "
+        "(64 bits); quote it to make it a string"
+    )
+
+
+def _too_large(literal: str) -> str:
+    shown = literal if len(literal) <= 30 else literal[:27] + "..."
+    return (
+        f"number {shown} is too large for a 64-bit float (at most about 1.8e308); "
+        "quote it to make it a string"
+    )
+
+
+def _significant_digits(literal: str) -> int:
+    body = literal.lstrip("+-").replace("_", "").lower()
+    if body[:2] in ("0x", "0o", "0b"):
+        body = body[2:]
+    return len(body.lstrip("0"))
+
+
+def _parse_int(literal: str) -> int | _BadNumber:
+    """JSON's integer hook: the value, or a marker for one no 64-bit integer holds."""
+    if len(literal) < 19:  # the common case: certainly within 64 bits
+        return int(literal)
+    if _significant_digits(literal) > _MAX_INT_DIGITS:
+        return _BadNumber(_out_of_range(literal))
+    value = int(literal)
+    return value if INT_MIN <= value <= INT_MAX else _BadNumber(_out_of_range(literal))
+
+
+_SPECIAL_FLOATS = {"inf", "nan"}
+
+
+def _parse_float(literal: str) -> float | _BadNumber:
+    """JSON's and TOML's float hook: an overflowing literal such as ``1e400`` is a marker,
+    not infinity. (TOML's own ``inf`` and ``nan`` are refused as non-finite later.)"""
+    value = float(literal)
+    if math.isfinite(value) or literal.lstrip("+-") in _SPECIAL_FLOATS:
+        return value
+    return _BadNumber(_too_large(literal))
+
+
 # --- JSON --------------------------------------------------------------------------------------
 
 
@@ -274,8 +432,14 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _parse_json(text: str, shown: str) -> JSONValue:
     try:
         # NaN and Infinity parse to floats here and are refused, with their positions, by
-        # _foreign_values like every other format's non-finite numbers.
-        data: JSONValue = json.loads(text, object_pairs_hook=_reject_duplicates)
+        # _foreign_values like every other format's non-finite numbers; so are the numbers
+        # no 64-bit value holds, which the hooks turn into _BadNumber markers.
+        data: JSONValue = json.loads(
+            text,
+            object_pairs_hook=_reject_duplicates,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+        )
     except _DuplicateKey:
         raise _Refused(
             [
@@ -300,8 +464,25 @@ def _parse_json(text: str, shown: str) -> JSONValue:
 # --- YAML --------------------------------------------------------------------------------------
 
 
+class _YAMLRefused(MarkedYAMLError):
+    """Something YAML allows and fixtures do not; its ``problem`` is the whole message."""
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _shown_tag(tag: str) -> str:
+    return re.sub(r"^tag:yaml\.org,2002:", "!!", tag)
+
+
 class _StrictComposer(Composer):
-    """Refuses what a fixture never needs and an attacker might: aliases, anchors, YAML 1.1."""
+    """Refuses what a fixture never needs and an attacker might: aliases, anchors, tags, merge
+    keys, YAML 1.1.
+
+    Every tag is refused, the core ones too: ``!!int "abc"`` or ``!!bool "maybe"`` would make
+    the constructor fail on text it was told to convert, ``!!str 12`` or ``--- !!map`` change
+    what plain text means, and the README promises a fixture is plain data.
+    """
 
     def compose_document(self) -> Any:
         event = self.parser.peek_event()
@@ -326,11 +507,30 @@ class _StrictComposer(Composer):
                 f"YAML {kind} are not allowed in fixtures; write the value out in full",
                 event.start_mark,
             )
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            raise _YAMLRefused(
+                None,
+                None,
+                f"YAML tag {_shown_tag(tag)} is not allowed; fixtures hold plain data only "
+                "(remove the tag; quote a value to make it a string)",
+                event.start_mark,
+            )
         return super().compose_node(parent, index)
 
     def compose_mapping_node(self, anchor: Any) -> Any:
         node = super().compose_mapping_node(anchor)
         for key_node, _ in node.value:
+            if isinstance(key_node, ScalarNode) and key_node.tag == _MERGE_TAG:
+                # YAML 1.1's merge key is honoured by the loader even in YAML 1.2: it would
+                # copy keys in from another mapping and let a duplicate key pass unnoticed.
+                raise _YAMLRefused(
+                    None,
+                    None,
+                    "the YAML merge key '<<' is not allowed in fixtures; write the keys out "
+                    "in full (quote it, '<<', if it is meant as a key)",
+                    key_node.start_mark,
+                )
             if not isinstance(key_node, ScalarNode):
                 kind = "sequence" if isinstance(key_node, SequenceNode) else "mapping"
                 raise ComposerError(
@@ -342,9 +542,40 @@ class _StrictComposer(Composer):
         return node
 
 
+class _StrictConstructor(SafeConstructor):
+    """Builds numbers without ever converting thousands of digits, and refuses the integers
+    and floats no 64-bit value holds, at their position."""
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        literal = str(node.value)
+        if _significant_digits(literal) > _MAX_INT_DIGITS:
+            raise _YAMLRefused(None, None, _out_of_range(literal), node.start_mark)
+        value = super().construct_yaml_int(node)
+        if not INT_MIN <= value <= INT_MAX:
+            raise _YAMLRefused(None, None, _out_of_range(literal), node.start_mark)
+        return value
+
+    def construct_yaml_float(self, node: Any) -> Any:
+        value = super().construct_yaml_float(node)
+        literal = str(node.value)
+        special = literal.lstrip("+-").lower() in (".inf", ".nan")
+        if not math.isfinite(value) and not special:
+            raise _YAMLRefused(None, None, _too_large(literal), node.start_mark)
+        return value
+
+
+# Registered on the subclass: add_constructor on SafeConstructor itself would change every
+# YAML loader in the process.
+_StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)
+_StrictConstructor.add_constructor(
+    "tag:yaml.org,2002:float", _StrictConstructor.construct_yaml_float
+)
+
+
 def _yaml_loader() -> YAML:
     loader = YAML(typ="safe", pure=True)
     loader.Composer = _StrictComposer
+    loader.Constructor = _StrictConstructor
     loader.max_depth = MAX_DEPTH + 1
     return loader
 
@@ -375,14 +606,15 @@ def _parse_yaml(text: str, shown: str) -> JSONValue:
 def _yaml_message(exc: MarkedYAMLError) -> str:
     problem = (exc.problem or "").strip()
     name = type(exc).__name__
+    if isinstance(exc, _YAMLRefused):
+        return problem
     if name == "DuplicateKeyError":
         match = re.search(r'duplicate key "(.*?)"', problem)
         key = match.group(1) if match else "?"
         return f"duplicate key {key!r}; each key may appear once per mapping"
     if name == "ConstructorError" and "could not determine a constructor" in problem:
         tag = re.search(r"tag '?([^'\s]+)'?", problem)
-        shown_tag = tag.group(1) if tag else "?"
-        shown_tag = re.sub(r"^tag:yaml\.org,2002:", "!!", shown_tag)
+        shown_tag = _shown_tag(tag.group(1) if tag else "?")
         return f"YAML tag {shown_tag} is not allowed; fixtures hold plain data only"
     if problem.startswith("%YAML") or problem.startswith("YAML "):
         return problem
@@ -403,7 +635,7 @@ _TOML_AT_END = "(at end of document)"
 
 def _parse_toml(text: str, shown: str) -> JSONValue:
     try:
-        data: JSONValue = tomllib.loads(text)
+        data: JSONValue = tomllib.loads(text, parse_float=_parse_float)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         line = col = None
@@ -417,7 +649,21 @@ def _parse_toml(text: str, shown: str) -> JSONValue:
         raise _Refused([AdmissionError(shown, f"invalid TOML: {message}", line, col)]) from None
     except RecursionError:
         raise _Refused([AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]) from None
+    except ValueError:
+        # tomllib converts integers with int(), which refuses more than 4,300 digits; the
+        # text is valid TOML up to there, so the scanner finds every such literal.
+        raise _Refused(_long_toml_integers(text, shown)) from None
     return data
+
+
+def _long_toml_integers(text: str, shown: str) -> list[AdmissionError]:
+    found = toml_long_integers(text, _MAX_INT_DIGITS)
+    if not found:
+        return [AdmissionError(shown, "invalid TOML: a number cannot be read", 1, 1)]
+    return [
+        AdmissionError(shown, _out_of_range(literal), line, col, path)
+        for path, (line, col), literal in found
+    ]
 
 
 _PARSERS = {"json": _parse_json, "yaml": _parse_yaml, "toml": _parse_toml}
@@ -486,16 +732,21 @@ class _Foreign:
     key: object = _NO_KEY
 
 
-def _foreign_values(data: object) -> list[_Foreign]:
+def _foreign_values(data: object, *, within: JSONPath = ()) -> list[_Foreign]:
     """Everything in parsed data that is not plain JSON, with where it is.
 
     Catches YAML's and TOML's richer types (dates, times, binary, sets, non-string keys),
     non-finite floats, and nesting deeper than :data:`MAX_DEPTH` that bracket counting cannot
     see (TOML dotted keys and table headers), so every format hands admission the same kind of
-    value. Iterative: the data may be deeper than Python's recursion limit.
+    value. Iterative: the data may be deeper than Python's recursion limit. Only the value at
+    ``within`` is checked, when there is one.
     """
     problems: list[_Foreign] = []
-    stack: list[tuple[JSONPath, object]] = [((), data)]
+    for part in within:  # keys of tables: within names a table, never an array item
+        if not isinstance(data, dict) or part not in data:
+            return problems
+        data = data[part]
+    stack: list[tuple[JSONPath, object]] = [(within, data)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, dict | list) and len(path) >= MAX_DEPTH:
@@ -522,11 +773,27 @@ def _foreign_values(data: object) -> list[_Foreign]:
         elif isinstance(value, str):
             if _LONE_SURROGATE.search(value):
                 problems.append(_Foreign(path, _SURROGATE_MESSAGE))
-        elif value is None or isinstance(value, int | bool):
+        elif isinstance(value, _BadNumber):
+            problems.append(_Foreign(path, value.message))
+        elif isinstance(value, bool) or value is None:
             continue
+        elif isinstance(value, int):
+            if not INT_MIN <= value <= INT_MAX:
+                # Never str() it: a TOML hex literal can be a number Python cannot print.
+                problems.append(_Foreign(path, _out_of_range_value(value)))
         else:
             problems.append(_Foreign(path, _foreign_message(value)))
     return problems
+
+
+def _out_of_range_value(value: int) -> str:
+    if value.bit_length() <= 96:
+        return _out_of_range(str(value))
+    digits = int(value.bit_length() * math.log10(2)) + 1
+    return (
+        f"an integer of about {digits} digits is out of range: integers must be between "
+        f"{INT_MIN} and {INT_MAX} (64 bits); quote it to make it a string"
+    )
 
 
 # An escape such as \ud800 decodes to a lone UTF-16 surrogate: not a Unicode character, so it

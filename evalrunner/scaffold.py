@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from pathlib import Path
 
 from evalrunner.convert import SUFFIXES, rebase
 from evalrunner.model import Format
+from evalrunner.text import name_problem, printable, printable_path
 
 DEFAULT_SCHEMA = Path("../schemas/case.bundle.schema.json")
 """Where a scaffold's schema line points, relative to the fixture's directory, by default:
@@ -33,16 +33,22 @@ def file_name(name: str, fmt: Format) -> str:
     digits turned into ``_`` (``Echo round-trip`` → ``echo_round_trip.yaml``)."""
     stem = re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
     if not stem:
-        raise ScaffoldError(f"case name {name!r} has no letters or digits to name a file with")
+        raise ScaffoldError(
+            f'case name "{printable(name)}" has no letters or digits to name a file with'
+        )
     return stem + SUFFIXES[fmt]
 
 
 def check_name(name: str) -> None:
-    """Refuse names that are blank or hold control characters (no format writes them as-is)."""
+    """Refuse names that are blank, or that admission would refuse for their characters
+    (:func:`evalrunner.text.name_problem`): control characters, bidi overrides, and bytes
+    that are not UTF-8 (a command-line argument can hold them; no fixture can)."""
     if not name.strip():
         raise ScaffoldError("the case name must not be blank")
-    if any(unicodedata.category(ch) == "Cc" for ch in name):
-        raise ScaffoldError(f"case name {name!r} holds control characters")
+    problem = name_problem(name)
+    if problem is not None:
+        # printable_path: a command-line argument that is not UTF-8 shows as its bytes, \xff
+        raise ScaffoldError(f'case name "{printable_path(name)}" {problem}')
 
 
 def scaffold(name: str, fmt: Format, schema_reference: str) -> str:

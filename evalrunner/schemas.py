@@ -14,9 +14,10 @@ from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator
+from jsonschema.validators import extend
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -28,6 +29,25 @@ CONFIG_ID = BASE_URI + "config.schema.json"
 REPORT_ID = BASE_URI + "report.schema.json"
 AGENT_REPLY_ID = BASE_URI + "agent-command/reply.schema.json"
 KIND_DIR = "expects"
+
+
+def _is_integer(checker: object, instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# extend() makes a subclass in all but name; it is untyped, so say what it returns.
+StrictValidator = cast(
+    type[Draft202012Validator],
+    extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    ),
+)
+"""Draft 2020-12, except that ``"integer"`` means an integer as parsed, not any number with a
+zero fraction. JSON Schema calls ``1.0`` an integer; every loader here keeps ``1.0`` a float,
+and a float where a count or an index is meant would be shown as ``1.0`` in reports, or crash
+the indexing. So ``call_index: 0.0`` and ``exact_tool_calls: 1.0`` are refused, in every
+format, with a position."""
 
 
 class SchemaTreeError(Exception):
@@ -68,8 +88,9 @@ class SchemaTree:
         return dict(sorted(out.items()))
 
     def validator(self, schema_id: str) -> Draft202012Validator:
-        """A validator for the schema with this ``$id``, resolving refs through the registry."""
-        return Draft202012Validator({"$ref": schema_id}, registry=self.registry)
+        """A validator for the schema with this ``$id``, resolving refs through the registry,
+        with strict integers (:data:`StrictValidator`)."""
+        return StrictValidator({"$ref": schema_id}, registry=self.registry)
 
 
 def _refs(node: object) -> Iterator[str]:
@@ -101,7 +122,11 @@ def schema_tree() -> SchemaTree:
             raise SchemaTreeError(f"schemas/{rel}: $id must be {expected!r}")
         Draft202012Validator.check_schema(schema)
         documents[rel] = schema
-        resources.append((expected, DRAFT202012.create_resource(schema)))
+        # jsonschema picks the validator class of a $ref's target by its "$schema", which
+        # would swap StrictValidator back for the stock one; every file here is Draft 2020-12
+        # (check_schema above), so the registry holds them without that key.
+        contents = {key: value for key, value in schema.items() if key != "$schema"}
+        resources.append((expected, DRAFT202012.create_resource(contents)))
     if not documents:
         raise SchemaTreeError("no schemas found: the package is missing its schemas/ tree")
     registry: Registry[Any] = Registry().with_resources(resources).crawl()

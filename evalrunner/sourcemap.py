@@ -17,6 +17,7 @@ import bisect
 import json
 import json.decoder
 import json.scanner
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -239,6 +240,32 @@ def json_duplicate_keys(text: str) -> list[tuple[JSONPath, Position]]:
 
 
 # --- TOML --------------------------------------------------------------------------------------
+
+_TOML_INTEGER = re.compile(r"[+-]?[0-9][0-9_]*(?![0-9_.eExob:-])")
+
+
+def toml_long_integers(text: str, max_digits: int) -> list[tuple[JSONPath, Position, str]]:
+    """Every decimal integer value in TOML ``text`` with more than ``max_digits`` significant
+    digits: its path, position and literal.
+
+    For text ``tomllib`` could not finish because such a number stopped it (Python will not
+    convert more than 4,300 digits); the scanner needs only the structure, not the values.
+    """
+    try:
+        spots = _TOMLScanner(text).scan()
+    except (ValueError, IndexError, RecursionError):
+        return []
+    lines = LineIndex(text)
+    found: list[tuple[JSONPath, Position, str]] = []
+    for path, spot in spots.items():
+        match = _TOML_INTEGER.match(text, spot.value)
+        if match is None:
+            continue
+        literal = match.group()
+        if len(literal.lstrip("+-").replace("_", "").lstrip("0")) > max_digits:
+            found.append((path, lines.position(spot.value), literal))
+    return sorted(found, key=lambda item: item[1])
+
 
 _BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 

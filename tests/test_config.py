@@ -79,7 +79,7 @@ def test_unknown_key_is_an_error_with_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(cwd=tmp_path, env={})
     (problem,) = caught.value.problems
-    assert problem.startswith(f"{path}:3: unknown key 'suite_dri' in eval")
+    assert problem.startswith(f"{path}:3:1: unknown key 'suite_dri' in eval (did you mean")
     assert "suite_dir" in problem
 
 
@@ -101,7 +101,7 @@ def test_bad_values_are_errors_with_file_and_line(tmp_path: Path) -> None:
     write(tmp_path / "evalrunner.toml", '[eval]\n\nmode = "fast"\n')
     with pytest.raises(ConfigError) as caught:
         load_config(cwd=tmp_path, env={})
-    assert caught.value.problems == [f"{path}:3: mode must be 'replay' or 'live', got 'fast'"]
+    assert caught.value.problems == [f"{path}:3:8: mode must be 'replay' or 'live', got 'fast'"]
 
 
 def test_invalid_toml_in_config_is_an_error(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def test_agent_and_agent_command_are_exclusive(tmp_path: Path) -> None:
     path = write(tmp_path / "evalrunner.toml", '[eval]\nagent = "a.b:c"\nagent_command = "x"\n')
     with pytest.raises(ConfigError) as caught:
         load_config(cwd=tmp_path, env={})
-    assert caught.value.problems[0].startswith(f"{path}:2: agent and agent_command")
+    assert caught.value.problems[0].startswith(f"{path}:2:1: agent and agent_command")
 
 
 def test_a_malformed_agent_reference_is_a_config_error(tmp_path: Path) -> None:
@@ -195,3 +195,216 @@ def test_a_malformed_agent_reference_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(cwd=tmp_path, env={})
     assert caught.value.problems[0].startswith(f"{path}:2:")
+
+
+# --- every shape, in words, with a position (issue 9, classes 1, 4 and 7) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("pyproject.toml", "tool = 1\n", "1:8: tool must be a table ([tool]), got integer 1"),
+        (
+            "pyproject.toml",
+            'tool = ["a"]\n',
+            "1:8: tool must be a table ([tool]), got array",
+        ),
+        (
+            "pyproject.toml",
+            '[tool]\nevalrunner = "x"\n',
+            '2:14: tool.evalrunner must be a table ([tool.evalrunner]), got string "x"',
+        ),
+        (
+            "pyproject.toml",
+            "[tool]\nevalrunner.eval = [1]\n",
+            "2:19: tool.evalrunner.eval must be a table ([tool.evalrunner.eval]), got array",
+        ),
+        ("evalrunner.toml", "eval = 3\n", "1:8: eval must be a table ([eval]), got integer 3"),
+        (
+            "evalrunner.toml",
+            "[[eval]]\nmode = 'replay'\n",
+            "1:3: eval must be a table ([eval]), got array",
+        ),
+        (
+            "evalrunner.toml",
+            '[eval]\ncase_timeout_secs = "ten"\n',
+            '2:21: eval.case_timeout_secs must be a number, got string "ten"',
+        ),
+        (
+            "evalrunner.toml",
+            "[eval]\nmax_tool_iterations = 1.0\n",
+            "2:23: eval.max_tool_iterations must be a whole number (written without a decimal "
+            "point), got float 1.0",
+        ),
+        (
+            "evalrunner.toml",
+            '[eval]\ntools = "a.b:c"\n',
+            '2:9: eval.tools must be an array of strings, got string "a.b:c"',
+        ),
+        (
+            "evalrunner.toml",
+            "[eval]\ntools = [1]\n",
+            "2:10: eval.tools[0] must be a string, got integer 1",
+        ),
+        (
+            "evalrunner.toml",
+            '[eval]\nbuiltin_tools = "yes"\n',
+            '2:17: eval.builtin_tools must be true or false, got string "yes"',
+        ),
+        (
+            "evalrunner.toml",
+            "[eval]\nmode = 1\n",
+            "2:8: eval.mode must be a string, got integer 1",
+        ),
+        (
+            "evalrunner.toml",
+            '[eval]\nagent = "no_colon_here"\n',
+            '2:9: eval.agent must name a Python object as "package.module:name" (for example '
+            '"my_agent.hooks:make_agent"), got string "no_colon_here"',
+        ),
+        ("evalrunner.toml", '[eval]\nsuite_dir = ""\n', "2:13: eval.suite_dir must not be empty"),
+        (
+            "evalrunner.toml",
+            "[eval]\nsuite_dir = 2024-01-01\n",
+            "2:13: date values are not allowed; quote the value to make it a string",
+        ),
+        (
+            "pyproject.toml",
+            "[tool.evalrunner.eval]\ncase_timeout_secs = nan\n",
+            "2:21: NaN is not allowed; numbers must be finite",
+        ),
+    ],
+)
+def test_every_config_shape_gets_a_positioned_message_in_words(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    path = write(tmp_path / name, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(config_file=path, cwd=tmp_path, env={})
+    assert caught.value.problems == [f"{path}:{problem}"]
+
+
+def test_every_problem_of_a_config_file_is_reported_at_once(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "evalrunner.toml",
+        '[eval]\nmode = 1\nsuite_dir = "a\\u0000b"\ntools = [2]\ncase_timeout = 3\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={})
+    assert [p.split(": ", 1)[0] for p in caught.value.problems] == [
+        f"{path}:2:8",
+        f"{path}:3:13",
+        f"{path}:4:10",
+        f"{path}:5:1",
+    ]
+
+
+def test_config_messages_never_show_jsonschema_or_regex_text(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "evalrunner.toml",
+        '[eval]\ncase_timeout_secs = "ten"\nagent = "x"\ntools = ["y"]\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={})
+    text = "\n".join(caught.value.problems)
+    assert "is not of type" not in text
+    assert "[A-Za-z_]" not in text and "does not match" not in text
+    assert str(path) in text
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "case_timeout_secs = 1e10",
+            "2:21: eval.case_timeout_secs must be at most 86400, got float 10000000000.0",
+        ),
+        ("case_timeout_secs = inf", "2:21: Infinity is not allowed; numbers must be finite"),
+        ("case_timeout_secs = -1", "2:21: eval.case_timeout_secs must be above 0, got integer -1"),
+        (
+            "max_tool_iterations = 99999999999",
+            "2:23: eval.max_tool_iterations must be at most 10000, got integer 99999999999",
+        ),
+        (
+            "max_tool_iterations = " + "9" * 5000,
+            "2:23: an integer of 5000 digits is out of range: integers must be between "
+            "-9223372036854775808 and 9223372036854775807 (64 bits); quote it to make it a string",
+        ),
+    ],
+)
+def test_numeric_config_values_are_bounded(tmp_path: Path, text: str, problem: str) -> None:
+    path = write(tmp_path / "evalrunner.toml", f"[eval]\n{text}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={})
+    assert caught.value.problems == [f"{path}:{problem}"]
+
+
+@pytest.mark.parametrize("seconds", [1e10, float("inf"), float("nan"), -1.0, 86400.5])
+def test_the_case_timeout_flag_is_bounded(tmp_path: Path, seconds: float) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={}, case_timeout_secs=seconds)
+    assert caught.value.problems == [
+        "--case-timeout: must be a number of seconds above 0 and at most 86400 (one day), "
+        f"got {seconds:g}"
+    ]
+
+
+def test_the_bounds_in_code_are_the_bounds_in_the_schema() -> None:
+    import json
+
+    from evalrunner.config import MAX_CASE_TIMEOUT_SECS, MAX_TOOL_ITERATIONS
+
+    schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
+    keys = schema["$defs"]["eval"]["properties"]
+    assert keys["case_timeout_secs"]["maximum"] == MAX_CASE_TIMEOUT_SECS
+    assert keys["max_tool_iterations"]["maximum"] == MAX_TOOL_ITERATIONS
+
+
+def test_a_nul_byte_in_a_configured_path_or_command_is_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "evalrunner.toml",
+        '[eval]\nsuite_dir = "ev\\u0000als"\nagent_command = "python\\u0000 x"\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={})
+    assert caught.value.problems == [
+        f"{path}:2:13: eval.suite_dir holds a NUL character (\\x00), which no path or command "
+        "can contain; remove it",
+        f"{path}:3:17: eval.agent_command holds a NUL character (\\x00), which no path or "
+        "command can contain; remove it",
+    ]
+
+
+def test_an_unrelated_pyproject_with_a_huge_number_does_not_stop_discovery(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path / "pyproject.toml", "[project]\nversion_code = " + "9" * 5000 + "\n")
+    deep = tmp_path / "sub"
+    deep.mkdir()
+    assert find_config_file(deep) is None
+    assert load_config(cwd=deep, env={}).file is None
+
+
+def test_a_broken_pyproject_that_declares_our_table_is_reported_not_skipped(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path / "pyproject.toml", '[tool.evalrunner.eval]\nmode = "replay"\nx = ' + "9" * 5000
+    )
+    assert find_config_file(tmp_path) == path
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=tmp_path, env={})
+    assert caught.value.problems[0].startswith(f"{path}:3:5: an integer of 5000 digits")
+
+
+def test_a_config_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "evalrunner.toml"
+    os.mkfifo(fifo)
+    assert find_config_file(tmp_path) is None  # discovery looks for regular files only
+    with pytest.raises(ConfigError) as caught:
+        load_config(config_file=fifo, cwd=tmp_path, env={})
+    assert caught.value.problems == [
+        f"{fifo}: is a FIFO (named pipe), not a regular file; a config file must be a regular file"
+    ]

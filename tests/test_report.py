@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import stat
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from evalrunner.model import (
 from evalrunner.pipeline import run_suite
 from evalrunner.report import (
     REPORT_SCHEMA,
+    UnsafeOutput,
     exit_code,
     render_json,
     render_table,
@@ -362,3 +364,156 @@ def test_write_atomic_keeps_the_replaced_file_permissions(tmp_path: Path) -> Non
     write_atomic(target, "new")
     assert target.read_text(encoding="utf-8") == "new"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+# --- outside text is made safe on the way out (issue 9, classes 3 and 6) -----------------------
+
+FORGED = "\x1b[2K\r\x1b[32m✓\x1b[0m forged (ok.yaml)  4/4 checks\n1/1 cases passed"
+HOSTILE = CaseReport(
+    name="hostile\u202eeman",
+    source=os.fsdecode(b"caf\xe9.yaml"),
+    case_class="negative",
+    grades=(
+        GradeResult('response_contains("x")', False, f"not found in response: {FORGED}"),
+        GradeResult('tool_results_contain("t", "\x9b2J")', False, "half an emoji: \ud83d!"),
+    ),
+)
+HOSTILE_ERROR = CaseReport(
+    name="errored",
+    source="e.json",
+    case_class=None,
+    grades=(),
+    error="agent raised: \ud800\x07\x7f\u2066",
+)
+_TERMINAL_ACTS_ON = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def test_the_table_escapes_what_a_terminal_would_act_on() -> None:
+    table = render_table(suite(HOSTILE, HOSTILE_ERROR))
+    table.encode("utf-8")  # a lone surrogate used to crash here (or in the writer)
+    assert not _TERMINAL_ACTS_ON.search(table)
+    assert table.splitlines() == [
+        "✗ hostile\\u202eeman (caf\\xe9.yaml)  0/2 checks",
+        '    ✗ response_contains("x"): not found in response: '
+        "\\x1b[2K\\r\\x1b[32m✓\\x1b[0m forged (ok.yaml)  4/4 checks\\n1/1 cases passed",
+        '    ✗ tool_results_contain("t", "\\x9b2J"): half an emoji: \\ud83d!',
+        "✗ errored (e.json)  —  run error: agent raised: \\ud800\\x07\\x7f\\u2066",
+        "0/2 cases passed (2 failed)",
+    ]
+
+
+def test_the_json_report_keeps_text_exact_but_encodable_and_terminal_safe() -> None:
+    rendered = render_json(suite(HOSTILE, HOSTILE_ERROR))
+    rendered.encode("utf-8")
+    assert not _TERMINAL_ACTS_ON.search(rendered.replace("\n", ""))
+    data = json.loads(rendered)
+    assert validate(data) == []
+    hostile, errored = data["cases"]
+    assert hostile["name"] == "hostile\u202eeman"  # escaped in the text, exact once decoded
+    assert hostile["source"] == "caf\\xe9.yaml"  # bytes that are not UTF-8, shown as bytes
+    assert hostile["grades"][0]["detail"] == f"not found in response: {FORGED}"
+    assert hostile["grades"][1]["check"] == 'tool_results_contain("t", "\x9b2J")'
+    assert hostile["grades"][1]["detail"] == "half an emoji: \\ud83d!"  # UTF-8 cannot hold it
+    assert errored["error"] == "agent raised: \\ud800\x07\x7f\u2066"
+
+
+# --- what --output may name (issue 9, class 5) -------------------------------------------------
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_write_atomic_writes_to_a_character_device_in_place(tmp_path: Path) -> None:
+    # Our own /dev/null: as root, the old rename replaced the device with a regular file.
+    device = tmp_path / "null"
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+    write_atomic(device, "report\n")
+    assert stat.S_ISCHR(device.stat().st_mode)
+    assert device.stat().st_rdev == os.makedev(1, 3)
+    assert _leftovers(tmp_path) == []
+
+
+def test_write_atomic_refuses_a_fifo_no_process_reads(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafeOutput) as caught:
+        write_atomic(fifo, "report\n")  # would block forever on a plain open
+    assert caught.value.strerror == "is a FIFO that no process is reading; start the reader first"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert _leftovers(tmp_path) == []
+
+
+def test_write_atomic_writes_into_a_fifo_that_is_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        write_atomic(fifo, "report ✓\n")
+        assert os.read(reader, 1024) == "report ✓\n".encode()
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_write_atomic_follows_a_symlink_and_replaces_its_target(tmp_path: Path) -> None:
+    real = tmp_path / "reports" / "latest.json"
+    real.parent.mkdir()
+    real.write_text("old", encoding="utf-8")
+    link = tmp_path / "report.json"
+    link.symlink_to(real)
+    write_atomic(link, "new")
+    assert link.is_symlink() and link.resolve() == real
+    assert real.read_text(encoding="utf-8") == "new"
+    assert _leftovers(real.parent) == [] and _leftovers(tmp_path) == []
+
+
+def test_write_atomic_through_a_dangling_symlink_creates_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "report.json"
+    link.symlink_to("made.json")
+    write_atomic(link, "new")
+    assert link.is_symlink()
+    assert (tmp_path / "made.json").read_text(encoding="utf-8") == "new"
+
+
+def test_write_atomic_refuses_a_directory_and_a_socket(tmp_path: Path) -> None:
+    directory = tmp_path / "out"
+    directory.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(tmp_path / "out.sock"))
+        messages = []
+        for target in (directory, tmp_path / "out.sock"):
+            with pytest.raises(UnsafeOutput) as caught:
+                write_atomic(target, "report")
+            messages.append(caught.value.strerror)
+    finally:
+        server.close()
+    assert messages == [
+        "is a directory, not a regular file; give the path of a regular file (or of a FIFO or "
+        "a terminal)",
+        "is a socket, not a regular file; give the path of a regular file (or of a FIFO or "
+        "a terminal)",
+    ]
+    assert list(directory.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["report.json\r", "rep\x1bort.json", "report\u202e.json"])
+def test_write_atomic_refuses_a_file_name_with_control_characters(
+    tmp_path: Path, name: str
+) -> None:
+    with pytest.raises(UnsafeOutput) as caught:
+        write_atomic(tmp_path / name, "report")
+    assert "a control character; give a name without it" in str(caught.value.strerror)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_atomic_accepts_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    target = tmp_path / os.fsdecode(b"r\xe9port.json")
+    write_atomic(target, "report")
+    assert os.listdir(os.fsencode(tmp_path)) == [b"r\xe9port.json"]

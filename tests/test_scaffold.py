@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,9 +27,7 @@ def test_scaffold_is_refused_until_filled_in_then_admits_and_passes(
     tmp_path: Path, fmt: str
 ) -> None:
     suite = tmp_path / "suite"
-    created = runner.invoke(
-        app, ["new", "Echo round-trip", "--format", fmt, "--dir", str(suite)]
-    )
+    created = runner.invoke(app, ["new", "Echo round-trip", "--format", fmt, "--dir", str(suite)])
     assert created.exit_code == 0, created.output
     path = suite / f"echo_round_trip.{fmt}"
     assert path.is_file()
@@ -89,3 +89,59 @@ def test_names_with_quotes_and_unicode_survive_every_format(tmp_path: Path) -> N
         assert isinstance(document.data, dict) and document.data["name"] == name
     with pytest.raises(ScaffoldError):
         file_name("☕", "yaml")
+
+
+# --- names `new` refuses: the same rule as admission (issue 9, classes 3 and 6) ----------------
+
+
+@pytest.mark.parametrize(
+    ("name", "shown", "character"),
+    [
+        ("a\rb", "a\\rb", "U+000D (\\r)"),
+        ("\x1b[31mred", "\\x1b[31mred", "U+001B (\\x1b)"),
+        ("next\x85line", "next\\x85line", "U+0085 (\\x85)"),
+        ("del\x7f", "del\\x7f", "U+007F (\\x7f)"),
+        ("evil\u202etxt", "evil\\u202etxt", "U+202E (\\u202e)"),
+        ("iso\u2068late", "iso\\u2068late", "U+2068 (\\u2068)"),
+    ],
+)
+def test_new_refuses_control_characters_and_bidi_overrides(
+    tmp_path: Path, name: str, shown: str, character: str
+) -> None:
+    result = runner.invoke(app, ["new", name, "--dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f'NAME: case name "{shown}" holds {character}, a control character or bidi override, which '
+        "could change how reports print; use plain text\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_refuses_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    # Python hands a command-line argument that is not UTF-8 over with surrogate escapes; the
+    # scaffold could not be written as UTF-8 and crashed.
+    result = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "new", b"caf\xe9", "--dir", str(tmp_path)],
+        capture_output=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        b'NAME: case name "caf\\xe9" holds bytes that are not UTF-8 (\\xe9); '
+        b"names must be UTF-8 text\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_under_a_configured_suite_dir_with_a_nul_byte_is_a_config_error(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "evalrunner.toml"
+    config.write_text('[eval]\nsuite_dir = "cases\\u0000"\n', encoding="utf-8")
+    result = runner.invoke(app, ["new", "fine name", "--config", str(config)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"{config}:2:13: eval.suite_dir holds a NUL character (\\x00), which no path or command "
+        "can contain; remove it\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evalrunner.toml"]

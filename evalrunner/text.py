@@ -1,0 +1,96 @@
+"""Text that is safe to show: on a terminal, in a report file, in a one-line message.
+
+Case names, agent replies, tool results and file names come from outside. Printed raw, a
+carriage return, a newline or an ANSI escape in one of them can overwrite or forge lines of
+the report (a fake ``✓`` line, a fake summary), and a bidi override can make text read in a
+different order than it is stored. A lone surrogate (from an agent's ``\\ud800`` escape, or a
+file name that is not UTF-8) cannot be encoded at all and would crash the writer. So every
+piece of outside text is passed through :func:`printable` (or :func:`printable_path`) before
+it is shown, and case names holding such characters are refused at admission
+(:func:`control_character`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+# C0 controls, DEL, C1 controls, the bidi embeddings and overrides (U+202A-U+202E) and the
+# bidi isolates (U+2066-U+2069): the characters that change how a terminal draws what follows.
+_CONTROL = "\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_UNSAFE_RE = re.compile(f"[{_CONTROL}\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def control_character(text: str) -> str | None:
+    """The first character of ``text`` that may not appear in a name, or ``None``.
+
+    That is a control character (C0, DEL, C1), a bidi override or isolate, or a lone
+    surrogate (text that is not valid Unicode, such as a file name that is not UTF-8).
+    """
+    found = _UNSAFE_RE.search(text)
+    return found.group() if found else None
+
+
+def name_problem(name: str) -> str | None:
+    """What is wrong with the characters of a case name, or ``None``: the rule ``evalrunner
+    new`` and admission share. Names are printed in every report, so a name may hold no
+    control character or bidi override (it could forge or reorder report lines) and must be
+    valid Unicode text."""
+    bad = control_character(name)
+    if bad is None:
+        return None
+    if 0xD800 <= ord(bad) <= 0xDFFF:
+        return f"holds bytes that are not UTF-8 ({printable_path(bad)}); names must be UTF-8 text"
+    return (
+        f"holds {describe_character(bad)}, a control character or bidi override, which could "
+        "change how reports print; use plain text"
+    )
+
+
+def describe_character(char: str) -> str:
+    """``"\\r"`` → ``U+000D (\\r)``: how a message names a character it refuses."""
+    return f"U+{ord(char):04X} ({_escape(char)})"
+
+
+def _escape(char: str) -> str:
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character, bidi override and lone surrogate written as an
+    escape (``\\r``, ``\\x1b``, ``\\u202e``, ``\\ud800``), so it is one line, shows as stored
+    and can be encoded as UTF-8. Text without such characters is returned unchanged."""
+    if not _UNSAFE_RE.search(text):
+        return text
+    return _UNSAFE_RE.sub(lambda m: _escape(m.group()), text)
+
+
+def printable_path(path: str | os.PathLike[str]) -> str:
+    """A path as messages and reports show it: bytes of a file name that are not UTF-8 (held
+    by Python as surrogate escapes) are written ``\\xff``, and control characters escaped as
+    by :func:`printable`."""
+    return printable(encodable_path(path))
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_UNDECODABLE_RE = re.compile("[\udc80-\udcff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate written as an escape (``\\ud800``), so that it can be
+    encoded as UTF-8; everything else is kept as it is. For data (the JSON report), where
+    control characters are escaped by the JSON encoder instead."""
+    if not _SURROGATE_RE.search(text):
+        return text
+    return _SURROGATE_RE.sub(lambda m: _escape(m.group()), text)
+
+
+def encodable_path(path: str | os.PathLike[str]) -> str:
+    """A path as data shows it: bytes of a file name that are not UTF-8 written ``\\xff``, as
+    by :func:`printable_path`, and nothing else changed."""
+    text = _UNDECODABLE_RE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", os.fspath(path))
+    return encodable(text)
