@@ -32,7 +32,7 @@ from evalrunner.load import (
 )
 from evalrunner.model import Format, RunInterrupted, RunRefused, SuiteReport
 from evalrunner.pipeline import run_suite
-from evalrunner.plugins import PluginError, configured_agent
+from evalrunner.plugins import PluginError, configured_settings
 from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
 from evalrunner.schemas import schema_tree
 from evalrunner.text import printable, printable_path
@@ -147,6 +147,16 @@ def run(
             "(default: from config; else the reference agent).",
         ),
     ] = None,
+    jobs: Annotated[
+        str,
+        typer.Option(
+            "--jobs",
+            "-j",
+            metavar="N",
+            help="Run cases in N worker processes (auto: one per CPU). The report, its order "
+            "and the exit code are those of a serial run.",
+        ),
+    ] = "1",
     config: ConfigOption = None,
 ) -> None:
     """Run a suite: admit every fixture, replay each case, grade it, report.
@@ -154,20 +164,14 @@ def run(
     SIGINT (Ctrl-C) or SIGTERM stops the run: the finished cases are reported, --output is
     written with "interrupted": true, and the exit code is 130 or 143.
     """
+    workers = _parse_jobs(jobs)
     settings = _config(config, suite, mode, case_timeout, agent_command)
     try:
-        agent_factory, tools = configured_agent(settings)
+        run_settings = configured_settings(settings, jobs=workers)
     except PluginError as exc:
         raise _fail(exc.problems) from None
     with _signals_stop_the_run():
-        outcome = run_suite(
-            settings.suite_dir,
-            mode=settings.mode,
-            agent_factory=agent_factory,
-            tools=tools,
-            max_tool_iterations=settings.max_tool_iterations,
-            case_timeout=settings.case_timeout_secs,
-        )
+        outcome = run_suite(settings.suite_dir, mode=settings.mode, settings=run_settings)
     if isinstance(outcome, RunRefused):
         raise _fail(outcome.lines(), _refusal_summary(outcome))
     rendered = _render(outcome, report_format)
@@ -184,6 +188,20 @@ def run(
     else:
         typer.echo(rendered, nl=False)
     raise typer.Exit(exit_code(outcome))
+
+
+MAX_JOBS = 256
+
+
+def _parse_jobs(raw: str) -> int:
+    """``--jobs``: a count from 1 to :data:`MAX_JOBS`, or ``auto`` (one per CPU)."""
+    text = raw.strip().lower()
+    if text == "auto":
+        return max(1, min(MAX_JOBS, os.cpu_count() or 1))
+    if not (text.isascii() and text.isdecimal() and len(text) <= 3 and 1 <= int(text) <= MAX_JOBS):
+        shown = printable(raw[:40])
+        raise _fail([f"--jobs: must be a number from 1 to {MAX_JOBS}, or auto; got {shown!r}"])
+    return int(text)
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -340,6 +358,7 @@ def show_config(config: ConfigOption = None) -> None:
         "tools": list(settings.tools),
         "builtin_tools": settings.builtin_tools,
         "agent_command": settings.agent_command,
+        "trimmed_history": settings.trimmed_history,
     }
     for key, value in values.items():
         source = settings.sources.get(key, "default")

@@ -65,8 +65,15 @@ class Config:
     builtin_tools: bool = True
     agent_command: str | None = None
     base_dir: Path = field(default_factory=Path.cwd)
-    """Where ``agent``/``tools`` modules are imported from and ``agent_command`` runs: the
-    config file's directory, or the working directory when there is none."""
+    """Where ``agent``/``tools`` modules are imported from: the config file's directory, or
+    the working directory when there is none."""
+    command_dir: Path | None = None
+    """Where ``agent_command`` runs: the config file's directory when the command comes from
+    the file, the working directory when it comes from ``--agent-command`` (``None``: as
+    ``base_dir``)."""
+    trimmed_history: bool = False
+    """The agent drops earlier turns from its history on purpose: conformance then checks
+    the current turn only (and the report says so)."""
     file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -187,12 +194,14 @@ def load_config(
         timeout = float(table.get("case_timeout_secs", DEFAULT_CASE_TIMEOUT_SECS))
         sources["case_timeout_secs"] = eval_table.source("case_timeout_secs")
 
-    for key in ("agent", "tools", "builtin_tools"):
+    for key in ("agent", "tools", "builtin_tools", "trimmed_history"):
         sources[key] = eval_table.source(key)
     command: str | None
+    command_dir = base
     if agent_command is not None:
         command, sources["agent_command"] = agent_command, "--agent-command"
         blame = "--agent-command"
+        command_dir = cwd  # a flag's paths are the user's, typed where they stand
     else:
         command = table.get("agent_command")
         sources["agent_command"] = eval_table.source("agent_command")
@@ -218,6 +227,8 @@ def load_config(
         builtin_tools=table.get("builtin_tools", True),
         agent_command=command,
         base_dir=base,
+        command_dir=command_dir,
+        trimmed_history=table.get("trimmed_history", False),
         file=path,
         sources=sources,
     )

@@ -13,7 +13,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalrunner.admit import admit_documents
@@ -209,8 +209,12 @@ def _execute_in_workers(cases: Sequence[Case], settings: RunSettings) -> Iterato
     size = max(1, min(16, len(cases) // (jobs * 8)))
     indexed = list(enumerate(cases))
     batches = [indexed[i : i + size] for i in range(0, len(indexed), size)]
+    shipped = settings
+    if settings.in_worker is not None and context.get_start_method() != "fork":
+        # Only the recipe travels to a spawned worker: the factories may be closures.
+        shipped = replace(settings, agent_factory=reference_agent, tools=None)
     executor = ProcessPoolExecutor(
-        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(settings,)
+        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(shipped,)
     )
     done: dict[int, CaseReport] = {}
     following = 0

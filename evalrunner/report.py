@@ -108,6 +108,7 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "total": len(report.cases),
         "all_passed": report.all_passed,
         "interrupted": report.interrupted is not None,
+        "trimmed_history": report.trimmed_history,
         "duration_ms": report.duration_ms,
         "cases": [_case_data(case) for case in report.cases],
     }
