@@ -91,6 +91,7 @@ def test_json_report_validates_against_the_report_schema(tmp_path: Path) -> None
         "total",
         "all_passed",
         "interrupted",
+        "trimmed_history",
         "duration_ms",
         "cases",
     ]
