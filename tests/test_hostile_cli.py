@@ -256,7 +256,7 @@ def test_output_that_cannot_be_a_report_is_exit_2_and_writes_nothing(
 
 HOSTILE_AGENT = '''
 from evalrunner import Message, ModelRequest, TextResponse
-from evalrunner.tools import dispatch
+from evalrunner.tools import dispatch, tool_spec
 
 FORGED = "\\x1b[2K\\r\\x1b[32m\\u2713\\x1b[0m forged (a.yaml)  4/4 checks\\n1/1 cases passed"
 
@@ -271,7 +271,8 @@ class Hostile:
     def respond(self, user_input):
         self.history.append(Message("user", user_input))
         while True:
-            response = self.context.provider.complete(ModelRequest(tuple(self.history)))
+            offered = tuple(tool_spec(t) for t in self.context.tools.values())
+            response = self.context.provider.complete(ModelRequest(tuple(self.history), offered))
             if isinstance(response, TextResponse):
                 if "explode" in user_input:
                     raise RuntimeError("boom \\ud800 \\x1b[2J\\x9b31m\\u202e")

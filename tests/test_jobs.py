@@ -103,8 +103,9 @@ def test_a_signal_stops_the_workers_and_reports_the_finished_cases(
     assert process.returncode == code, err
     report = json.loads(output.read_text(encoding="utf-8"))
     assert report["interrupted"] is True
-    # What finished before the hung case is reported, in suite order; nothing after it.
-    assert [case["name"] for case in report["cases"]] == ["one"]
+    # What finished before the hung case is reported, in suite order; nothing from it on.
+    # ("one" runs in the other worker: whether it finished before the signal is timing.)
+    assert [case["name"] for case in report["cases"]] in ([], ["one"])
     assert f"run interrupted by {sig.name}" in out
 
 

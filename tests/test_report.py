@@ -127,6 +127,7 @@ TOP_KEYS = [
     "total",
     "all_passed",
     "interrupted",
+    "trimmed_history",
     "duration_ms",
     "cases",
 ]
