@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -340,6 +341,38 @@ def test_trimmed_history_is_an_explicit_opt_out() -> None:
 def test_every_public_name_resolves() -> None:
     for name in evalrunner.__all__:
         assert getattr(evalrunner, name) is not None
+
+
+class WreckedWorkspace(Conformant):
+    """Leaves its workspace as something that is hard to remove."""
+
+    how = "file"
+
+    def respond(self, user_input: str) -> str:
+        reply = super().respond(user_input)
+        workspace = self.context.workspace
+        if self.how == "file":
+            shutil.rmtree(workspace)
+            workspace.write_text("not a directory any more", encoding="utf-8")
+        elif self.how == "link":
+            shutil.rmtree(workspace)
+            workspace.symlink_to("/")
+        else:
+            (workspace / "locked").mkdir()
+            (workspace / "locked" / "inside.txt").write_text("x", encoding="utf-8")
+            (workspace / "locked").chmod(0)
+        self.__class__.left = workspace  # type: ignore[attr-defined]
+        return reply
+
+
+@pytest.mark.parametrize("how", ["file", "link", "locked"])
+def test_an_agent_that_wrecks_its_workspace_fails_nothing_and_leaves_nothing(how: str) -> None:
+    agent = type("Wrecker", (WreckedWorkspace,), {"how": how})
+    report = run_python(agent, "multiline-reply-no-tools")
+    assert report.passed, report.error
+    left: Path = agent.left  # type: ignore[attr-defined]
+    assert not left.exists() and not left.is_symlink()
+    assert Path("/").is_dir()  # a link to / is unlinked, never followed
 
 
 # --- command agents over the wires ----------------------------------------------------------------
