@@ -956,3 +956,25 @@ def test_broken_suite_names_every_file_with_a_position() -> None:
         assert (error.line, error.col) == (line, col), f"{name}: {error}"
         assert fragment in error.message, f"{name}: {error}"
     assert [c.name for c in admission.cases] == ["shared-name"]  # the refused twin is not kept
+
+
+def test_a_schema_error_in_one_kind_does_not_hide_the_rules_of_the_others(tmp_path: Path) -> None:
+    fixture = tmp_path / "two.yaml"
+    fixture.write_text(
+        "name: two\nturns:\n  - user_input: hi\n    steps:\n"
+        "      - response: {type: text, content: hello}\n"
+        "expects:\n  response_contains: 5\n  response_contain: [typo]\n"
+        "  min_tool_calls: 3\n  exact_tool_calls: 1\n  response_matches: ['a*']\n",
+        encoding="utf-8",
+    )
+    document = load_document(fixture)
+    assert not isinstance(document, list)
+    outcome = admit(document)
+    assert isinstance(outcome, list)
+    lines = [(e.line, e.message.split(" ")[0]) for e in outcome]
+    assert (7, "expects.response_contains") in lines  # the schema error
+    assert any(e.line == 8 and "'response_contain'" in e.message for e in outcome)  # the typo
+    assert (10, "exact_tool_calls") in lines  # bounds among the well-formed kinds
+    assert (11, "pattern") in lines  # the unfalsifiable pattern
+    # The rules about the case as a whole wait until every kind is well-formed.
+    assert not any("every check passes" in e.message for e in outcome)
