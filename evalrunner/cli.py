@@ -555,4 +555,13 @@ def serve(
 
 def main() -> None:
     """Console-script entry point."""
+    try:
+        os.getcwd()
+    except OSError as exc:  # e.g. the directory was removed under the shell
+        typer.echo(
+            f"evalrunner: the working directory cannot be used ({exc.strerror}); cd into an "
+            "existing directory and run it again",
+            err=True,
+        )
+        raise SystemExit(EXIT_REFUSED) from None
     app(prog_name="evalrunner")

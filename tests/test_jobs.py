@@ -188,3 +188,20 @@ def test_a_flags_agent_command_runs_from_the_working_directory(tmp_path: Path) -
     code, out, err = run("--agent-command", command, cwd=project / "sub")
     assert code == 0, out + err
     assert out.rstrip().endswith("18/18 cases passed")
+
+
+def test_a_removed_working_directory_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    import subprocess
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (
+        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "from evalrunner.cli import main; sys.argv = ['evalrunner', 'run']; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(gone)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("evalrunner: the working directory cannot be used")
