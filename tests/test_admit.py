@@ -883,7 +883,8 @@ def test_schema_errors_do_not_hide_other_rules_in_well_formed_parts(tmp_path: Pa
     assert [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)] == [(3, 17), (12, 19)]
     turns = turns.replace("user_input: ''", "user_input: hi")
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n  bogus: 1\n", turns)
-    assert [(e.line, e.col) for e in errors(tmp_path, "b.yaml", text)] == [(9, 20), (12, 19), (13, 3)]
+    found = [(e.line, e.col) for e in errors(tmp_path, "b.yaml", text)]
+    assert found == [(9, 20), (12, 19), (13, 3)]
 
 
 def test_positions_are_the_same_through_load_paths(tmp_path: Path) -> None:
