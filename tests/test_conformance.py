@@ -500,6 +500,20 @@ def test_a_malformed_reply_line_names_the_field(tmp_path: Path, line: str, probl
     assert f"printed a reply line for turn 1 that is not valid: {problem}" in report.error
 
 
+def test_a_command_that_closes_stdout_but_runs_on_is_named_as_such(tmp_path: Path) -> None:
+    script = tmp_path / "mute.py"
+    script.write_text(
+        "import os, sys, time\nsys.stdin.readline()\nos.close(1)\ntime.sleep(60)\n",
+        encoding="utf-8",
+    )
+    factory = command_agent_factory(shlex.join([sys.executable, str(script)]), cwd=ROOT)
+    report = evaluate_case(CASES[ECHO], agent_factory=factory, case_timeout=60)
+    assert report.error is not None
+    assert report.error.startswith(
+        "the agent command closed its stdout before replying to turn 1 (it was killed by SIGKILL)"
+    )
+
+
 def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
     script = tmp_path / "flood.py"
     script.write_text(
