@@ -172,7 +172,18 @@ def build_case(data: Mapping[str, Any], document: RawDocument) -> Case:
         description=data.get("description"),
         case_class=cast(CaseClass | None, data.get("class")),
         source=document.path,
+        positions=_positions(data, document),
     )
+
+
+def _positions(data: Mapping[str, Any], document: RawDocument) -> dict[str, tuple[int, int]]:
+    """Where the case's name and each expectation kind are written: ``{"name": (line, col),
+    "expects.<kind>": ...}``, so reports can point at the check that failed."""
+    name_key = _name_key(data)
+    paths: dict[JSONPath, str] = {(name_key,): "name"}
+    paths.update({("expects", kind): f"expects.{kind}" for kind in data["expects"]})
+    found = document.source_map.key_positions(paths)
+    return {paths[path]: position for path, position in found.items()}
 
 
 def _response(raw: Mapping[str, Any]) -> ModelResponse:
