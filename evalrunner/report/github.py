@@ -105,6 +105,8 @@ def render_github(
 
 
 def _cap(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how many were left out."""
     if len(text) <= limit:
         return text
-    return f"{text[: limit - 40]}… ({len(text) - limit + 40} more characters)"
+    keep = limit - len(f"… ({len(text)} more characters)")
+    return f"{text[:keep]}… ({len(text) - keep} more characters)"
