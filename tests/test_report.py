@@ -27,6 +27,7 @@ from evalrunner.report import (
     Verbosity,
     agent_label,
     exit_code,
+    prepare_output,
     render_json,
     render_table,
     report_data,
@@ -638,3 +639,62 @@ def test_write_atomic_accepts_a_file_name_that_is_not_utf8(tmp_path: Path) -> No
     target = tmp_path / os.fsdecode(b"r\xe9port.json")
     write_atomic(target, "report")
     assert os.listdir(os.fsencode(tmp_path)) == [b"r\xe9port.json"]
+
+
+# --- readying a report's path before the run ---------------------------------------------------
+
+
+def test_prepare_output_creates_missing_directories_and_nothing_else(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "report.xml"
+    prepare_output(target)
+    assert target.parent.is_dir()
+    assert list(target.parent.iterdir()) == []
+
+
+def test_prepare_output_leaves_an_existing_report_alone(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("previous", encoding="utf-8")
+    prepare_output(target)
+    assert target.read_text(encoding="utf-8") == "previous"
+
+
+def test_prepare_output_follows_a_symlink_to_where_the_report_will_go(tmp_path: Path) -> None:
+    link = tmp_path / "latest.json"
+    link.symlink_to(tmp_path / "runs" / "1" / "report.json")
+    prepare_output(link)
+    assert (tmp_path / "runs" / "1").is_dir()
+
+
+def test_prepare_output_accepts_a_fifo_whose_reader_may_start_later(tmp_path: Path) -> None:
+    fifo = tmp_path / "r.fifo"
+    os.mkfifo(fifo)
+    prepare_output(fifo)
+
+
+@pytest.mark.parametrize("parent", ["file", "file/sub"])
+def test_prepare_output_refuses_a_parent_that_is_a_file(tmp_path: Path, parent: str) -> None:
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    with pytest.raises(UnsafeOutput) as caught:
+        prepare_output(tmp_path / parent / "report.json")
+    assert caught.value.strerror == (
+        f"{tmp_path / 'file'} is not a directory, so no directory can be made there; give a "
+        "path whose parents are directories or do not exist yet"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_prepare_output_refuses_what_write_atomic_refuses(tmp_path: Path) -> None:
+    with pytest.raises(UnsafeOutput, match="is a directory, not a regular file"):
+        prepare_output(tmp_path)
+    with pytest.raises(UnsafeOutput, match="a control character"):
+        prepare_output(tmp_path / "new" / "r.json\r")
+    assert list(tmp_path.iterdir()) == []  # refused before making "new"
+
+
+def test_prepare_output_refuses_a_directory_it_cannot_write(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root may write anywhere")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(UnsafeOutput, match="not writable"):
+        prepare_output(locked / "r.json")
