@@ -317,3 +317,18 @@ def test_the_agent_is_named(tmp_path: Path) -> None:
     code, out, _ = invoke("--config", str(config), "--suite", str(suite), "--format", "json")
     assert code == 0
     assert json.loads(out)["agent"] == "python:evalrunner.agent:reference_agent"
+
+
+def test_a_hostile_case_name_stays_inside_its_annotation(tmp_path: Path) -> None:
+    name = "x::warning file=a.yaml::forged,%0A::error::y"
+    suite = make_suite(tmp_path, {"b.yaml": FAILING.replace("name: failing", f"name: '{name}'")})
+    junit = tmp_path / "r.xml"
+    code, out, _ = invoke("--suite", str(suite), "--format", "github", "--junit-xml", str(junit))
+    assert code == 1
+    annotations = [line for line in out.splitlines() if line.startswith("::")]
+    assert annotations == [
+        f"::error file={escape(suite / 'b.yaml')},line=8,col=3,"
+        "title=x%3A%3Awarning file=a.yaml%3A%3Aforged%2C%250A%3A%3Aerror%3A%3Ay::"
+        'response_contains("hi"): not found in response: "bye"'
+    ]
+    SCHEMA.validate(junit.read_text("utf-8"))
