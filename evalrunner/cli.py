@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperOption
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
@@ -49,14 +50,28 @@ from evalrunner.report import (
 from evalrunner.schemas import schema_tree
 from evalrunner.text import printable, printable_path
 
+# Markdown mode joins a docstring's lines into paragraphs, which the terminal then wraps:
+# without it, each source line break shows, and lines break mid-sentence at every width.
 app = typer.Typer(
     name="evalrunner",
     help="Replay scripted agent fixtures through a real agent loop and grade the run.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
-schema_app = typer.Typer(help="The published JSON Schemas.", no_args_is_help=True)
+schema_app = typer.Typer(
+    help="The published JSON Schemas.", no_args_is_help=True, rich_markup_mode="markdown"
+)
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value: the help shows no ``<bool>`` placeholder beside it."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 app.add_typer(schema_app, name="schema")
 
 
