@@ -243,6 +243,13 @@ class CommandAgent:
         with contextlib.suppress(OSError):
             os.killpg(self._process.pid, signal.SIGKILL)
 
+    def abort(self) -> None:
+        """Stop at once (the case timed out or the run was interrupted): the process group
+        is killed now, whatever a close() in progress is waiting for."""
+        self._closing.set()
+        if getattr(self, "_process", None) is not None:
+            self._kill_group()
+
     def close(self) -> None:
         """End the process and the endpoint.
 

@@ -109,16 +109,27 @@ def run_case(
     if timeout is None:
         run.drive()
     else:
-        worker = threading.Thread(
-            target=run.drive, name=f"evalrunner case {case.name}", daemon=True
-        )
+        finished = threading.Event()
+
+        def drive() -> None:
+            try:
+                run.drive()
+            finally:
+                finished.set()
+
+        worker = threading.Thread(target=drive, name=f"evalrunner case {case.name}", daemon=True)
         worker.start()
         try:
-            worker.join(timeout)
-        finally:
-            if worker.is_alive():
-                run.error = run.error or f"timed out after {timeout:g}s"
-                run.close()  # e.g. kills an agent command blocked on a read
+            # Not Thread.join: interrupted by a signal handler's exception, join can mark a
+            # live thread as stopped (CPython's bpo-45274 handling), and the agent of an
+            # interrupted case would then never be closed.
+            in_time = finished.wait(timeout)
+        except BaseException:
+            run.abort()  # interrupted: the agent (an agent command's process group) ends too
+            raise
+        if not in_time:
+            run.error = run.error or f"timed out after {timeout:g}s"
+            run.abort()  # e.g. kills an agent command blocked on a read
     duration_ms = int((time.perf_counter() - started) * 1000)
     return _record(run, duration_ms)
 
@@ -181,6 +192,7 @@ class _CaseRun:
         self.error: str | None = None
         self.agent: object = None
         self._closed = False
+        self._aborted = False
         self._close_lock = threading.Lock()
 
     def drive(self) -> None:
@@ -195,7 +207,15 @@ class _CaseRun:
                 workspace=self.workspace,
                 max_tool_iterations=self.max_tool_iterations,
             )
-            agent = self.agent = self.agent_factory(context)
+            agent = self.agent_factory(context)
+            with self._close_lock:
+                self.agent = agent
+                aborted = self._aborted
+            if aborted:  # the case was given up while the agent was being built
+                stop = getattr(agent, "abort", None)
+                if callable(stop):
+                    stop()
+                return
             for index, turn in enumerate(self.case.turns):
                 self.monitor.begin_turn(index)
                 reply: object = agent.respond(turn.user_input)
@@ -235,6 +255,18 @@ class _CaseRun:
             else None
         )
         self.monitor.end_turn(reports, log if in_process else None)
+
+    def abort(self) -> None:
+        """Give the case up (a timeout, an interrupt): the agent is stopped at once, even
+        while the driving thread is still closing it, and closed."""
+        with self._close_lock:
+            self._aborted = True
+            agent = self.agent
+        stop = getattr(agent, "abort", None)
+        if callable(stop):
+            with contextlib.suppress(Exception):
+                stop()
+        self.close()
 
     def close(self) -> None:
         """Let the agent release what it holds (once); a :class:`RunError` from its

@@ -514,6 +514,61 @@ def test_a_command_that_closes_stdout_but_runs_on_is_named_as_such(tmp_path: Pat
     )
 
 
+def no_process_left(marker: str) -> bool:
+    """True once no process whose command line holds ``marker`` is left (waits a little)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        if not found.stdout.strip():
+            return True
+        time.sleep(0.05)
+    subprocess.run(["pkill", "-f", marker], check=False)
+    return False
+
+
+def test_a_timeout_in_the_stop_grace_still_ends_the_process_group(tmp_path: Path) -> None:
+    # The command replies, then lingers: while the runner waits out the grace after the
+    # final reply, the case times out, and the whole group must end with it.
+    script = tmp_path / "linger.py"
+    script.write_text(
+        "import json, sys, time\nsys.stdin.readline()\n"
+        'print(json.dumps({"reply": "x"}), flush=True)\ntime.sleep(60)\n',
+        encoding="utf-8",
+    )
+    command = f"sh -c '{sys.executable} {script}; sleep 61.5'"
+    factory = command_agent_factory(command, cwd=ROOT)
+    report = evaluate_case(CASES["multiline-reply-no-tools"], agent_factory=factory, case_timeout=1)
+    assert report.error is not None
+    assert no_process_left("sleep 61.5") and no_process_left(str(script))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_agent_commands_process_group(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    hang = tmp_path / "hang_for_signal.py"
+    hang.write_text("import sys, time\nsys.stdin.readline()\ntime.sleep(62)\n", "utf-8")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "one.toml").write_bytes(
+        (ROOT / "evals" / "regression" / "multiline_reply_no_tools.toml").read_bytes()
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
+         f"{sys.executable} {hang}", "--case-timeout", "100"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    started = f"^{re.escape(sys.executable)} {re.escape(str(hang))}"  # the agent, not the run
+    deadline = time.monotonic() + 30
+    while not subprocess.run(["pgrep", "-f", started], capture_output=True).stdout:
+        assert time.monotonic() < deadline, "the agent command never started"
+        time.sleep(0.05)
+    process.send_signal(sig)
+    process.communicate(timeout=60)
+    assert process.returncode == 128 + sig
+    assert no_process_left(started)
+
+
 def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
     script = tmp_path / "flood.py"
     script.write_text(
