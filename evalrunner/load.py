@@ -30,7 +30,7 @@ from ruamel.yaml.reader import ReaderError
 
 from evalrunner.model import AdmissionError, Format, JSONPath, JSONValue
 from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys, toml_long_integers
-from evalrunner.text import printable_path
+from evalrunner.text import printable, printable_path
 
 FIXTURE_SUFFIXES: dict[str, Format] = {
     ".json": "json",
@@ -580,7 +580,32 @@ def _yaml_loader() -> YAML:
     return loader
 
 
+_YAML_DIRECTIVE = re.compile(r"%YAML[ \t]+(\S*)")
+
+
+def _yaml_directive(text: str) -> re.Match[str] | None:
+    """The ``%YAML`` directive among the directives that open the text, if there is one."""
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("%YAML"):
+            return _YAML_DIRECTIVE.match(text, offset)
+        if stripped and not stripped.startswith(("%", "#")):
+            return None  # directives come first: past them, "%YAML" is content
+        offset += len(line)
+    return None
+
+
 def _parse_yaml(text: str, shown: str) -> JSONValue:
+    directive = _yaml_directive(text)
+    if directive is not None and directive.group(1) != "1.2":
+        # ruamel.yaml asserts on versions it does not know (1.3, 1.0): refuse them first.
+        line, col = LineIndex(text).position(directive.start())
+        message = (
+            f"%YAML {printable(directive.group(1))} directive: fixtures are YAML 1.2 "
+            "(remove the directive)"
+        )
+        raise _Refused([AdmissionError(shown, message, line, col)])
     try:
         data: JSONValue = _yaml_loader().load(text)
     except MarkedYAMLError as exc:
@@ -597,7 +622,8 @@ def _parse_yaml(text: str, shown: str) -> JSONValue:
             'inside a double-quoted string (e.g. "\\u0000")'
         )
         raise _Refused([AdmissionError(shown, message, line, col)]) from None
-    except (YAMLError, RecursionError) as exc:
+    except (YAMLError, RecursionError, AssertionError) as exc:
+        # AssertionError: ruamel.yaml checks some input with asserts; any left is bad input.
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise _Refused([AdmissionError(shown, f"invalid YAML: {first_line}", 1, 1)]) from None
     return data

@@ -890,3 +890,15 @@ def test_validate_and_run_say_the_same_about_a_missing_suite(tmp_path: Path) -> 
     assert (
         str(from_run.value) == str(from_validate.value) == f"{missing}: suite directory not found"
     )
+
+
+@pytest.mark.parametrize("version", ["1.3", "1.0", "2.0", "1.99999999999999999999", ""])
+def test_a_yaml_version_directive_other_than_1_2_is_refused_at_its_position(
+    tmp_path: Path, version: str
+) -> None:
+    path = tmp_path / "v.yaml"
+    path.write_text(f"# a comment first\n%YAML {version}\n---\nname: x\n", encoding="utf-8")
+    outcome = load_document(path)
+    assert isinstance(outcome, list)
+    assert [(e.line, e.col) for e in outcome] == [(2, 1)]
+    assert outcome[0].message.endswith("directive: fixtures are YAML 1.2 (remove the directive)")
