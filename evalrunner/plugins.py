@@ -56,9 +56,11 @@ def resolve(reference: str, base_dir: Path) -> Any:
     with _importable_from(base_dir):
         try:
             module = importlib.import_module(module_name)
-        except Exception as exc:  # an import runs user code: any failure is theirs to read
+        except (Exception, SystemExit) as exc:  # an import runs user code: theirs to read
+            # SystemExit too: a module that exits on import must not end the run with its
+            # code (exit 0 would read as a green run that ran nothing).
             raise PluginError(
-                [f"{reference}: cannot import {module_name}: {type(exc).__name__}: {exc}"]
+                [f"{reference}: cannot import {module_name}: {_failure(exc)}"]
             ) from None
     target: Any = module
     for part in attribute.split("."):
@@ -123,14 +125,20 @@ def load_tools(
     return tools
 
 
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _as_tool(reference: str, found: Any) -> Tool:
     candidate = found
     if inspect.isclass(found) or (callable(found) and not _looks_like_tool(found)):
         try:
             candidate = found()
-        except Exception as exc:  # constructing a user's tool runs their code
+        except (Exception, SystemExit) as exc:  # constructing a user's tool runs their code
             raise PluginError(
-                [f"{reference}: calling it to make the tool failed: {type(exc).__name__}: {exc}"]
+                [f"{reference}: calling it to make the tool failed: {_failure(exc)}"]
             ) from None
     missing = _tool_shape_problems(candidate)
     if missing:

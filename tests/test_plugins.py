@@ -289,3 +289,14 @@ def test_each_case_gets_its_own_instance_of_a_configured_tool_class(project: Pat
     (project / "evals" / "echo_once.yaml").unlink()
     code, out, _ = run_cli(configure(project, 'tools = ["counting:Counter"]\n'))
     assert code == 0, out  # the second case's counter starts again at 1
+
+
+@pytest.mark.parametrize("code", [0, 1, "bye"])
+def test_a_module_that_exits_on_import_is_a_plugin_error_not_a_green_run(
+    project: Path, code: object
+) -> None:
+    (project / "exits_on_import.py").write_text(f"raise SystemExit({code!r})\n", "utf-8")
+    for table in ('agent = "exits_on_import:f"\n', 'tools = ["exits_on_import:T"]\n'):
+        result = CliRunner().invoke(app, ["run", "--config", str(configure(project, table))])
+        assert result.exit_code == 2, result.output
+        assert f"cannot import exits_on_import: it called sys.exit({code!r})" in result.stderr
