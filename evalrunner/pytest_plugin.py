@@ -60,20 +60,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--evalrunner-config",
         metavar="FILE",
         default=None,
-        help="evalrunner config file to use instead of discovering one (as run --config).",
+        help="With --evalrunner: the config file to use instead of discovering one (as "
+        "evalrunner run --config).",
     )
     group.addoption(
         "--evalrunner-agent-command",
         metavar="CMD",
         default=None,
-        help="Run this command as the agent of each case (as run --agent-command).",
+        help="With --evalrunner: run this command as the agent of each case (as evalrunner "
+        "run --agent-command).",
     )
     group.addoption(
         "--evalrunner-case-timeout",
         metavar="SECS",
         type=float,
         default=None,
-        help="Seconds one case may run before it fails as timed out (as run --case-timeout).",
+        help="With --evalrunner: seconds one case may run before it fails as timed out (as "
+        "evalrunner run --case-timeout).",
     )
 
 
@@ -116,14 +119,18 @@ class EvalrunnerSession:
             self.settings: RunSettings = configured_settings(loaded)
         except (ConfigError, PluginError) as exc:
             raise pytest.UsageError(_lines(exc.problems)) from None
-        self.roots = self._fixture_roots(_absolute(loaded.suite_dir))
+        self.roots = self._explicit_roots()
+        # With no fixture named on the command line, the configured suite's files, as
+        # `evalrunner run` finds them; they are collected after pytest's own collection.
+        self.suite_files: list[Path] = []
+        if not self.roots:
+            self.suite_files = self._suite_files(loaded.suite_dir)
         # Case name -> the file that used it first (names are unique in a suite, as in `run`).
         self.names: dict[str, str] = {}
 
-    def _fixture_roots(self, suite_dir: Path) -> list[Path]:
-        """Where fixtures are collected from: the fixture files and directories named on the
-        command line; if none is or holds a fixture, the configured suite, which is then
-        added to pytest's arguments.
+    def _explicit_roots(self) -> list[Path]:
+        """The fixture files named on the command line and the directories named on it, if
+        any of them is or holds a fixture; else none.
 
         Paths pytest found by itself (``testpaths``, the working directory) are never
         searched for fixtures: a project's ``pyproject.toml`` or test data is not a case.
@@ -135,22 +142,17 @@ class EvalrunnerSession:
                 path = _absolute(self.cwd / arg.split("::", 1)[0])
                 if path.is_dir() or (_is_fixture_name(path.name) and os.path.lexists(path)):
                     explicit.append(path)
-        if any(_holds_fixtures(path) for path in explicit):
-            return explicit
-        self._check_suite(suite_dir)
-        known = {_absolute(self.cwd / arg.split("::", 1)[0]) for arg in self.config.args}
-        if suite_dir not in known:  # xdist workers configure from the same args
-            self.config.args.append(str(suite_dir))
-        return [*explicit, suite_dir]
+        return explicit if any(_holds_fixtures(path) for path in explicit) else []
 
-    def _check_suite(self, suite_dir: Path) -> None:
-        """A missing or empty configured suite is a usage error, worded as ``run`` words it."""
+    def _suite_files(self, suite_dir: Path) -> list[Path]:
+        """The configured suite's fixtures; a missing or empty suite is a usage error, worded
+        as ``run`` words it."""
         from evalrunner.load import SuiteNotFound, discover, relative_to_cwd
         from evalrunner.text import printable_path
 
         shown = relative_to_cwd(suite_dir)
         try:
-            discover(shown)
+            return [_absolute(path) for path in discover(shown)]
         except SuiteNotFound as exc:
             raise pytest.UsageError(_lines([str(exc)])) from None
         except OSError as exc:
@@ -159,28 +161,26 @@ class EvalrunnerSession:
             raise pytest.UsageError(_lines([message])) from None
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> EvalFile | None:
-        """A fixture file under one of the roots becomes an :class:`EvalFile`."""
+        """A fixture file under a directory named on the command line (or named there
+        itself) becomes an :class:`EvalFile`."""
         if not _is_fixture_name(file_path.name):
             return None
         if not any(file_path == root or root in file_path.parents for root in self.roots):
             return None
-        from evalrunner.text import printable_path
+        return _eval_file(parent, file_path)
 
-        # A file name that is not UTF-8, or holds a control character, would otherwise go into
-        # node ids raw: pytest's terminal, cache and JUnit writers then crash on the bytes or
-        # print lines the name forges. Such a file gets escaped ids (``caf\xe9.yaml``).
-        name = os.path.relpath(file_path, parent.path).replace(os.sep, "/")
-        if printable_path(name) == name:
-            return EvalFile.from_parent(parent, path=file_path)
-        rootpath = self.config.rootpath
-        within = rootpath in file_path.parents
-        nodeid = os.path.relpath(file_path, rootpath) if within else str(file_path)
-        return EvalFile.from_parent(
-            parent,
-            path=file_path,
-            name=printable_path(name),
-            nodeid=printable_path(nodeid.replace(os.sep, "/")),
-        )
+    @pytest.hookimpl(tryfirst=True)  # before -k, -m and --deselect choose among the items
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, items: list[pytest.Item]
+    ) -> None:
+        """The configured suite's cases, after the items pytest collected.
+
+        Not by adding the suite to pytest's arguments: arguments that overlap (``.`` and
+        ``evals/regression`` below it) lose items on pytest 8 and 9, and a suite under a
+        directory pytest skips (``build``, dot directories) would not be walked.
+        """
+        for path in self.suite_files:
+            items.extend(session.genitems(_eval_file(session, path)))
 
     def admit(self, file_path: Path) -> tuple[Case, int | None] | list[str]:
         """The case of one fixture and the 0-based line of its name, or every problem with it,
@@ -258,6 +258,27 @@ def _holds_fixtures(path: Path) -> bool:
     return False
 
 
+def _eval_file(parent: pytest.Session | pytest.Collector, path: Path) -> EvalFile:
+    """The collector of one fixture file.
+
+    A file name that is not UTF-8, or holds a control character, would go into node ids raw:
+    pytest's terminal, cache and JUnit writers then crash on its bytes, or print lines the
+    name forges. Such a file gets escaped ids (``caf\\xe9.yaml``), as in evalrunner's reports.
+    A file collected for the configured suite hangs from the session, named and identified by
+    its path from the root directory, as pytest names a file given as an argument.
+    """
+    from evalrunner.text import printable_path
+
+    rootpath = parent.config.rootpath
+    name = os.path.relpath(path, parent.path).replace(os.sep, "/")
+    nodeid = os.path.relpath(path, rootpath).replace(os.sep, "/")
+    if printable_path(name) == name and not isinstance(parent, pytest.Session):
+        return EvalFile.from_parent(parent, path=path)
+    return EvalFile.from_parent(
+        parent, path=path, name=printable_path(name), nodeid=printable_path(nodeid)
+    )
+
+
 class EvalFile(pytest.File):
     """One fixture file: one case, or a collection error naming every problem."""
 
@@ -313,7 +334,7 @@ class EvalItem(pytest.Item):
     ) -> str | TerminalRepr:
         """The failed checks and the run error, not a traceback into evalrunner."""
         if isinstance(excinfo.value, CaseFailed):
-            verbose = self.config.get_verbosity() > 0
+            verbose = int(self.config.getoption("verbose", 0)) > 0
             return describe_failure(excinfo.value.report, verbose=verbose)
         return super().repr_failure(excinfo, style)
 
