@@ -88,6 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if not config.getoption(ENABLE_FLAG):
         return
+    if config.getoption("help", False):
+        return  # `pytest --evalrunner --help` shows the help, whatever the config holds
     config.addinivalue_line("markers", f"{MARKER}: a case from an evalrunner fixture")
     session = EvalrunnerSession(config)
     config.stash[_SESSION] = session

@@ -153,7 +153,8 @@ def test_without_the_flag_fixtures_are_not_collected(pytester: pytest.Pytester) 
 
 
 def test_the_options_are_in_the_help(pytester: pytest.Pytester) -> None:
-    out = pytester.runpytest("--help").stdout.str()
+    pytester.makefile(".toml", evalrunner="[eval\n")  # a broken config does not hide the help
+    out = pytester.runpytest("--evalrunner", "--help").stdout.str()
     for option in (
         "--evalrunner ",
         "--evalrunner-config",
