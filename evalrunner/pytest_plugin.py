@@ -11,8 +11,8 @@ With the flag:
 - fixture files named on the command line, and fixture files under directories named on it,
   are collected, one test item per case, named by the case's name;
 - when no path on the command line is or holds a fixture, the configured suite (from
-  ``evalrunner.toml`` or ``pyproject.toml``, as for ``evalrunner run``) is added to what
-  pytest collects;
+  ``evalrunner.toml`` or ``pyproject.toml``, as for ``evalrunner run``) is collected after
+  whatever pytest collects itself;
 - the configuration's agent, tools, ``agent_command``, case timeout and ``trimmed_history``
   apply, as for ``evalrunner run``;
 - a refused fixture is a collection error listing every problem as ``path:line:col: message``;
