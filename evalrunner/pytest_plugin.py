@@ -1,0 +1,371 @@
+"""The pytest plugin: ``pytest --evalrunner [PATH ...]`` runs fixtures as test items.
+
+It is registered through the ``pytest11`` entry point, so every pytest run in an environment
+with evalrunner installed loads it. Without ``--evalrunner`` it only adds its options: the
+collection hooks live on :class:`EvalrunnerSession`, which is registered when the flag is
+given, and the pipeline (schemas, YAML, HTTP) is imported then too. Importing this module
+costs nothing beyond pytest itself.
+
+With the flag:
+
+- fixture files named on the command line, and fixture files under directories named on it,
+  are collected, one test item per case, named by the case's name;
+- when no path on the command line is or holds a fixture, the configured suite (from
+  ``evalrunner.toml`` or ``pyproject.toml``, as for ``evalrunner run``) is collected after
+  whatever pytest collects itself;
+- the configuration's agent, tools, ``agent_command``, case timeout and ``trimmed_history``
+  apply, as for ``evalrunner run``;
+- a refused fixture is a collection error listing every problem as ``path:line:col: message``;
+  a case name used by two files is refused in the second, as ``run`` refuses it;
+- a failed case shows its failed checks, and a case whose run errored shows the run error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+
+    from evalrunner.model import Case, CaseReport
+    from evalrunner.pipeline import RunSettings
+
+ENABLE_FLAG = "--evalrunner"
+MARKER = "evalrunner"
+PLUGIN_NAME = "evalrunner-session"
+
+FIXTURE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+"""The endings of fixture files: :data:`evalrunner.load.FIXTURE_SUFFIXES`, repeated here so
+that deciding whether a file is ours imports nothing (a test holds the two together)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The ``--evalrunner`` flag and the run options it shares with ``evalrunner run``."""
+    group = parser.getgroup("evalrunner", "evalrunner fixtures as test items")
+    group.addoption(
+        ENABLE_FLAG,
+        action="store_true",
+        default=False,
+        help="Collect evalrunner fixtures (.json, .yaml, .yml, .toml) named on the command "
+        "line or under directories named on it, one test per case; with no such path, the "
+        "configured suite.",
+    )
+    group.addoption(
+        "--evalrunner-config",
+        metavar="FILE",
+        default=None,
+        help="With --evalrunner: the config file to use instead of discovering one (as "
+        "evalrunner run --config).",
+    )
+    group.addoption(
+        "--evalrunner-agent-command",
+        metavar="CMD",
+        default=None,
+        help="With --evalrunner: run this command as the agent of each case (as evalrunner "
+        "run --agent-command).",
+    )
+    group.addoption(
+        "--evalrunner-case-timeout",
+        metavar="SECS",
+        type=float,
+        default=None,
+        help="With --evalrunner: seconds one case may run before it fails as timed out (as "
+        "evalrunner run --case-timeout).",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``--evalrunner``, set up the session: configuration, agent and what to collect.
+
+    Problems with the configuration or the configured agent are usage errors, reported as
+    ``evalrunner run`` reports them, before anything is collected.
+    """
+    if not config.getoption(ENABLE_FLAG):
+        return
+    if config.getoption("help", False):
+        return  # `pytest --evalrunner --help` shows the help, whatever the config holds
+    config.addinivalue_line("markers", f"{MARKER}: a case from an evalrunner fixture")
+    session = EvalrunnerSession(config)
+    config.stash[_SESSION] = session
+    config.pluginmanager.register(session, PLUGIN_NAME)
+
+
+class EvalrunnerSession:
+    """The plugin's state for one pytest run: run settings, fixture roots, names seen."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from evalrunner.config import ConfigError, load_config
+        from evalrunner.pipeline import LIVE_NOT_BUILT
+        from evalrunner.plugins import PluginError, configured_settings
+
+        self.config = config
+        self.cwd = config.invocation_params.dir
+        timeout = config.getoption("--evalrunner-case-timeout")
+        given_config = config.getoption("--evalrunner-config")
+        try:
+            loaded = load_config(
+                config_file=Path(given_config) if given_config is not None else None,
+                cwd=self.cwd,
+                env=os.environ,
+                case_timeout_secs=timeout,
+                agent_command=config.getoption("--evalrunner-agent-command"),
+            )
+            if loaded.mode == "live":
+                raise pytest.UsageError(_lines([LIVE_NOT_BUILT]))
+            self.settings: RunSettings = configured_settings(loaded)
+        except (ConfigError, PluginError) as exc:
+            raise pytest.UsageError(_lines(exc.problems)) from None
+        self.roots = self._explicit_roots()
+        # With no fixture named on the command line, the configured suite's files, as
+        # `evalrunner run` finds them; they are collected after pytest's own collection.
+        self.suite_files: list[Path] = []
+        if not self.roots:
+            self.suite_files = self._suite_files(loaded.suite_dir)
+        # Case name -> the file that used it first (names are unique in a suite, as in `run`).
+        self.names: dict[str, str] = {}
+
+    def _explicit_roots(self) -> list[Path]:
+        """The fixture files named on the command line and the directories named on it, if
+        any of them is or holds a fixture; else none.
+
+        Paths pytest found by itself (``testpaths``, the working directory) are never
+        searched for fixtures: a project's ``pyproject.toml`` or test data is not a case.
+        """
+        explicit: list[Path] = []
+        if self.config.args_source is pytest.Config.ArgsSource.ARGS:
+            for arg in self.config.args:
+                # pytest arguments may name a node: path::case
+                path = _absolute(self.cwd / arg.split("::", 1)[0])
+                if path.is_dir() or (_is_fixture_name(path.name) and os.path.lexists(path)):
+                    explicit.append(path)
+        return explicit if any(_holds_fixtures(path) for path in explicit) else []
+
+    def _suite_files(self, suite_dir: Path) -> list[Path]:
+        """The configured suite's fixtures; a missing or empty suite is a usage error, worded
+        as ``run`` words it."""
+        from evalrunner.load import SuiteNotFound, discover, relative_to_cwd
+        from evalrunner.text import printable_path
+
+        shown = relative_to_cwd(suite_dir)
+        try:
+            return [_absolute(path) for path in discover(shown)]
+        except SuiteNotFound as exc:
+            raise pytest.UsageError(_lines([str(exc)])) from None
+        except OSError as exc:
+            reason = exc.strerror or exc
+            message = f"{printable_path(shown)}: cannot read suite directory: {reason}"
+            raise pytest.UsageError(_lines([message])) from None
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> EvalFile | None:
+        """A fixture file under a directory named on the command line (or named there
+        itself) becomes an :class:`EvalFile`."""
+        if not _is_fixture_name(file_path.name):
+            return None
+        if not any(file_path == root or root in file_path.parents for root in self.roots):
+            return None
+        return _eval_file(parent, file_path)
+
+    @pytest.hookimpl(tryfirst=True)  # before -k, -m and --deselect choose among the items
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, items: list[pytest.Item]
+    ) -> None:
+        """The configured suite's cases, after the items pytest collected.
+
+        Not by adding the suite to pytest's arguments: arguments that overlap (``.`` and
+        ``evals/regression`` below it) lose items on pytest 8 and 9, and a suite under a
+        directory pytest skips (``build``, dot directories) would not be walked.
+        """
+        for path in self.suite_files:
+            items.extend(session.genitems(_eval_file(session, path)))
+
+    def admit(self, file_path: Path) -> tuple[Case, int | None] | list[str]:
+        """The case of one fixture and the 0-based line of its name, or every problem with it,
+        one ``path:line:col: message`` line each."""
+        from evalrunner.admit import admit
+        from evalrunner.load import RawDocument, load_document, relative_to_cwd
+        from evalrunner.model import Case
+        from evalrunner.text import printable
+
+        # Relative to the working directory, so messages name files as `evalrunner run` does.
+        document = load_document(relative_to_cwd(file_path))
+        if not isinstance(document, RawDocument):
+            return [printable(str(error)) for error in document]
+        outcome = admit(document)
+        if not isinstance(outcome, Case):
+            return [printable(str(error)) for error in outcome]
+        data = document.data
+        key = "model_name" if isinstance(data, dict) and "model_name" in data else "name"
+        shown = document.display_path
+        first = self.names.setdefault(outcome.name, shown)
+        if first != shown:
+            name = json.dumps(outcome.name, ensure_ascii=False)
+            duplicate = document.error(
+                f"case name {name} is already used by {first}; names must be unique in a suite",
+                (key,),
+            )
+            return [printable(str(duplicate))]
+        spot = document.source_map.locate((key,), key=True)
+        return outcome, (spot[0] - 1 if spot is not None else None)
+
+
+_SESSION = pytest.StashKey[EvalrunnerSession]()
+
+
+# Library messages blame the command line's flags; here the same values come from these.
+_OUR_FLAGS = {
+    "--case-timeout": "--evalrunner-case-timeout",
+    "--agent-command": "--evalrunner-agent-command",
+    "--config": "--evalrunner-config",
+}
+
+
+def _lines(problems: list[str]) -> str:
+    """A usage error's text: each problem on its own line, the first saying whose it is."""
+    from evalrunner.text import printable
+
+    lines = []
+    for problem in problems:
+        flag, colon, rest = problem.partition(":")
+        if colon and flag in _OUR_FLAGS:
+            problem = _OUR_FLAGS[flag] + colon + rest
+        # Messages quote file names and fixture text: escaped, each stays one line.
+        lines.append(printable(problem))
+    return "evalrunner: " + "\n".join(lines)
+
+
+def _absolute(path: Path) -> Path:
+    # As pytest makes its paths absolute: ``..`` folded, symlinks kept, so they compare equal.
+    return Path(os.path.abspath(path))
+
+
+def _is_fixture_name(name: str) -> bool:
+    return not name.startswith(".") and os.path.splitext(name)[1].lower() in FIXTURE_SUFFIXES
+
+
+def _holds_fixtures(path: Path) -> bool:
+    """Whether ``path`` is a fixture file or a directory with one somewhere below it (dot
+    directories skipped, as pytest skips them)."""
+    if not path.is_dir():
+        return _is_fixture_name(path.name)
+    for _, directories, files in os.walk(path):
+        directories[:] = [d for d in directories if not d.startswith(".")]
+        if any(_is_fixture_name(name) for name in files):
+            return True
+    return False
+
+
+def _eval_file(parent: pytest.Session | pytest.Collector, path: Path) -> EvalFile:
+    """The collector of one fixture file.
+
+    A file name that is not UTF-8, or holds a control character, would go into node ids raw:
+    pytest's terminal, cache and JUnit writers then crash on its bytes, or print lines the
+    name forges. Such a file gets escaped ids (``caf\\xe9.yaml``), as in evalrunner's reports.
+    A file collected for the configured suite hangs from the session, named and identified by
+    its path from the root directory, as pytest names a file given as an argument.
+    """
+    from evalrunner.text import printable_path
+
+    rootpath = parent.config.rootpath
+    name = os.path.relpath(path, parent.path).replace(os.sep, "/")
+    nodeid = os.path.relpath(path, rootpath).replace(os.sep, "/")
+    if printable_path(name) == name and not isinstance(parent, pytest.Session):
+        return EvalFile.from_parent(parent, path=path)
+    return EvalFile.from_parent(
+        parent, path=path, name=printable_path(name), nodeid=printable_path(nodeid)
+    )
+
+
+class EvalFile(pytest.File):
+    """One fixture file: one case, or a collection error naming every problem."""
+
+    def collect(self) -> Iterator[EvalItem]:
+        """The file's case, admitted as ``evalrunner run`` admits it."""
+        outcome = self.config.stash[_SESSION].admit(self.path)
+        if isinstance(outcome, list):
+            raise self.CollectError("\n".join(outcome))
+        case, line = outcome
+        yield EvalItem.from_parent(self, name=case.name, case=case, line=line)
+
+
+class CaseFailed(Exception):
+    """A case failed a check or its run errored; ``report`` says which and why."""
+
+    def __init__(self, report: CaseReport) -> None:
+        super().__init__(report.name)
+        self.report = report
+
+
+class EvalItem(pytest.Item):
+    """One case: replayed through the configured agent and graded when the item runs."""
+
+    def __init__(self, *, case: Case, line: int | None, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.case = case
+        self.line = line
+        self.add_marker(MARKER)
+        if case.case_class is not None:
+            # -k positive / -k negative select by class, as `evalrunner run -k` does.
+            self.extra_keyword_matches.add(case.case_class)
+
+    def runtest(self) -> None:
+        """Replay and grade the case; raise :class:`CaseFailed` unless it passed."""
+        from evalrunner.pipeline import evaluate_case
+
+        settings = self.config.stash[_SESSION].settings
+        report = evaluate_case(
+            self.case,
+            agent_factory=settings.agent_factory,
+            tools=settings.tools,
+            max_tool_iterations=settings.max_tool_iterations,
+            case_timeout=settings.case_timeout,
+            trimmed_history=settings.trimmed_history,
+        )
+        if not report.passed:
+            raise CaseFailed(report)
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: TracebackStyle | None = None,
+    ) -> str | TerminalRepr:
+        """The failed checks and the run error, not a traceback into evalrunner."""
+        if isinstance(excinfo.value, CaseFailed):
+            verbose = int(self.config.getoption("verbose", 0)) > 0
+            return describe_failure(excinfo.value.report, verbose=verbose)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
+        """The fixture (escaped, as in node ids), the line of the case's name, and a heading
+        for reports."""
+        from evalrunner.text import printable_path
+
+        return printable_path(self.path), self.line, f"evalrunner case: {self.name}"
+
+
+def describe_failure(report: CaseReport, *, verbose: bool = False) -> str:
+    """A failed case as pytest shows it: how many checks failed, then each failed check
+    (every check when ``verbose``) with its detail, or the run error. The first line is what
+    pytest's short summary shows. Text from outside is escaped line by line."""
+    from evalrunner.text import printable
+
+    if report.error is not None:
+        first, *rest = report.error.splitlines() or [""]
+        return "\n".join(
+            [f"run error: {printable(first)}", *(f"    {printable(line)}" for line in rest)]
+        )
+    failed = sum(1 for grade in report.grades if not grade.passed)
+    lines = [f"{failed} of {len(report.grades)} checks failed"]
+    for grade in report.grades:
+        if grade.passed and not verbose:
+            continue
+        mark = "✓" if grade.passed else "✗"
+        first, *rest = [printable(line) for line in grade.detail.splitlines()] or [""]
+        lines.append(f"    {mark} {printable(grade.check)}" + (f": {first}" if first else ""))
+        lines += [f"        {line}" for line in rest]
+    return "\n".join(lines)
