@@ -7,9 +7,11 @@ Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -301,7 +303,11 @@ def _write_reports(sinks: dict[str, Path | None], render: Callable[[str], str]) 
         if path is None:
             continue
         try:
-            with _signals_ignored():  # a report half-renamed by a second Ctrl-C helps nobody
+            # A report half-renamed by a second Ctrl-C helps nobody; but a stream (a FIFO, a
+            # terminal) has nothing to half-rename, and a reader that never reads must not
+            # make the run deaf to signals.
+            guard = contextlib.nullcontext() if _is_stream(path) else _signals_ignored()
+            with guard:
                 write_atomic(path, render(flag))
         except OSError as exc:
             problems.append(f"{printable_path(path)}: cannot write report: {exc.strerror or exc}")
@@ -342,6 +348,14 @@ def _signals_stop_the_run() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _is_stream(path: Path) -> bool:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
 @contextmanager

@@ -205,3 +205,45 @@ def test_a_removed_working_directory_is_a_message_not_a_traceback(tmp_path: Path
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith("evalrunner: the working directory cannot be used")
+
+
+def test_a_fifo_report_whose_reader_never_reads_does_not_make_the_run_deaf(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import time
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    long_reply = "x" * 200_000  # the failure detail quotes it: more than a pipe holds
+    (suite / "big.json").write_text(
+        json.dumps(
+            {
+                "name": "big",
+                "turns": [
+                    {
+                        "user_input": "hi",
+                        "steps": [{"response": {"type": "text", "content": long_reply}}],
+                    }
+                ],
+                "expects": {"response_contains": ["not there"]},
+            }
+        ),
+        encoding="utf-8",
+    )
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, and never read
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--format",
+             "json", "--output", str(fifo)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        time.sleep(3)  # not a timing assertion: only gives the run time to block on the FIFO
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)  # without the fix: blocked, SIGTERM ignored, timeout
+        assert process.returncode in (143, -signal.SIGTERM)
+    finally:
+        os.close(reader)
