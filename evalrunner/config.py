@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,11 @@ def find_config_file(start: Path) -> Path | None:
     for directory in (start, *start.parents):
         dedicated = directory / CONFIG_FILE
         if dedicated.is_file():
+            return dedicated
+        if os.path.lexists(dedicated):
+            # A FIFO, a directory, a link to a device... named evalrunner.toml is meant as a
+            # config: selected, so that reading it reports what it is, never skipped for the
+            # defaults or a parent's config.
             return dedicated
         pyproject = directory / PYPROJECT
         if pyproject.is_file() and _has_tool_table(pyproject):

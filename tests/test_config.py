@@ -408,3 +408,22 @@ def test_a_config_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> 
     assert caught.value.problems == [
         f"{fifo}: is a FIFO (named pipe), not a regular file; a config file must be a regular file"
     ]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device link"])
+def test_a_discovered_config_that_is_not_a_regular_file_is_refused_not_skipped(
+    tmp_path: Path, kind: str
+) -> None:
+    import os
+
+    config = tmp_path / "evalrunner.toml"
+    if kind == "fifo":
+        os.mkfifo(config)
+    elif kind == "directory":
+        config.mkdir()
+    else:
+        config.symlink_to("/dev/zero")
+    with pytest.raises(ConfigError) as refused:
+        load_config(cwd=tmp_path, env={})
+    assert refused.value.problems[0].startswith(f"{config}: is a ")
+    assert refused.value.problems[0].endswith("a config file must be a regular file")
