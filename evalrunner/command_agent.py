@@ -177,7 +177,9 @@ class CommandAgent:
 
     def _reply(self, answer: str) -> str:
         try:
-            message = json.loads(answer, parse_constant=_no_constant)
+            message = json.loads(
+                answer, parse_constant=_no_constant, object_pairs_hook=_unique_keys
+            )
         except (ValueError, RecursionError):
             message = None
         if not isinstance(message, dict):
@@ -314,6 +316,13 @@ class CommandAgent:
         if process.stdout is not None:
             with contextlib.suppress(OSError):
                 process.stdout.close()
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):  # {"reply": "a", "reply": "b"} must not grade either one
+        raise ValueError("a key appears twice")
+    return value
 
 
 def _no_constant(name: str) -> object:

@@ -383,6 +383,7 @@ def _workspace() -> Path:
 def _reported(record: ToolCallRecord) -> dict[str, object]:
     try:
         value = json.loads(record.arguments)
+        json.dumps(value, allow_nan=False)  # 1e400 parses as inf, which JSON cannot carry
     except ValueError:
         value = None
     arguments: object = value if isinstance(value, dict) else record.arguments

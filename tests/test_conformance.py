@@ -569,6 +569,19 @@ def test_a_signal_ends_the_agent_commands_process_group(
     assert no_process_left(started)
 
 
+@pytest.mark.parametrize(
+    "line", ['{"reply": "nope", "reply": "ok"}', '{"reply": "x", "tool_calls": NaN}']
+)
+def test_a_reply_line_that_is_not_strict_json_is_refused(tmp_path: Path, line: str) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(
+        f"import sys\nsys.stdin.readline()\nprint({line!r}, flush=True)\n", encoding="utf-8"
+    )
+    factory = command_agent_factory(shlex.join([sys.executable, str(script)]), cwd=ROOT)
+    report = evaluate_case(CASES["multiline-reply-no-tools"], agent_factory=factory)
+    assert report.error is not None and "not a reply line" in report.error
+
+
 def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
     script = tmp_path / "flood.py"
     script.write_text(
