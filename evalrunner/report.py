@@ -26,6 +26,7 @@ from typing import Any
 
 from evalrunner.load import file_kind
 from evalrunner.model import CaseReport, RunRefused, SuiteReport
+from evalrunner.select import report_fields
 from evalrunner.text import (
     control_character,
     describe_character,
@@ -109,6 +110,7 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "all_passed": report.all_passed,
         "interrupted": report.interrupted is not None,
         "trimmed_history": report.trimmed_history,
+        **report_fields(report),  # keyword, shard, admission_errors: only when used
         "duration_ms": report.duration_ms,
         "cases": [_case_data(case) for case in report.cases],
     }
