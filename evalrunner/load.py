@@ -111,7 +111,8 @@ def discover(suite_dir: Path) -> list[Path]:
     """The fixture files of a suite directory and its subdirectories, in suite order.
 
     Directories are searched recursively; names starting with a dot (files and directories)
-    are skipped, and a directory reached twice (through a symbolic link) is searched once.
+    are skipped. Links to directories are followed, except a link to a directory that holds
+    it (a loop), and a directory reached twice through links is searched once.
     Files are ordered by their path relative to ``suite_dir``, compared one component at a
     time. Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it,
     and ``OSError`` when a directory cannot be listed: a suite never silently shrinks.
@@ -136,14 +137,20 @@ def _discover(suite_dir: Path) -> list[Fixture]:
             continue
         seen.add((info.st_dev, info.st_ino))
         with os.scandir(directory) as entries:
-            listed = list(entries)
+            listed = sorted(entries, key=lambda entry: entry.name)
+        subdirectories = []
         for entry in listed:
             if entry.name.startswith("."):
                 continue
             if entry.is_dir():  # follows links; False when it cannot tell
-                pending.append((directory / entry.name, parts + (entry.name,)))
+                if entry.is_symlink() and _is_ancestor(entry.path, directory):
+                    continue  # a loop: the directory holds the link
+                subdirectories.append((directory / entry.name, parts + (entry.name,)))
             elif _is_fixture_name(entry.name):
                 found.append((parts + (entry.name,), directory / entry.name))
+        # Depth first in name order, so that of two links to one directory the first in
+        # suite order is the one searched.
+        pending.extend(reversed(subdirectories))
     if not found:
         suffixes = ", ".join(FIXTURE_SUFFIXES)
         raise SuiteNotFound(
@@ -152,6 +159,13 @@ def _discover(suite_dir: Path) -> list[Fixture]:
         )
     found.sort(key=lambda item: item[0])
     return [Fixture(path, "/".join(parts)) for parts, path in found]
+
+
+def _is_ancestor(link: str, directory: Path) -> bool:
+    """Whether ``link`` leads to ``directory`` or a directory above it."""
+    target = os.path.realpath(link)
+    here = os.path.realpath(directory)
+    return here == target or here.startswith(target.rstrip(os.sep) + os.sep)
 
 
 def find_fixtures(paths: Iterable[Path]) -> list[Fixture]:

@@ -95,12 +95,12 @@ def test_an_empty_expression_selects_every_case() -> None:
 @pytest.mark.parametrize(
     ("expression", "message"),
     [
-        ("a and", "-k 'a and': column 6: expected a name, \"not\" or \"(\", got the end of"),
+        ("a and", '-k \'a and\': column 6: expected a name, "not" or "(", got the end of'),
         ("and a", "-k 'and a': column 1: expected a name, \"not\" or \"(\", got 'and'"),
-        ("a b", "column 3: expected \"and\", \"or\" or the end of the expression, got the name"),
-        ("(a", "column 3: expected \")\" to close the \"(\" at column 1"),
-        ("a)", "column 2: expected \"and\", \"or\" or the end of the expression, got ')'"),
-        ("()", "column 2: expected a name, \"not\" or \"(\", got ')'"),
+        ("a b", 'column 3: expected "and", "or" or the end of the expression, got the name'),
+        ("(a", 'column 3: expected ")" to close the "(" at column 1'),
+        ("a)", 'column 2: expected "and", "or" or the end of the expression, got \')\''),
+        ("()", 'column 2: expected a name, "not" or "(", got \')\''),
         ("not", "column 4: expected a name"),
         ("a or or b", "column 6: expected a name"),
         ("a && b", "column 3: unexpected character '&' (U+0026)"),
