@@ -112,12 +112,14 @@ ConfigOption = Annotated[
 ]
 
 
+_PATHS_HELP = (
+    "Fixture files and suite directories, searched recursively (dot-directories skipped)."
+)
 PathsArgument = Annotated[
     list[Path] | None,
     typer.Argument(
-        metavar="[PATH]...",
-        help="Fixture files and suite directories, searched recursively (dot-directories "
-        "skipped). Default: --suite, else the configured suite.",
+        metavar="PATH",
+        help=f"{_PATHS_HELP} Default: --suite, else the configured suite.",
         show_default=False,
     ),
 ]
@@ -377,7 +379,14 @@ class ListFormat(StrEnum):
 
 @app.command("list")
 def list_cases(
-    paths: PathsArgument = None,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="PATH",
+            help=f"{_PATHS_HELP} Default: the configured suite.",
+            show_default=False,
+        ),
+    ] = None,
     keyword: KeywordOption = None,
     shard: ShardOption = None,
     list_format: Annotated[
@@ -411,7 +420,7 @@ def merge(
     reports: Annotated[
         list[Path],
         typer.Argument(
-            metavar="REPORT.json...",
+            metavar="REPORT.json",
             help="The JSON report of every shard (evalrunner run --shard I/N --format json).",
             show_default=False,
         ),
