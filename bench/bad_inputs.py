@@ -633,7 +633,7 @@ def terminal_text(tally: Tally, rng: random.Random, count: int) -> None:
             table.encode("utf-8")
             data.encode("utf-8")
             clean = not _TERMINAL_ACTS_ON.search(table.replace("\n", "") + data.replace("\n", ""))
-            return clean and len(table.splitlines()) == 4 and bool(json.loads(data))
+            return clean and len(table.splitlines()) == 10 and bool(json.loads(data))
 
         attempt(tally, f"report #{i}", check)
         name = hostile(rng.randint(1, 10)).replace("\ud800", "").replace("\udfff", "")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, cast
 
 from jsonschema.exceptions import ValidationError
@@ -110,11 +110,25 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
 
         if clean("expects"):
             errors.extend(check_expects(cast(dict[str, Any], data["expects"]), document))
+        elif isinstance(data.get("expects"), dict):
+            # Some kinds are malformed: the well-formed ones are still checked among
+            # themselves; the rules about the case as a whole wait for the rest.
+            broken = {e.json_path[1] for e in schema_errors if e.json_path[:1] == ("expects",)
+                      and len(e.json_path) > 1}
+            if ("expects",) not in {e.json_path for e in schema_errors}:
+                sound = {
+                    k: v for k, v in cast(dict[str, Any], data["expects"]).items()
+                    if k not in broken and k in _KIND_NAMES
+                }
+                errors.extend(check_expects(sound, document, partial=True))
         if clean("turns"):
             errors.extend(_duplicate_ids(cast(list[Any], data["turns"]), document))
     if errors:
         return _unique_sorted(errors)
     return build_case(cast(dict[str, Any], data), document)
+
+
+_KIND_NAMES = frozenset(f.name for f in fields(Expectations))
 
 
 def _name_characters(document: RawDocument) -> list[AdmissionError]:
@@ -158,7 +172,18 @@ def build_case(data: Mapping[str, Any], document: RawDocument) -> Case:
         description=data.get("description"),
         case_class=cast(CaseClass | None, data.get("class")),
         source=document.path,
+        positions=_positions(data, document),
     )
+
+
+def _positions(data: Mapping[str, Any], document: RawDocument) -> dict[str, tuple[int, int]]:
+    """Where the case's name and each expectation kind are written: ``{"name": (line, col),
+    "expects.<kind>": ...}``, so reports can point at the check that failed."""
+    name_key = _name_key(data)
+    paths: dict[JSONPath, str] = {(name_key,): "name"}
+    paths.update({("expects", kind): f"expects.{kind}" for kind in data["expects"]})
+    found = document.source_map.key_positions(paths)
+    return {paths[path]: position for path, position in found.items()}
 
 
 def _response(raw: Mapping[str, Any]) -> ModelResponse:
@@ -204,15 +229,21 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
 # --- rules beyond the schema -------------------------------------------------------------------
 
 
-def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
+def check_expects(
+    declared: Mapping[str, Any], document: RawDocument, *, partial: bool = False
+) -> list[AdmissionError]:
     """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object, and the stricter rules
-    of issue 8: no pattern that matches every reply, no checks that contradict each other."""
+    of issue 8: no pattern that matches every reply, no checks that contradict each other.
+
+    ``partial``: ``declared`` holds only the well-formed kinds of an ``expects`` with schema
+    errors; the rules about the whole case (at least one check, falsifiability) are left out.
+    """
     expects = _expectations(declared)
     here = ("expects",)
     errors: list[AdmissionError] = []
 
     effective = [k for k, v in declared.items() if not (isinstance(v, list) and not v)]
-    if not effective:
+    if not effective and not partial:
         what = "no checks" if not declared else "only empty lists, which check nothing"
         errors.append(
             document.error(
@@ -232,6 +263,7 @@ def check_expects(declared: Mapping[str, Any], document: RawDocument) -> list[Ad
     # the whole-case verdict below waits until the patterns are good.
     if (
         effective
+        and not partial
         and not pattern_errors
         and all(g.passed for g in grade(expects, RunRecord.empty()))
     ):

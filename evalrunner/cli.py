@@ -12,13 +12,15 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperOption
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
@@ -33,19 +35,44 @@ from evalrunner.load import (
 from evalrunner.model import Format, RunInterrupted, RunRefused, Shard, SuiteReport
 from evalrunner.pipeline import run_suite
 from evalrunner.plugins import PluginError, configured_settings
-from evalrunner.report import EXIT_REFUSED, exit_code, render_json, render_table, write_atomic
+from evalrunner.report import (
+    EXIT_REFUSED,
+    Verbosity,
+    agent_label,
+    exit_code,
+    prepare_output,
+    render_github,
+    render_json,
+    render_junit,
+    render_table,
+    write_atomic,
+)
 from evalrunner.schemas import schema_tree
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
 
+# Markdown mode joins a docstring's lines into paragraphs, which the terminal then wraps:
+# without it, each source line break shows, and lines break mid-sentence at every width.
 app = typer.Typer(
     name="evalrunner",
     help="Replay scripted agent fixtures through a real agent loop and grade the run.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
-schema_app = typer.Typer(help="The published JSON Schemas.", no_args_is_help=True)
+schema_app = typer.Typer(
+    help="The published JSON Schemas.", no_args_is_help=True, rich_markup_mode="markdown"
+)
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value: the help shows no ``<bool>`` placeholder beside it."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 app.add_typer(schema_app, name="schema")
 
 
@@ -54,6 +81,7 @@ class ReportFormat(StrEnum):
 
     table = "table"
     json = "json"
+    github = "github"
 
 
 def _version(value: bool) -> None:
@@ -200,17 +228,41 @@ def run(
     ] = False,
     mode: Annotated[str | None, typer.Option("--mode", help="replay or live.")] = None,
     report_format: Annotated[
-        ReportFormat, typer.Option("--format", help="Report format on stdout.")
-    ] = ReportFormat.table,
+        ReportFormat | None,
+        typer.Option(
+            "--format",
+            help="Report format on stdout: table, json, or github (annotations for GitHub "
+            "Actions, then the table). Default: github when GITHUB_ACTIONS=true, else table.",
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
             "--output",
-            help="Also write the report (in --format) to FILE, atomically (a symlink is "
-            "followed; a FIFO or terminal is written in place; anything else that is not a "
-            "regular file is refused); stdout then shows the table.",
+            metavar="FILE",
+            help="Also write the report (in --format; table if not given) to FILE, atomically "
+            "(a symlink is followed; a FIFO or terminal is written in place; anything else "
+            "that is not a regular file is refused); stdout then shows the table.",
         ),
     ] = None,
+    json_file: Annotated[
+        Path | None,
+        typer.Option("--json", metavar="FILE", help="Also write the JSON report to FILE."),
+    ] = None,
+    junit_xml: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit-xml",
+            metavar="FILE",
+            help="Also write a JUnit XML report to FILE (also when the run is refused).",
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Show only the failures and the summary.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show every check of every case.")
+    ] = False,
     case_timeout: Annotated[
         float | None,
         typer.Option(
@@ -243,18 +295,24 @@ def run(
 ) -> None:
     """Run a suite: admit every fixture, replay each case, grade it, report.
 
-    SIGINT (Ctrl-C) or SIGTERM stops the run: the finished cases are reported, --output is
-    written with "interrupted": true, and the exit code is 130 or 143.
+    Report files (--output, --json, --junit-xml) get missing directories created before the
+    run; a path that cannot be written is refused before any case runs. SIGINT (Ctrl-C) or
+    SIGTERM stops the run: the finished cases are reported, the files are written (the JSON
+    with "interrupted": true), and the exit code is 130 or 143.
     """
     chosen_by, slice_ = _selection(keyword, shard)
     if paths and suite is not None:
         raise _fail(["--suite: give fixture PATHs or --suite DIR, not both"])
     workers = _parse_jobs(jobs)
+    verbosity = _verbosity(quiet, verbose)
+    shown_format = report_format or _default_format()
     settings = _config(config, suite, mode, case_timeout, agent_command)
     try:
         run_settings = configured_settings(settings, jobs=workers)
     except PluginError as exc:
         raise _fail(exc.problems) from None
+    sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
+    _prepare_sinks(sinks)
     with _signals_stop_the_run():
         outcome = run_suite(
             paths or settings.suite_dir,
@@ -265,22 +323,82 @@ def run(
             keep_going=keep_going,
         )
     if isinstance(outcome, RunRefused):
-        raise _fail(outcome.lines(), _refusal_summary(outcome))
-    _report_skipped(outcome)
-    rendered = _render(outcome, report_format)
-    if output is not None:
+        problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
+        if shown_format is ReportFormat.github:
+            typer.echo(render_github(outcome), nl=False)
+        raise _fail([*outcome.lines(), *problems], _refusal_summary(outcome))
+    report = replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
+    _report_skipped(report)
+
+    def render(flag: str) -> str:
+        if flag == "--json":
+            return render_json(report)
+        if flag == "--junit-xml":
+            return render_junit(report)
+        return _render(report, report_format or ReportFormat.table, verbosity, color=False)
+
+    problems = _write_reports(sinks, render)
+    if output is not None and shown_format is ReportFormat.json:
+        shown_format = ReportFormat.table  # the JSON went to the file; people read the table
+    typer.echo(_render(report, shown_format, verbosity, color=_color()), nl=False)
+    if problems:
+        raise _fail(problems)
+    raise typer.Exit(_exit_code(report))
+
+
+def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
+    if quiet and verbose:
+        raise _fail(["-q/--quiet and -v/--verbose: they ask for opposite things; give one"])
+    if quiet:
+        return Verbosity.QUIET
+    return Verbosity.VERBOSE if verbose else Verbosity.NORMAL
+
+
+def _default_format() -> ReportFormat:
+    """github under GitHub Actions (which sets GITHUB_ACTIONS=true), else table."""
+    return ReportFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else ReportFormat.table
+
+
+def _prepare_sinks(sinks: dict[str, Path | None]) -> None:
+    """Before the run: make each report file's directory, refuse paths that cannot be written
+    and two reports sent to one file (the second would silently replace the first)."""
+    problems: list[str] = []
+    files: dict[str, str] = {}
+    for flag, path in sinks.items():
+        if path is None:
+            continue
+        shown = printable_path(path)
+        try:
+            prepare_output(path)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            problems.append(f"{shown}: cannot write report: {reason}")
+            continue
+        if os.path.exists(path) and not os.path.isfile(path):
+            continue  # a FIFO or terminal: several reports may go to /dev/null
+        real = os.path.realpath(path)
+        if real in files:
+            problems.append(
+                f"{shown}: {flag} names the file {files[real]} writes; give each report its "
+                "own file"
+            )
+        files.setdefault(real, flag)
+    if problems:
+        raise _fail(problems)
+
+
+def _write_reports(sinks: dict[str, Path | None], render: Callable[[str], str]) -> list[str]:
+    """Write each report file; the problems, one line each (the other files are written)."""
+    problems = []
+    for flag, path in sinks.items():
+        if path is None:
+            continue
         try:
             with _signals_ignored():  # a report half-renamed by a second Ctrl-C helps nobody
-                write_atomic(output, rendered)
+                write_atomic(path, render(flag))
         except OSError as exc:
-            shown = printable_path(output)
-            raise _fail([f"{shown}: cannot write report: {exc.strerror or exc}"]) from None
-        typer.echo(render_table(outcome, color=_color()), nl=False)
-    elif report_format is ReportFormat.table:
-        typer.echo(render_table(outcome, color=_color()), nl=False)
-    else:
-        typer.echo(rendered, nl=False)
-    raise typer.Exit(_exit_code(outcome))
+            problems.append(f"{printable_path(path)}: cannot write report: {exc.strerror or exc}")
+    return problems
 
 
 MAX_JOBS = 256
@@ -332,10 +450,14 @@ def _signals_ignored() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _render(report: SuiteReport, report_format: ReportFormat) -> str:
+def _render(
+    report: SuiteReport, report_format: ReportFormat, verbosity: Verbosity, *, color: bool
+) -> str:
     if report_format is ReportFormat.json:
         return render_json(report)
-    return render_table(report, color=False)
+    if report_format is ReportFormat.github:
+        return render_github(report, verbosity=verbosity)
+    return render_table(report, color=color, verbosity=verbosity)
 
 
 def _refusal_summary(outcome: RunRefused) -> str | None:
@@ -421,7 +543,7 @@ def merge(
         list[Path],
         typer.Argument(
             metavar="REPORT.json",
-            help="The JSON report of every shard (evalrunner run --shard I/N --format json).",
+            help="The JSON report of every shard (evalrunner run --shard I/N --json FILE).",
             show_default=False,
         ),
     ],
@@ -431,15 +553,25 @@ def merge(
             "--json", metavar="OUT", help="Write the merged JSON report to OUT, atomically."
         ),
     ] = None,
+    junit_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit-xml",
+            metavar="OUT",
+            help="Write the merged JUnit XML report to OUT, atomically.",
+        ),
+    ] = None,
 ) -> None:
     """Merge the JSON reports of a run's shards into the report of the whole run.
 
     Prints its table, in the order an unsharded run has; exit 0 if every case passed, 1 if
     one failed, 2 if the shards are refused: unreadable, overlapping, missing, or of
-    different runs (suite, mode, -k, shard count).
+    different runs (suite, mode, agent, -k, shard count).
     """
     from evalrunner.merge import MergeRefused, ShardReport, merge_reports, read_report
 
+    sinks = {"--json": json_out, "--junit-xml": junit_out}
+    _prepare_sinks(sinks)
     problems: list[str] = []
     shards: list[ShardReport] = []
     for path in reports:
@@ -453,19 +585,12 @@ def merge(
         merged = merge_reports(shards)
     except MergeRefused as exc:
         raise _fail(exc.problems, f"{len(exc.problems)} problem(s); nothing was merged") from None
-    # One entry per report file asked for. A --junit-xml OUT (issue 10 §3) is one more entry
-    # here: (path, the JUnit renderer), rendered from the same merged SuiteReport.
-    sinks = [(json_out, render_json)]
-    for target, render in sinks:
-        if target is None:
-            continue
-        try:
-            write_atomic(target, render(merged))
-        except OSError as exc:
-            shown = printable_path(target)
-            raise _fail([f"{shown}: cannot write report: {exc.strerror or exc}"]) from None
+    renderers = {"--json": render_json, "--junit-xml": render_junit}
+    problems = _write_reports(sinks, lambda flag: renderers[flag](merged))
     _report_skipped(merged)
     typer.echo(render_table(merged, color=_color()), nl=False)
+    if problems:
+        raise _fail(problems)
     raise typer.Exit(_exit_code(merged))
 
 
@@ -747,4 +872,13 @@ def serve(
 
 def main() -> None:
     """Console-script entry point."""
+    try:
+        os.getcwd()
+    except OSError as exc:  # e.g. the directory was removed under the shell
+        typer.echo(
+            f"evalrunner: the working directory cannot be used ({exc.strerror}); cd into an "
+            "existing directory and run it again",
+            err=True,
+        )
+        raise SystemExit(EXIT_REFUSED) from None
     app(prog_name="evalrunner")

@@ -133,7 +133,7 @@ class CommandAgent:
         if self._endpoint.error is not None:
             raise RunError(self._endpoint.error)
         if not answer:
-            if self._process.poll() is None and not self._closing.is_set():
+            if not self._closing.is_set() and not self._exits_soon():
                 raise self._failure(f"closed its stdout before replying to turn {self._turn}")
             raise self._failure(f"exited before replying to turn {self._turn}")
         if len(answer) > MAX_LINE_BYTES:
@@ -142,6 +142,14 @@ class CommandAgent:
                 "reply line is one JSON object"
             )
         return self._reply(answer.decode("utf-8", errors="replace"))
+
+    def _exits_soon(self) -> bool:
+        """After its stdout ended: is the command exiting (its end is not reaped at once)?"""
+        try:
+            self._process.wait(timeout=STOP_GRACE_SECS)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _readline(self, stdout: IO[bytes]) -> bytes:
         """One line from the command (at most :data:`MAX_LINE_BYTES` + 1 bytes), or what was

@@ -3,10 +3,11 @@ report of the whole run.
 
 A merge is refused, with every reason found, when a report cannot be read or is not a valid
 report, when it is not a shard's report or was interrupted, when the shards are incompatible
-(another suite, mode, ``-k``, history setting, shard count, number of selected cases or set
-of refused files), when a shard is given twice or is missing, or when two shards hold the same
-case. The merged report lists the cases in suite order (:func:`evalrunner.select.suite_order`),
-the order an unsharded run reports them in; its ``duration_ms`` is the sum of the shards'.
+(another suite, mode, agent, ``-k``, history setting, shard count, number of selected cases
+or set of refused files), when a shard is given twice or is missing, or when two shards hold
+the same case. The merged report lists the cases in suite order
+(:func:`evalrunner.select.suite_order`), the order an unsharded run reports them in; its
+``duration_ms`` is the sum of the shards'.
 """
 
 from __future__ import annotations
@@ -69,13 +70,16 @@ def read_report(path: Path) -> ShardReport:
         data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError as exc:
         raise MergeRefused(
-            [f"{shown}: not UTF-8 text (byte {exc.start}); give a JSON report (--format json)"]
+            [
+                f"{shown}: not UTF-8 text (byte {exc.start}); give a JSON report (evalrunner "
+                "run --json FILE)"
+            ]
         ) from None
     except json.JSONDecodeError as exc:
         raise MergeRefused(
             [
                 f"{shown}:{exc.lineno}:{exc.colno}: not JSON ({_decode_message(exc)}); give a "
-                "JSON report (evalrunner run --format json)"
+                "JSON report (evalrunner run --json FILE)"
             ]
         ) from None
     except (ValueError, RecursionError):  # NaN, a 5000-digit number, nesting beyond recursion
@@ -116,6 +120,7 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
     return SuiteReport(
         suite=data["suite"],
         mode=data["mode"],
+        agent=data["agent"],
         cases=tuple(_case_report(case) for case in data["cases"]),
         duration_ms=data["duration_ms"],
         # The signal number is not in the report; only whether there was one matters here.
@@ -148,6 +153,7 @@ def _case_report(data: dict[str, Any]) -> CaseReport:
         output_tokens=data["output_tokens"],
         llm_calls=data["llm_calls"],
         duration_ms=data["duration_ms"],
+        path=data["path"],
     )
 
 
@@ -177,6 +183,7 @@ def _check_counts(shown: str, data: dict[str, Any], report: SuiteReport) -> None
 _SAME = (
     ("suite", "suite"),
     ("mode", "mode"),
+    ("agent", "agent"),
     ("keyword", "-k expression"),
     ("trimmed_history", "trimmed_history setting"),
 )
@@ -223,6 +230,7 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
     return SuiteReport(
         suite=template.suite,
         mode=template.mode,
+        agent=template.agent,
         cases=tuple(cases),
         duration_ms=sum(shard.report.duration_ms for shard in shards),
         trimmed_history=template.trimmed_history,

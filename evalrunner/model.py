@@ -9,6 +9,7 @@ frozen dataclass: stages never mutate what they were handed.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeAlias
@@ -150,8 +151,8 @@ class Expectations:
 class Case:
     """An admitted fixture: schema-valid, coherent, falsifiable, normalized across formats.
 
-    ``source`` (the file it came from) does not take part in equality, so the same case written
-    in JSON, YAML and TOML admits to equal values.
+    ``source`` (the file it came from) and ``positions`` do not take part in equality, so the
+    same case written in JSON, YAML and TOML admits to equal values.
     """
 
     name: str
@@ -160,6 +161,12 @@ class Case:
     description: str | None = None
     case_class: CaseClass | None = None
     source: Path = field(default=Path(), compare=False)
+    positions: Mapping[str, tuple[int, int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """1-based (line, column) in ``source`` of the key ``name`` (``"name"``) and of each
+    expectation kind's key (``"expects.<kind>"``), where the text gives them: reports point
+    at the expectation a failed check comes from."""
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -275,6 +282,13 @@ class CaseReport:
     output_tokens: int = 0
     llm_calls: int = 0
     duration_ms: int = 0
+    path: str = ""
+    """The fixture's path as the run found it (``source`` is its file name); empty when not
+    known."""
+    positions: Mapping[str, tuple[int, int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """:attr:`Case.positions` of the case, for reports that point into the fixture."""
 
     @property
     def passed(self) -> bool:
@@ -313,6 +327,9 @@ class SuiteReport:
     """With a shard: how many cases all shards together hold."""
     admission_errors: tuple[AdmissionError, ...] = ()
     """Files refused while the admitted cases ran (``--continue-on-admission-errors``)."""
+    agent: str | None = None
+    """The agent under test: ``reference``, ``python:module:factory`` or ``command:<cmd>``
+    (``None``: not said by whoever ran the suite)."""
 
     @property
     def passed(self) -> int:

@@ -79,6 +79,8 @@ def evaluate_case(
         output_tokens=record.output_tokens,
         llm_calls=record.llm_calls,
         duration_ms=record.duration_ms,
+        path="" if case.source == Path() else str(case.source),
+        positions=case.positions,
     )
 
 

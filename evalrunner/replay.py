@@ -9,14 +9,19 @@ run and is kept in the record; it never stops the suite.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import os
+import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from evalrunner.agent import (
     DEFAULT_MAX_TOOL_ITERATIONS,
@@ -33,9 +38,32 @@ from evalrunner.tools import InvocationLog, ToolSource, fresh_tools, recorded_to
 
 @contextmanager
 def case_workspace() -> Iterator[Path]:
-    """A fresh, private directory for one case, removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="evalrunner-case-") as path:
-        yield Path(path)
+    """A fresh, private directory for one case, removed afterwards, whatever the agent made
+    of it (replaced by a file or a link, emptied of permissions): cleaning up after a case
+    never fails the run."""
+    path = Path(tempfile.mkdtemp(prefix="evalrunner-case-"))
+    try:
+        yield path
+    finally:
+        _remove(path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or not path.is_dir():
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return
+
+    def writable_then_retry(function: Any, name: str, _: object) -> None:
+        # A directory the agent made read-only cannot be emptied until it is writable again.
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+            function(name)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=writable_then_retry)
+    else:
+        shutil.rmtree(path, onerror=writable_then_retry)
 
 
 def run_case(

@@ -19,7 +19,7 @@ import json.decoder
 import json.scanner
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,36 @@ class SourceMap:
             return None
         return line + 1, col + 1
 
+    def key_positions(self, paths: Iterable[JSONPath]) -> dict[JSONPath, Position]:
+        """Positions of the keys naming each of ``paths`` (objects only, one or two levels
+        deep), for the paths whose key is found; cheap enough to call on every document.
+
+        JSON and TOML read their index. YAML, whose positions come from a second, slow parse,
+        first tries a scan of block-style text (what fixtures nearly always are) and keeps it
+        only when it found each key exactly once and exactly the keys asked for under each
+        parent; anything else (flow style, odd quoting) takes the parser's positions.
+        """
+        wanted = list(paths)
+        if self.format != "yaml":
+            spots = self._index()
+            return {
+                path: self._line_index().position(spot.key)
+                for path in wanted
+                if (spot := spots.get(path)) is not None and spot.key is not None
+            }
+        scanned = _yaml_block_keys(self.text, wanted)
+        if scanned is not None:
+            return scanned
+        found = {}
+        for path in wanted:
+            node = self._yaml_node(path[:-1])
+            try:
+                line, col = node.lc.key(path[-1])
+            except (TypeError, AttributeError, KeyError):  # not there, or no marks kept
+                continue
+            found[path] = (line + 1, col + 1)
+        return found
+
     def _yaml_node(self, path: JSONPath) -> Any:
         self._load_yaml()
         node = self._yaml_root
@@ -159,6 +189,68 @@ class SourceMap:
         if best[0] is None or best[1] is None:  # e.g. a tagged scalar root carries no marks
             return (1, 1)
         return best[0] + 1, best[1] + 1
+
+
+# A key of a block mapping: plain, or quoted without escapes, then ':' and a space or the end.
+_YAML_KEY = re.compile(
+    r"""(?:"([^"\\]*)"|'([^']*)'|([A-Za-z_][A-Za-z0-9_-]*))[ \t]*:(?:[ \t]|$)"""
+)
+
+
+def _yaml_block_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, Position] | None:
+    """Key positions of ``paths`` (one or two string levels deep) read off block-style YAML
+    lines, or ``None`` when the text is not plainly that shape.
+
+    Top-level keys start in column 1; the keys of a top-level mapping are the lines at the
+    indentation of its first nested line. Block scalars and multi-line values are indented
+    deeper and skipped. Whatever else could look like a key (text inside a quoted multi-line
+    string, a flow mapping) shows up as a key found twice or one not asked for, and the
+    answer is then ``None``.
+    """
+    if any(not 1 <= len(p) <= 2 or not all(isinstance(k, str) for k in p) for p in paths):
+        return None
+    wanted = set(paths)
+    parents = {str(p[0]) for p in paths if len(p) == 2}
+    found: dict[JSONPath, Position] = {}
+    children: dict[str, set[str]] = {parent: set() for parent in parents}
+    parent: str | None = None
+    child_indent: int | None = None
+    for number, line in enumerate(text.split("\n"), 1):
+        stripped = line.lstrip(" ").rstrip("\r")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if indent == 0:
+            parent, child_indent = None, None
+            match = _YAML_KEY.match(stripped)
+            if match is None:
+                if stripped.startswith(("---", "%")):
+                    continue  # the document start, a directive
+                return None  # not a block mapping at the top
+            key = next(g for g in match.groups() if g is not None)
+            if (key,) in found:
+                return None
+            if (key,) in wanted:
+                found[(key,)] = (number, 1)
+            parent = key if key in parents else None
+            continue
+        if parent is None:
+            continue
+        if child_indent is None:
+            child_indent = indent
+        if indent != child_indent:
+            continue
+        match = _YAML_KEY.match(stripped)
+        if match is None:
+            continue  # a sequence entry or a continued value at the same indentation
+        key = next(g for g in match.groups() if g is not None)
+        if key in children[parent] or (parent, key) not in wanted:
+            return None
+        children[parent].add(key)
+        found[(parent, key)] = (number, indent + 1)
+    if set(found) != wanted:
+        return None
+    return found
 
 
 # --- JSON --------------------------------------------------------------------------------------

@@ -883,7 +883,8 @@ def test_schema_errors_do_not_hide_other_rules_in_well_formed_parts(tmp_path: Pa
     assert [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)] == [(3, 17), (12, 19)]
     turns = turns.replace("user_input: ''", "user_input: hi")
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n  bogus: 1\n", turns)
-    assert [(e.line, e.col) for e in errors(tmp_path, "b.yaml", text)] == [(9, 20), (13, 3)]
+    found = [(e.line, e.col) for e in errors(tmp_path, "b.yaml", text)]
+    assert found == [(9, 20), (12, 19), (13, 3)]
 
 
 def test_positions_are_the_same_through_load_paths(tmp_path: Path) -> None:
@@ -956,3 +957,25 @@ def test_broken_suite_names_every_file_with_a_position() -> None:
         assert (error.line, error.col) == (line, col), f"{name}: {error}"
         assert fragment in error.message, f"{name}: {error}"
     assert [c.name for c in admission.cases] == ["shared-name"]  # the refused twin is not kept
+
+
+def test_a_schema_error_in_one_kind_does_not_hide_the_rules_of_the_others(tmp_path: Path) -> None:
+    fixture = tmp_path / "two.yaml"
+    fixture.write_text(
+        "name: two\nturns:\n  - user_input: hi\n    steps:\n"
+        "      - response: {type: text, content: hello}\n"
+        "expects:\n  response_contains: 5\n  response_contain: [typo]\n"
+        "  min_tool_calls: 3\n  exact_tool_calls: 1\n  response_matches: ['a*']\n",
+        encoding="utf-8",
+    )
+    document = load_document(fixture)
+    assert not isinstance(document, list)
+    outcome = admit(document)
+    assert isinstance(outcome, list)
+    lines = [(e.line, e.message.split(" ")[0]) for e in outcome]
+    assert (7, "expects.response_contains") in lines  # the schema error
+    assert any(e.line == 8 and "'response_contain'" in e.message for e in outcome)  # the typo
+    assert (10, "exact_tool_calls") in lines  # bounds among the well-formed kinds
+    assert (11, "pattern") in lines  # the unfalsifiable pattern
+    # The rules about the case as a whole wait until every kind is well-formed.
+    assert not any("every check passes" in e.message for e in outcome)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,10 +57,19 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str
     return result.exit_code, result.stdout, result.stderr
 
 
+def timeless(text: str) -> str:
+    """The table with its durations (which depend on the clock) written as T."""
+    return re.sub(r"\b\d+ ms\b|\b\d+\.\d\d s\b|\b\d+ min \d+ s\b", "T", text)
+
+
 def test_passing_suite_exits_0_with_a_table(tmp_path: Path) -> None:
-    code, out, _ = invoke("run", "--suite", str(suite(tmp_path, {"a.yaml": PASSING})))
+    directory = suite(tmp_path, {"a.yaml": PASSING})
+    code, out, _ = invoke("run", "--suite", str(directory))
     assert code == 0
-    assert out == "✓ passing (a.yaml)  1/1 checks\n1/1 cases passed\n"
+    assert timeless(out) == (
+        f"suite {directory} · agent reference · replay mode\n"
+        "✓ passing (a.yaml)  1/1 checks  T\n1/1 cases passed in T\n"
+    )
 
 
 def test_failing_and_errored_cases_exit_1_and_are_explained(tmp_path: Path) -> None:
@@ -67,13 +77,18 @@ def test_failing_and_errored_cases_exit_1_and_are_explained(tmp_path: Path) -> N
     code, out, _ = invoke("run", "--suite", str(directory))
     assert code == 1
     assert "\x1b[" not in out
-    assert out.splitlines() == [
-        "✓ passing (a.yaml)  1/1 checks",
-        "✗ failing (b.json)  1/2 checks",
+    assert timeless(out).splitlines() == [
+        f"suite {directory} · agent reference · replay mode",
+        "✓ passing (a.yaml)  1/1 checks  T",
+        "✗ failing (b.json)  1/2 checks  T",
+        "✗ erroring (c.toml)  run error  T",
+        "",
+        "failures:",
+        f"✗ failing ({directory / 'b.json'}:1)",
         '    ✗ response_contains("hi"): not found in response: "bye"',
-        "✗ erroring (c.toml)  —  run error: turn 1 scripted 1 response(s) the agent never "
-        "requested",
-        "1/3 cases passed (2 failed)",
+        f"✗ erroring ({directory / 'c.toml'}:1)",
+        "    run error: turn 1 scripted 1 response(s) the agent never requested",
+        "1/3 cases passed (2 failed) in T",
     ]
 
 
@@ -86,6 +101,7 @@ def test_json_report_validates_against_the_report_schema(tmp_path: Path) -> None
         "schema",
         "suite",
         "mode",
+        "agent",
         "passed",
         "failed",
         "total",
@@ -110,16 +126,23 @@ def test_output_file_gets_the_report_and_stdout_the_table(tmp_path: Path) -> Non
         "run", "--suite", str(directory), "--format", "json", "--output", str(target)
     )
     assert code == 0
-    assert out.endswith("1/1 cases passed\n")
+    assert timeless(out).endswith("1/1 cases passed in T\n")
     assert json.loads(target.read_text(encoding="utf-8"))["all_passed"] is True
     assert sorted(p.name for p in target.parent.iterdir()) == ["report.json"]
 
 
-def test_unwritable_output_is_exit_2_with_a_clear_error(tmp_path: Path) -> None:
+def test_unwritable_output_is_exit_2_with_a_clear_error_before_the_run(tmp_path: Path) -> None:
     directory = suite(tmp_path, {"a.yaml": PASSING})
-    code, _, err = invoke("run", "--suite", str(directory), "--output", str(tmp_path / "no" / "r"))
-    assert code == 2
-    assert "cannot write report" in err
+    (tmp_path / "no").write_text("a file, not a directory", encoding="utf-8")
+    code, out, err = invoke(
+        "run", "--suite", str(directory), "--output", str(tmp_path / "no" / "r")
+    )
+    assert (code, out) == (2, "")  # refused before the run: no table
+    assert err == (
+        f"{tmp_path / 'no' / 'r'}: cannot write report: {tmp_path / 'no'} is not a directory, "
+        "so no directory can be made there; give a path whose parents are directories or do "
+        "not exist yet\n"
+    )
 
 
 def test_broken_suite_exits_2_naming_every_file_with_its_position(tmp_path: Path) -> None:

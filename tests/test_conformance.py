@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -342,6 +343,38 @@ def test_every_public_name_resolves() -> None:
         assert getattr(evalrunner, name) is not None
 
 
+class WreckedWorkspace(Conformant):
+    """Leaves its workspace as something that is hard to remove."""
+
+    how = "file"
+
+    def respond(self, user_input: str) -> str:
+        reply = super().respond(user_input)
+        workspace = self.context.workspace
+        if self.how == "file":
+            shutil.rmtree(workspace)
+            workspace.write_text("not a directory any more", encoding="utf-8")
+        elif self.how == "link":
+            shutil.rmtree(workspace)
+            workspace.symlink_to("/")
+        else:
+            (workspace / "locked").mkdir()
+            (workspace / "locked" / "inside.txt").write_text("x", encoding="utf-8")
+            (workspace / "locked").chmod(0)
+        self.__class__.left = workspace  # type: ignore[attr-defined]
+        return reply
+
+
+@pytest.mark.parametrize("how", ["file", "link", "locked"])
+def test_an_agent_that_wrecks_its_workspace_fails_nothing_and_leaves_nothing(how: str) -> None:
+    agent = type("Wrecker", (WreckedWorkspace,), {"how": how})
+    report = run_python(agent, "multiline-reply-no-tools")
+    assert report.passed, report.error
+    left: Path = agent.left  # type: ignore[attr-defined]
+    assert not left.exists() and not left.is_symlink()
+    assert Path("/").is_dir()  # a link to / is unlinked, never followed
+
+
 # --- command agents over the wires ----------------------------------------------------------------
 
 
@@ -465,6 +498,20 @@ def test_a_malformed_reply_line_names_the_field(tmp_path: Path, line: str, probl
     report = evaluate_case(CASES["multiline-reply-no-tools"], agent_factory=factory)
     assert report.error is not None
     assert f"printed a reply line for turn 1 that is not valid: {problem}" in report.error
+
+
+def test_a_command_that_closes_stdout_but_runs_on_is_named_as_such(tmp_path: Path) -> None:
+    script = tmp_path / "mute.py"
+    script.write_text(
+        "import os, sys, time\nsys.stdin.readline()\nos.close(1)\ntime.sleep(60)\n",
+        encoding="utf-8",
+    )
+    factory = command_agent_factory(shlex.join([sys.executable, str(script)]), cwd=ROOT)
+    report = evaluate_case(CASES[ECHO], agent_factory=factory, case_timeout=60)
+    assert report.error is not None
+    assert report.error.startswith(
+        "the agent command closed its stdout before replying to turn 1 (it was killed by SIGKILL)"
+    )
 
 
 def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:

@@ -752,17 +752,31 @@ def test_a_message_the_run_never_held_is_a_run_error(served: list[Served]) -> No
     history = [
         {"role": "user", "content": "one"},
         {"role": "assistant", "content": "a"},
-        {"role": "user", "content": [{"type": "text", "text": "again"}]},
-        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "two"},
+        {"role": "assistant", "content": "an answer the model never gave"},
     ]
-    # not a new user message, so still turn 1; but "again" was never said in this run
+    # not a new user message, so no new turn; and turn 1's script is spent: the script says so
     reply = s.anthropic(history)
     assert reply.status == 500
     assert s.endpoint.error == (
-        'turn 1, model request 2: the request ends with the user message "again", which the '
-        'run never held; its latest message must be the assistant message "a"'
+        "turn 1 requested more model responses than the fixture scripts for it"
     )
     assert s.provider.llm_calls == 1
+
+
+def test_a_first_request_ending_in_a_message_the_run_never_held_is_a_run_error(
+    served: list[Served],
+) -> None:
+    s = serve(served, [turn("one", TextResponse("a"))])
+    s.monitor.begin_turn(0)
+    # The turn's input is there, but a made-up assistant message follows it.
+    reply = s.openai([{"role": "user", "content": "one"}, {"role": "assistant", "content": "x"}])
+    assert reply.status == 500
+    assert s.endpoint.error == (
+        'turn 1, model request 1: the request ends with the assistant message "x", which '
+        'the run never held; its latest message must be the user message "one"'
+    )
+    assert s.provider.llm_calls == 0  # refused before the script was asked
 
 
 def test_more_turns_than_scripted_says_so(served: list[Served]) -> None:

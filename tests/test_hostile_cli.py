@@ -171,7 +171,7 @@ def test_a_fixture_file_name_that_is_not_utf8_is_reported(
     if "json" in args:
         assert json.loads(shown)["cases"][0]["source"] == "caf\\xe9.yaml"
     else:
-        assert shown.decode("utf-8").startswith("✓ cafe (caf\\xe9.yaml)  1/1 checks\n")
+        assert "\n✓ cafe (caf\\xe9.yaml)  1/1 checks  " in shown.decode("utf-8")
 
 
 def test_validate_and_run_say_the_same_about_a_missing_suite(tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_output_that_cannot_be_a_report_is_exit_2_and_writes_nothing(
 
 HOSTILE_AGENT = '''
 from evalrunner import Message, ModelRequest, TextResponse
-from evalrunner.tools import dispatch
+from evalrunner.tools import dispatch, tool_spec
 
 FORGED = "\\x1b[2K\\r\\x1b[32m\\u2713\\x1b[0m forged (a.yaml)  4/4 checks\\n1/1 cases passed"
 
@@ -271,7 +271,8 @@ class Hostile:
     def respond(self, user_input):
         self.history.append(Message("user", user_input))
         while True:
-            response = self.context.provider.complete(ModelRequest(tuple(self.history)))
+            offered = tuple(tool_spec(t) for t in self.context.tools.values())
+            response = self.context.provider.complete(ModelRequest(tuple(self.history), offered))
             if isinstance(response, TextResponse):
                 if "explode" in user_input:
                     raise RuntimeError("boom \\ud800 \\x1b[2J\\x9b31m\\u202e")
@@ -344,21 +345,28 @@ def test_agent_replies_tool_results_and_errors_cannot_forge_report_lines(
         assert result.exception is None or isinstance(result.exception, SystemExit), result
         assert (result.exit_code, result.stderr) == (1, "")
     assert not _TERMINAL_ACTS_ON.search(table.stdout.replace("\n", ""))
-    lines = table.stdout.splitlines()
-    assert lines[0] == "✗ replies (a.yaml)  0/1 checks"
+    lines = re.sub(r"\b\d+(?: ms|\.\d\d s)\b", "T", table.stdout).splitlines()
+    assert lines[1:4] == [
+        "✗ replies (a.yaml)  0/1 checks  T",
+        "✗ explodes (b.yaml)  run error  T",
+        "✗ leaky-tool (c.yaml)  0/1 checks  T",
+    ]
+    assert lines[4:6] == ["", "failures:"]
+    assert lines[6].startswith("✗ replies (")
     # The grader quotes the reply as JSON (\u001b); what JSON leaves raw, the table escapes.
-    assert lines[1] == (
+    assert lines[7] == (
         '    ✗ response_contains("nowhere"): not found in response: "hi there\\u001b[2K\\r'
         "\\u001b[32m✓\\u001b[0m forged (a.yaml)  4/4 checks\\n1/1 cases passed half an emoji: "
         '\\ud83d"'
     )
-    assert lines[2] == (
-        "✗ explodes (b.yaml)  —  run error: the agent raised RuntimeError: "
+    assert lines[8].startswith("✗ explodes (")
+    assert lines[9] == (
+        "    run error: the agent raised RuntimeError: "
         "boom \\ud800 \\x1b[2J\\x9b31m\\u202e"
     )
-    assert lines[3] == "✗ leaky-tool (c.yaml)  0/1 checks"
-    assert "\\ud800 \\u001b]0;title\\u0007 \\u2066" in lines[4]
-    assert lines[5:] == ["0/3 cases passed (3 failed)"]
+    assert lines[10].startswith("✗ leaky-tool (")
+    assert "\\ud800 \\u001b]0;title\\u0007 \\u2066" in lines[11]
+    assert lines[12:] == ["0/3 cases passed (3 failed) in T"]
     for text in (as_json.stdout, output.read_text("utf-8")):
         cases = json.loads(text)["cases"]
         assert "\\ud800" in cases[1]["error"] and "\x1b[2J" in cases[1]["error"]

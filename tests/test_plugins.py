@@ -152,8 +152,10 @@ def test_an_async_agent_runs(project: Path) -> None:
 def test_unreported_dispatches_fail_and_say_so(project: Path) -> None:
     code, out, _ = run_cli(configure(project, 'agent = "my_agents:make_silent"\n'))
     assert code == 1
-    assert out.splitlines()[0] == (
-        "✗ echo-once (echo_once.yaml)  —  run error: turn 1: the agent fed back the result of "
+    lines = out.splitlines()
+    assert lines[1].startswith("✗ echo-once (echo_once.yaml)  run error  ")
+    assert lines[5] == (
+        "    run error: turn 1: the agent fed back the result of "
         'tool call(s) "c1" (echo) but never reported dispatching them; report every dispatch '
         '(observer.on_tool_call, or "tool_calls" in a command agent\'s reply line)'
     )

@@ -1,4 +1,5 @@
-"""Report (SPEC §7): exit codes, the JSON report and its schema, the table, atomic writes."""
+"""Report (SPEC §7): exit codes, the JSON report and its schema, the table (header, recap,
+durations, -q and -v), atomic writes and readying report paths before a run."""
 
 from __future__ import annotations
 
@@ -23,12 +24,16 @@ from evalrunner.pipeline import run_suite
 from evalrunner.report import (
     REPORT_SCHEMA,
     UnsafeOutput,
+    Verbosity,
+    agent_label,
     exit_code,
+    prepare_output,
     render_json,
     render_table,
     report_data,
     write_atomic,
 )
+from evalrunner.report.outcome import duration
 from evalrunner.schemas import report_validator
 
 REGRESSION = Path(__file__).resolve().parent.parent / "evals" / "regression"
@@ -58,6 +63,9 @@ FAILING = CaseReport(
     input_tokens=10,
     output_tokens=5,
     llm_calls=1,
+    duration_ms=1500,
+    path="evals/regression/reply_shape.json",
+    positions={"name": (2, 3), "expects.response_contains": (9, 5)},
 )
 ERRORED = CaseReport(
     name="short-script",
@@ -66,11 +74,14 @@ ERRORED = CaseReport(
     grades=(),
     error="turn 1 requested more model responses than the fixture scripts for it",
     llm_calls=1,
+    duration_ms=61_400,
 )
 
 
-def suite(*cases: CaseReport) -> SuiteReport:
-    return SuiteReport(suite="evals/regression", mode="replay", cases=cases, duration_ms=12)
+def suite(*cases: CaseReport, agent: str | None = "reference") -> SuiteReport:
+    return SuiteReport(
+        suite="evals/regression", mode="replay", cases=cases, duration_ms=12, agent=agent
+    )
 
 
 def validate(data: Any) -> list[str]:
@@ -122,17 +133,20 @@ TOP_KEYS = [
     "schema",
     "suite",
     "mode",
+    "agent",
     "passed",
     "failed",
     "total",
     "all_passed",
     "interrupted",
+    "trimmed_history",
     "duration_ms",
     "cases",
 ]
 CASE_KEYS = [
     "name",
     "source",
+    "path",
     "class",
     "passed",
     "error",
@@ -162,6 +176,7 @@ def test_json_values() -> None:
     assert data["schema"] == REPORT_SCHEMA == "evalrunner/report/v1"
     assert data["suite"] == "evals/regression"
     assert data["mode"] == "replay"
+    assert data["agent"] == "reference"
     assert (data["passed"], data["failed"], data["total"]) == (1, 2, 3)
     assert data["all_passed"] is False
     assert data["duration_ms"] == 12
@@ -169,6 +184,7 @@ def test_json_values() -> None:
     assert passing == {
         "name": "echo-roundtrip",
         "source": "echo_roundtrip.yaml",
+        "path": "echo_roundtrip.yaml",  # no path known: the file name
         "class": "positive",
         "passed": True,
         "error": None,
@@ -182,6 +198,7 @@ def test_json_values() -> None:
         "duration_ms": 3,
     }
     assert failing["passed"] is False
+    assert failing["path"] == "evals/regression/reply_shape.json"
     assert failing["grades"][0]["detail"] == 'not found in response: "Monday"'
     assert errored["class"] is None
     assert errored["passed"] is False
@@ -190,8 +207,24 @@ def test_json_values() -> None:
 
 
 def test_json_validates_against_the_report_schema() -> None:
-    for report in (suite(PASSING, FAILING, ERRORED), suite(PASSING), suite()):
+    for report in (suite(PASSING, FAILING, ERRORED), suite(PASSING), suite(agent=None)):
         assert validate(json.loads(render_json(report))) == []
+
+
+def test_json_agent_is_null_when_no_one_said() -> None:
+    assert report_data(suite(PASSING, agent=None))["agent"] is None
+
+
+@pytest.mark.parametrize(
+    ("agent", "command", "label"),
+    [
+        (None, None, "reference"),
+        ("my_agents.hooks:make_agent", None, "python:my_agents.hooks:make_agent"),
+        (None, "python3 agent.py --fast", "command:python3 agent.py --fast"),
+    ],
+)
+def test_agent_label(agent: str | None, command: str | None, label: str) -> None:
+    assert agent_label(agent, command) == label
 
 
 def test_json_of_a_real_run_validates() -> None:
@@ -202,6 +235,9 @@ def test_json_of_a_real_run_validates() -> None:
     assert data["all_passed"] is True
     assert data["total"] == len(outcome.cases)
     assert all(case["source"] == Path(case["source"]).name for case in data["cases"])
+    # the path is where the run found the fixture
+    assert all(Path(case["path"]).resolve().parent == REGRESSION for case in data["cases"])
+    assert data["agent"] is None  # run_suite is not told; the command line says
 
 
 def test_report_schema_rejects_what_the_report_never_has() -> None:
@@ -232,27 +268,69 @@ def test_json_keeps_non_ascii_and_ends_with_newline() -> None:
 def test_table_lines() -> None:
     table = render_table(suite(PASSING, FAILING, ERRORED), color=False)
     assert table.splitlines() == [
-        "✓ echo-roundtrip (echo_roundtrip.yaml)  2/2 checks",
-        "✗ reply-shape (reply_shape.json)  1/3 checks",
+        "suite evals/regression · agent reference · replay mode",
+        "✓ echo-roundtrip (echo_roundtrip.yaml)  2/2 checks  3 ms",
+        "✗ reply-shape (reply_shape.json)  1/3 checks  1.50 s",
+        "✗ short-script (short_script.toml)  run error  1 min 1 s",
+        "",
+        "failures:",
+        "✗ reply-shape (evals/regression/reply_shape.json:2)",
         '    ✗ response_contains("Tuesday"): not found in response: "Monday"',
         '    ✗ exact_tool_calls(2): 1 tool call(s): ["echo"]',
-        "✗ short-script (short_script.toml)  —  run error: "
-        "turn 1 requested more model responses than the fixture scripts for it",
-        "1/3 cases passed (2 failed)",
+        "✗ short-script (short_script.toml)",
+        "    run error: turn 1 requested more model responses than the fixture scripts for it",
+        "1/3 cases passed (2 failed) in 12 ms",
     ]
     assert table.endswith("\n")
 
 
-def test_table_all_passed_has_no_failed_count() -> None:
+def test_table_quiet_shows_the_failures_and_the_summary_only() -> None:
+    full = render_table(suite(PASSING, FAILING, ERRORED)).splitlines()
+    quiet = render_table(suite(PASSING, FAILING, ERRORED), verbosity=Verbosity.QUIET)
+    assert quiet.splitlines() == full[5:]
+    assert render_table(suite(PASSING, PASSING), verbosity=Verbosity.QUIET) == (
+        "2/2 cases passed in 12 ms\n"
+    )
+
+
+def test_table_verbose_shows_every_check() -> None:
+    table = render_table(suite(PASSING, FAILING, ERRORED), verbosity=Verbosity.VERBOSE)
+    assert table.splitlines()[:9] == [
+        "suite evals/regression · agent reference · replay mode",
+        "✓ echo-roundtrip (echo_roundtrip.yaml)  2/2 checks  3 ms",
+        '    ✓ tools_used("echo")',
+        "    ✓ exact_tool_calls(1)",
+        "✗ reply-shape (reply_shape.json)  1/3 checks  1.50 s",
+        '    ✗ response_contains("Tuesday"): not found in response: "Monday"',
+        "    ✓ max_tool_calls(0)",
+        '    ✗ exact_tool_calls(2): 1 tool call(s): ["echo"]',
+        "✗ short-script (short_script.toml)  run error  1 min 1 s",
+    ]
+    # the recap follows, as without -v
+    assert table.splitlines()[9:] == render_table(suite(PASSING, FAILING, ERRORED)).splitlines()[4:]
+
+
+def test_table_header_names_what_was_run() -> None:
+    report = SuiteReport(
+        "my suite", "replay", (PASSING,), agent="command:./agent --x", trimmed_history=True
+    )
+    assert render_table(report).splitlines()[0] == (
+        "suite my suite · agent command:./agent --x · replay mode · trimmed history allowed"
+    )
+    anonymous = render_table(suite(PASSING, agent=None)).splitlines()[0]
+    assert anonymous == "suite evals/regression · replay mode"
+
+
+def test_table_all_passed_has_no_failed_count_and_no_recap() -> None:
     table = render_table(suite(PASSING, PASSING), color=False)
-    assert table.splitlines()[-1] == "2/2 cases passed"
-    assert "failed" not in table
+    assert table.splitlines()[-1] == "2/2 cases passed in 12 ms"
+    assert "fail" not in table
     assert "✗" not in table
 
 
 def test_table_passing_case_lists_no_checks() -> None:
     lines = render_table(suite(PASSING), color=False).splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
 
 
 def test_table_without_colour_has_no_ansi_codes() -> None:
@@ -261,20 +339,47 @@ def test_table_without_colour_has_no_ansi_codes() -> None:
     assert "\x1b" not in render_table(suite(PASSING, FAILING, ERRORED))  # default is no colour
 
 
-def test_table_with_colour_only_adds_codes() -> None:
-    plain = render_table(suite(PASSING, FAILING, ERRORED), color=False)
-    coloured = render_table(suite(PASSING, FAILING, ERRORED), color=True)
+@pytest.mark.parametrize("verbosity", list(Verbosity))
+def test_table_with_colour_only_adds_codes(verbosity: Verbosity) -> None:
+    report = suite(PASSING, FAILING, ERRORED)
+    plain = render_table(report, color=False, verbosity=verbosity)
+    coloured = render_table(report, color=True, verbosity=verbosity)
     assert "\x1b[" in coloured
     assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+
+
+def test_table_of_an_interrupted_run() -> None:
+    report = SuiteReport("s", "replay", (PASSING,), duration_ms=5, interrupted=2)
+    assert render_table(report).splitlines()[-2:] == [
+        "1/1 cases passed in 5 ms",
+        "run interrupted by SIGINT after 1 finished case(s); the rest did not run",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ms", "shown"),
+    [
+        (0, "0 ms"),
+        (999, "999 ms"),
+        (1000, "1.00 s"),
+        (59_994, "59.99 s"),
+        (60_000, "1 min 0 s"),
+        (3_600_000, "60 min 0 s"),
+    ],
+)
+def test_durations(ms: int, shown: str) -> None:
+    assert duration(ms) == shown
 
 
 def test_table_of_a_real_run() -> None:
     outcome = run_suite(REGRESSION)
     assert isinstance(outcome, SuiteReport)
     lines = render_table(outcome, color=False).splitlines()
-    assert len(lines) == len(outcome.cases) + 1
-    assert all(line.startswith("✓ ") and line.endswith(" checks") for line in lines[:-1])
-    assert lines[-1] == f"{len(outcome.cases)}/{len(outcome.cases)} cases passed"
+    assert len(lines) == len(outcome.cases) + 2
+    assert lines[0] == f"suite {outcome.suite} · replay mode"
+    case_line = re.compile(r"✓ \S+ \(\S+\)  (\d+)/\1 checks  \d+(?: ms|\.\d\d s)")
+    assert all(case_line.fullmatch(line) for line in lines[1:-1]), lines
+    assert re.fullmatch(rf"{len(outcome.cases)}/{len(outcome.cases)} cases passed in .+", lines[-1])
 
 
 # --- atomic writes -----------------------------------------------------------------------------
@@ -390,18 +495,35 @@ _TERMINAL_ACTS_ON = re.compile(
 )
 
 
-def test_the_table_escapes_what_a_terminal_would_act_on() -> None:
-    table = render_table(suite(HOSTILE, HOSTILE_ERROR))
+HOSTILE_RECAP = [
+    "failures:",
+    "✗ hostile\\u202eeman (caf\\xe9.yaml)",
+    '    ✗ response_contains("x"): not found in response: '
+    "\\x1b[2K\\r\\x1b[32m✓\\x1b[0m forged (ok.yaml)  4/4 checks\\n1/1 cases passed",
+    '    ✗ tool_results_contain("t", "\\x9b2J"): half an emoji: \\ud83d!',
+    "✗ errored (e.json)",
+    "    run error: agent raised: \\ud800\\x07\\x7f\\u2066",
+    "0/2 cases passed (2 failed) in 0 ms",
+]
+
+
+@pytest.mark.parametrize("verbosity", list(Verbosity))
+def test_the_table_escapes_what_a_terminal_would_act_on(verbosity: Verbosity) -> None:
+    report = SuiteReport("s\x1b[2J", "replay", (HOSTILE, HOSTILE_ERROR), agent="command:a\rb")
+    table = render_table(report, verbosity=verbosity)
     table.encode("utf-8")  # a lone surrogate used to crash here (or in the writer)
     assert not _TERMINAL_ACTS_ON.search(table)
-    assert table.splitlines() == [
-        "✗ hostile\\u202eeman (caf\\xe9.yaml)  0/2 checks",
-        '    ✗ response_contains("x"): not found in response: '
-        "\\x1b[2K\\r\\x1b[32m✓\\x1b[0m forged (ok.yaml)  4/4 checks\\n1/1 cases passed",
-        '    ✗ tool_results_contain("t", "\\x9b2J"): half an emoji: \\ud83d!',
-        "✗ errored (e.json)  —  run error: agent raised: \\ud800\\x07\\x7f\\u2066",
-        "0/2 cases passed (2 failed)",
-    ]
+    lines = table.splitlines()
+    assert lines[-len(HOSTILE_RECAP) :] == HOSTILE_RECAP
+    if verbosity == Verbosity.NORMAL:
+        assert lines[: -len(HOSTILE_RECAP)] == [
+            "suite s\\x1b[2J · agent command:a\\rb · replay mode",
+            "✗ hostile\\u202eeman (caf\\xe9.yaml)  0/2 checks  0 ms",
+            "✗ errored (e.json)  run error  0 ms",
+            "",
+        ]
+    elif verbosity == Verbosity.QUIET:
+        assert lines == HOSTILE_RECAP
 
 
 def test_the_json_report_keeps_text_exact_but_encodable_and_terminal_safe() -> None:
@@ -517,3 +639,62 @@ def test_write_atomic_accepts_a_file_name_that_is_not_utf8(tmp_path: Path) -> No
     target = tmp_path / os.fsdecode(b"r\xe9port.json")
     write_atomic(target, "report")
     assert os.listdir(os.fsencode(tmp_path)) == [b"r\xe9port.json"]
+
+
+# --- readying a report's path before the run ---------------------------------------------------
+
+
+def test_prepare_output_creates_missing_directories_and_nothing_else(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "report.xml"
+    prepare_output(target)
+    assert target.parent.is_dir()
+    assert list(target.parent.iterdir()) == []
+
+
+def test_prepare_output_leaves_an_existing_report_alone(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("previous", encoding="utf-8")
+    prepare_output(target)
+    assert target.read_text(encoding="utf-8") == "previous"
+
+
+def test_prepare_output_follows_a_symlink_to_where_the_report_will_go(tmp_path: Path) -> None:
+    link = tmp_path / "latest.json"
+    link.symlink_to(tmp_path / "runs" / "1" / "report.json")
+    prepare_output(link)
+    assert (tmp_path / "runs" / "1").is_dir()
+
+
+def test_prepare_output_accepts_a_fifo_whose_reader_may_start_later(tmp_path: Path) -> None:
+    fifo = tmp_path / "r.fifo"
+    os.mkfifo(fifo)
+    prepare_output(fifo)
+
+
+@pytest.mark.parametrize("parent", ["file", "file/sub"])
+def test_prepare_output_refuses_a_parent_that_is_a_file(tmp_path: Path, parent: str) -> None:
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    with pytest.raises(UnsafeOutput) as caught:
+        prepare_output(tmp_path / parent / "report.json")
+    assert caught.value.strerror == (
+        f"{tmp_path / 'file'} is not a directory, so no directory can be made there; give a "
+        "path whose parents are directories or do not exist yet"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_prepare_output_refuses_what_write_atomic_refuses(tmp_path: Path) -> None:
+    with pytest.raises(UnsafeOutput, match="is a directory, not a regular file"):
+        prepare_output(tmp_path)
+    with pytest.raises(UnsafeOutput, match="a control character"):
+        prepare_output(tmp_path / "new" / "r.json\r")
+    assert list(tmp_path.iterdir()) == []  # refused before making "new"
+
+
+def test_prepare_output_refuses_a_directory_it_cannot_write(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root may write anywhere")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(UnsafeOutput, match="not writable"):
+        prepare_output(locked / "r.json")

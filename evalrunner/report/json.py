@@ -1,0 +1,72 @@
+"""The JSON report (``--format json``, ``--json FILE``): every value of a run, validated by
+``schemas/report.schema.json``.
+
+The text is kept exact but encodable: what a terminal would act on is written as ``\\uXXXX``
+escapes, and a lone surrogate (which UTF-8 cannot hold) as the text ``\\ud800``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from evalrunner.model import CaseReport, SuiteReport
+from evalrunner.select import report_fields
+from evalrunner.text import encodable, encodable_path
+
+REPORT_SCHEMA = "evalrunner/report/v1"
+
+
+def report_data(report: SuiteReport) -> dict[str, Any]:
+    """The JSON report as plain data, keys in the documented order."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "suite": encodable_path(report.suite),
+        "mode": report.mode,
+        "agent": None if report.agent is None else encodable(report.agent),
+        "passed": report.passed,
+        "failed": report.failed,
+        "total": len(report.cases),
+        "all_passed": report.all_passed,
+        "interrupted": report.interrupted is not None,
+        "trimmed_history": report.trimmed_history,
+        **report_fields(report),  # keyword, shard, admission_errors: only when used
+        "duration_ms": report.duration_ms,
+        "cases": [_case_data(case) for case in report.cases],
+    }
+
+
+def _case_data(case: CaseReport) -> dict[str, Any]:
+    return {
+        "name": encodable(case.name),
+        "source": encodable_path(case.source),
+        "path": encodable_path(case.path or case.source),
+        "class": case.case_class,
+        "passed": case.passed,
+        "error": None if case.error is None else encodable(case.error),
+        "grades": [
+            {"check": encodable(g.check), "passed": g.passed, "detail": encodable(g.detail)}
+            for g in case.grades
+        ],
+        "input_tokens": case.input_tokens,
+        "output_tokens": case.output_tokens,
+        "llm_calls": case.llm_calls,
+        "duration_ms": case.duration_ms,
+    }
+
+
+# Characters the JSON encoder leaves raw with ensure_ascii=False that a terminal acts on (DEL,
+# C1 controls, bidi overrides and isolates) or that end a line in JavaScript (U+2028/9).
+_JSON_RAW_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def render_json(report: SuiteReport) -> str:
+    """The JSON report (validates against ``schemas/report.schema.json``), newline-terminated.
+
+    Printed to a terminal it is as safe as the table: the characters a terminal would act on
+    are written as ``\\uXXXX`` escapes, which decode to the same strings.
+    """
+    text = json.dumps(report_data(report), indent=2, ensure_ascii=False)
+    # Such characters can only occur inside JSON strings, where an escape means the same.
+    return _JSON_RAW_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"

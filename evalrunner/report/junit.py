@@ -1,0 +1,190 @@
+"""The JUnit XML report (``--junit-xml FILE``), in the shape of the Jenkins / Ant JUnit schema
+that CI systems read (``tests/data/jenkins-junit.xsd`` holds it to that).
+
+One ``testsuite`` for the cases: a ``testcase`` per case (``classname`` the fixture's path,
+``name`` the case's name, ``time`` in seconds), with a ``failure`` listing the failed checks
+or an ``error`` holding the run error. What kept cases from running is said in a testsuite
+of its own, so a CI page shows it where it shows failures: a refused run gets a testcase per
+refused fixture (``admission``), each with an ``error`` listing its problems with their
+positions; an interrupted run gets a ``run interrupted`` testcase with an ``error``.
+
+XML 1.0 cannot hold every character, not even escaped: control characters, lone surrogates
+and U+FFFE/U+FFFF from a reply or a name are written as visible escapes (``\\x1b``,
+``\\ud800``), as the table writes them.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evalrunner.model import AdmissionError, CaseReport, RunRefused, SuiteReport
+from evalrunner.report.outcome import failed_grades, interruption, signal_name
+from evalrunner.text import printable, printable_path
+
+_MESSAGE_LIMIT = 1000
+"""Characters of a ``message`` attribute: a line for a list view; the element's text holds
+everything."""
+
+_NOT_XML = re.compile("[\ufffe\uffff]")  # what printable() keeps but XML 1.0 cannot hold
+
+
+def render_junit(outcome: SuiteReport | RunRefused) -> str:
+    """The JUnit XML document for a run, or for a run that was refused, newline-terminated."""
+    if isinstance(outcome, RunRefused):
+        suites = _refused(outcome)
+    else:
+        suites = [_cases_suite(outcome)]
+        stopped = interruption(outcome)
+        if stopped is not None and outcome.interrupted is not None:
+            error = _Problem(signal_name(outcome.interrupted), stopped, stopped)
+            suites.append(_Suite("evalrunner", [_Test("evalrunner", "run interrupted", error)]))
+    root = ET.Element("testsuites", {"name": "evalrunner"})
+    _counts(root, suites)
+    root.set("time", _seconds(sum(s.ms for s in suites)))
+    for suite in suites:
+        root.append(suite.element())
+    ET.indent(root, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """A ``failure`` or ``error``: its type, one-line message and full text."""
+
+    type: str
+    message: str
+    text: str
+
+
+@dataclass(frozen=True)
+class _Test:
+    classname: str
+    name: str
+    error: _Problem | None = None
+    failure: _Problem | None = None
+    ms: int = 0
+
+    def element(self) -> ET.Element:
+        case = ET.Element(
+            "testcase",
+            {
+                "classname": _attr(self.classname),
+                "name": _attr(self.name),
+                "time": _seconds(self.ms),
+            },
+        )
+        # The schema's order within a testcase: skipped, error, failure, system-out, system-err.
+        for tag, problem in (("error", self.error), ("failure", self.failure)):
+            if problem is not None:
+                child = ET.SubElement(
+                    case, tag, {"message": _message(problem.message), "type": _attr(problem.type)}
+                )
+                child.text = _text(problem.text)
+        return case
+
+
+@dataclass(frozen=True)
+class _Suite:
+    name: str
+    tests: Sequence[_Test]
+    properties: Sequence[tuple[str, str]] = ()
+    ms: int = 0
+
+    def element(self) -> ET.Element:
+        suite = ET.Element("testsuite", {"name": _attr(self.name)})
+        _counts(suite, [self])
+        suite.set("skipped", "0")
+        suite.set("time", _seconds(self.ms))
+        if self.properties:
+            properties = ET.SubElement(suite, "properties")
+            for name, value in self.properties:
+                ET.SubElement(properties, "property", {"name": name, "value": _attr(value)})
+        suite.extend(test.element() for test in self.tests)
+        return suite
+
+
+def _counts(element: ET.Element, suites: Sequence[_Suite]) -> None:
+    tests = [test for suite in suites for test in suite.tests]
+    element.set("tests", str(len(tests)))
+    element.set("failures", str(sum(1 for t in tests if t.failure is not None)))
+    element.set("errors", str(sum(1 for t in tests if t.error is not None)))
+
+
+def _cases_suite(report: SuiteReport) -> _Suite:
+    properties = [("mode", report.mode), ("trimmed_history", str(report.trimmed_history).lower())]
+    if report.agent is not None:
+        properties.insert(0, ("agent", report.agent))
+    return _Suite(
+        report.suite,
+        [_case_test(case) for case in report.cases],
+        properties,
+        report.duration_ms,
+    )
+
+
+def _case_test(case: CaseReport) -> _Test:
+    classname = printable_path(case.path or case.source)
+    if case.error is not None:
+        problem = _Problem("run error", case.error.split("\n", 1)[0], case.error)
+        return _Test(classname, case.name, error=problem, ms=case.duration_ms)
+    failed = failed_grades(case)
+    if not failed:
+        return _Test(classname, case.name, ms=case.duration_ms)
+    checks = ", ".join(g.check for g in failed)
+    message = f"{len(failed)} of {len(case.grades)} checks failed: {checks}"
+    text = "\n".join(f"{g.check}: {g.detail}" if g.detail else g.check for g in failed)
+    return _Test(
+        classname, case.name, failure=_Problem("checks", message, text), ms=case.duration_ms
+    )
+
+
+def _refused(outcome: RunRefused) -> list[_Suite]:
+    suites = []
+    if outcome.reasons:
+        reasons = "\n".join(outcome.reasons)
+        error = _Problem("run refused", outcome.reasons[0], reasons)
+        suites.append(_Suite("evalrunner", [_Test("evalrunner", "run refused", error)]))
+    by_file: dict[str, list[AdmissionError]] = {}
+    for problem in outcome.admission_errors:
+        by_file.setdefault(problem.path, []).append(problem)
+    if by_file:
+        tests = []
+        for path, problems in by_file.items():
+            first = problems[0]
+            message = f"refused, {len(problems)} problem(s); nothing was run: {_position(first)}"
+            text = "\n".join(str(p) for p in problems)
+            tests.append(_Test(path, "admission", error=_Problem("admission", message, text)))
+        suites.append(_Suite("admission", tests))
+    return suites
+
+
+def _position(error: AdmissionError) -> str:
+    """``3:5: message`` (the error without its path, which is the testcase's classname)."""
+    where = "".join(f"{n}:" for n in (error.line, error.col) if n is not None)
+    return f"{where} {error.message}" if where else error.message
+
+
+def _seconds(ms: int) -> str:
+    # At most three decimals: the Jenkins schema's time pattern allows no more.
+    return f"{max(ms, 0) / 1000:.3f}"
+
+
+def _attr(text: str) -> str:
+    """One line of XML-safe text: every control character, bidi override, lone surrogate
+    and XML non-character written as an escape."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", printable(text))
+
+
+def _message(text: str) -> str:
+    text = _attr(text)
+    if len(text) <= _MESSAGE_LIMIT:
+        return text
+    return text[: _MESSAGE_LIMIT - 1] + "…"
+
+
+def _text(text: str) -> str:
+    """Element text: line breaks kept, everything else made safe as by :func:`_attr`."""
+    return "\n".join(_attr(line) for line in text.split("\n"))

@@ -1,0 +1,114 @@
+"""The table: what a person reads after ``evalrunner run`` (SPEC §7).
+
+A header naming the suite and the agent under test, one line per case with its duration, a
+recap of every failed or errored case with its failed checks, and the summary line with the
+total duration. ``quiet`` keeps the recap and the summary; ``verbose`` adds every check under
+its case.
+
+Outside text (case names, file names, replies, run errors) is escaped by
+:func:`evalrunner.text.printable`, so no reply can draw over the report's lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import IntEnum
+
+from evalrunner.model import CaseReport, SuiteReport
+from evalrunner.report.outcome import duration, failed_grades, failures, interruption
+from evalrunner.text import printable, printable_path
+
+_GREEN = "\x1b[32m"
+_RED = "\x1b[31m"
+_RESET = "\x1b[0m"
+
+
+class Verbosity(IntEnum):
+    """How much of a run the table shows."""
+
+    QUIET = -1
+    """The recap of failures and the summary line."""
+    NORMAL = 0
+    """Also the header and one line per case."""
+    VERBOSE = 1
+    """Also every check of every case, passed or not."""
+
+
+def render_table(
+    report: SuiteReport, *, color: bool = False, verbosity: Verbosity = Verbosity.NORMAL
+) -> str:
+    """The table as text, newline-terminated; ``color`` adds ANSI colours and nothing else."""
+
+    def paint(text: str, code: str) -> str:
+        return f"{code}{text}{_RESET}" if color else text
+
+    def mark(passed: bool) -> str:
+        return paint("✓", _GREEN) if passed else paint("✗", _RED)
+
+    lines: list[str] = []
+    if verbosity > Verbosity.QUIET:
+        lines.append(header(report))
+        for case in report.cases:
+            lines.append(f"{mark(case.passed)} {_case_line(case)}")
+            if verbosity >= Verbosity.VERBOSE:
+                lines.extend(
+                    f"    {mark(g.passed)} {_check_line(g.check, g.detail, g.passed)}"
+                    for g in case.grades
+                )
+    failed = failures(report)
+    if failed:
+        if lines:
+            lines.append("")
+        lines.append(paint("failures:", _RED))
+        for case in failed:
+            lines.append(f"{mark(False)} {printable(case.name)} ({_where(case)})")
+            if case.error is not None:
+                lines.append(f"    run error: {printable(case.error)}")
+            for g in failed_grades(case):
+                lines.append(f"    {mark(False)} {_check_line(g.check, g.detail, False)}")
+    lines.append(summary(report, paint_failed=lambda text: paint(text, _RED)))
+    stopped = interruption(report)
+    if stopped is not None:
+        lines.append(paint(stopped, _RED))
+    return "\n".join(lines) + "\n"
+
+
+def header(report: SuiteReport) -> str:
+    """``suite evals/regression · agent reference · replay mode``."""
+    parts = [f"suite {printable_path(report.suite)}"]
+    if report.agent is not None:
+        parts.append(f"agent {printable(report.agent)}")
+    parts.append(f"{printable(report.mode)} mode")
+    if report.trimmed_history:
+        parts.append("trimmed history allowed")
+    return " · ".join(parts)
+
+
+def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) -> str:
+    """``2/3 cases passed (1 failed) in 1.20 s``."""
+    text = f"{report.passed}/{len(report.cases)} cases passed"
+    if report.failed:
+        text += " " + paint_failed(f"({report.failed} failed)")
+    return f"{text} in {duration(report.duration_ms)}"
+
+
+def _case_line(case: CaseReport) -> str:
+    head = f"{printable(case.name)} ({printable_path(case.source)})"
+    if case.error is not None:
+        return f"{head}  run error  {duration(case.duration_ms)}"
+    passed = sum(1 for g in case.grades if g.passed)
+    return f"{head}  {passed}/{len(case.grades)} checks  {duration(case.duration_ms)}"
+
+
+def _check_line(check: str, detail: str, passed: bool) -> str:
+    if passed or not detail:
+        return printable(check)
+    return f"{printable(check)}: {printable(detail)}"
+
+
+def _where(case: CaseReport) -> str:
+    """The fixture a case comes from, with the line of its name where known: editors and
+    terminals open ``path:line``."""
+    where = printable_path(case.path or case.source)
+    line = case.positions.get("name", (None, None))[0]
+    return where if line is None else f"{where}:{line}"
