@@ -444,3 +444,19 @@ def test_continue_takes_no_value(project: Path) -> None:
     assert code == 2
     assert "does not take a value" in err
 
+
+def test_continue_puts_the_refused_files_in_junit_and_github_annotations(project: Path) -> None:
+    import xmlschema
+
+    make(project / "evals", {"deep/broken.yaml": BROKEN})
+    code, out, _ = invoke(
+        "run", "--continue-on-admission-errors", "--format", "github", "--junit-xml", "j.xml"
+    )
+    assert code == 2
+    refused = [line for line in out.splitlines() if "fixture refused" in line]
+    assert refused and all("file=evals/deep/broken.yaml,line=" in line for line in refused)
+    schema = xmlschema.XMLSchema(Path(__file__).parent / "data" / "jenkins-junit.xsd")
+    schema.validate(str(project / "j.xml"))
+    xml = (project / "j.xml").read_text(encoding="utf-8")
+    assert 'classname="evals/deep/broken.yaml" name="admission"' in xml
+    assert 'name="echo-smoke"' in xml  # the admitted cases are there too
