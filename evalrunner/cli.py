@@ -34,7 +34,7 @@ from evalrunner.load import (
     load_paths,
     relative_to_cwd,
 )
-from evalrunner.model import Format, RunInterrupted, RunRefused, SuiteReport
+from evalrunner.model import Format, RunInterrupted, RunRefused, Shard, SuiteReport
 from evalrunner.pipeline import run_suite
 from evalrunner.plugins import PluginError, configured_settings
 from evalrunner.report import (
@@ -50,6 +50,7 @@ from evalrunner.report import (
     write_atomic,
 )
 from evalrunner.schemas import schema_tree
+from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
 
 # Markdown mode joins a docstring's lines into paragraphs, which the terminal then wraps:
@@ -141,11 +142,92 @@ ConfigOption = Annotated[
 ]
 
 
+_PATHS_HELP = (
+    "Fixture files and suite directories, searched recursively (dot-directories skipped)."
+)
+PathsArgument = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        metavar="PATH",
+        help=f"{_PATHS_HELP} Default: --suite, else the configured suite.",
+        show_default=False,
+    ),
+]
+KeywordOption = Annotated[
+    str | None,
+    typer.Option(
+        "-k",
+        metavar="EXPR",
+        help="Only cases whose name, fixture path or class contains these words, "
+        "case-insensitively, combined with and, or, not and parentheses (pytest's -k).",
+    ),
+]
+ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        metavar="I/N",
+        help="Only slice I of N of the selected cases, dealt by a stable hash of each case "
+        "(the same on every machine); evalrunner merge joins the shards' JSON reports.",
+    ),
+]
+
+
+def _selection(keyword: str | None, shard: str | None) -> tuple[Keyword | None, Shard | None]:
+    """``-k`` and ``--shard``, parsed before anything is loaded."""
+    problems: list[str] = []
+    parsed_keyword = parsed_shard = None
+    try:
+        parsed_keyword = None if keyword is None else parse_keyword(keyword)
+    except SelectionError as exc:
+        problems.append(str(exc))
+    try:
+        parsed_shard = None if shard is None else parse_shard(shard)
+    except SelectionError as exc:
+        problems.append(str(exc))
+    if problems:
+        raise _fail(problems)
+    return parsed_keyword, parsed_shard
+
+
+def _report_skipped(report: SuiteReport) -> None:
+    """Under --continue-on-admission-errors: the refused files, on stderr, with positions."""
+    if not report.admission_errors:
+        return
+    for error in report.admission_errors:
+        typer.echo(printable(str(error)), err=True)
+    files = len({e.path for e in report.admission_errors})
+    typer.echo(
+        f"--continue-on-admission-errors: {len(report.admission_errors)} problem(s) in {files} "
+        f"file(s), which were skipped; the {len(report.cases)} admitted case(s) ran",
+        err=True,
+    )
+
+
+def _exit_code(report: SuiteReport) -> int:
+    """As :func:`evalrunner.report.exit_code`, but 2 when fixtures were refused and skipped:
+    a run that left cases out is not a pass, whatever the cases it ran say."""
+    if report.admission_errors and report.interrupted is None:
+        return EXIT_REFUSED
+    return exit_code(report)
+
+
 @app.command()
 def run(
+    paths: PathsArgument = None,
     suite: Annotated[
         Path | None, typer.Option("--suite", help="Suite directory (default: from config).")
     ] = None,
+    keyword: KeywordOption = None,
+    shard: ShardOption = None,
+    keep_going: Annotated[
+        bool,
+        typer.Option(
+            "--continue-on-admission-errors",
+            help="Run the admitted cases even if some fixtures are refused; the refusals are "
+            "printed and the exit code is still 2.",
+        ),
+    ] = False,
     mode: Annotated[str | None, typer.Option("--mode", help="replay or live.")] = None,
     report_format: Annotated[
         ReportFormat | None,
@@ -220,6 +302,9 @@ def run(
     SIGTERM stops the run: the finished cases are reported, the files are written (the JSON
     with "interrupted": true), and the exit code is 130 or 143.
     """
+    chosen_by, slice_ = _selection(keyword, shard)
+    if paths and suite is not None:
+        raise _fail(["--suite: give fixture PATHs or --suite DIR, not both"])
     workers = _parse_jobs(jobs)
     verbosity = _verbosity(quiet, verbose)
     shown_format = report_format or _default_format()
@@ -231,13 +316,21 @@ def run(
     sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
     _prepare_sinks(sinks)
     with _signals_stop_the_run():
-        outcome = run_suite(settings.suite_dir, mode=settings.mode, settings=run_settings)
+        outcome = run_suite(
+            paths or settings.suite_dir,
+            mode=settings.mode,
+            settings=run_settings,
+            keyword=chosen_by,
+            shard=slice_,
+            keep_going=keep_going,
+        )
     if isinstance(outcome, RunRefused):
         problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
         if shown_format is ReportFormat.github:
             typer.echo(render_github(outcome), nl=False)
         raise _fail([*outcome.lines(), *problems], _refusal_summary(outcome))
     report = replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
+    _report_skipped(report)
 
     def render(flag: str) -> str:
         if flag == "--json":
@@ -252,7 +345,7 @@ def run(
     typer.echo(_render(report, shown_format, verbosity, color=_color()), nl=False)
     if problems:
         raise _fail(problems)
-    raise typer.Exit(exit_code(report))
+    raise typer.Exit(_exit_code(report))
 
 
 def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
@@ -411,6 +504,108 @@ def validate(
         refused = RunRefused(admission_errors=admission.errors)
         raise _fail(refused.lines(), _refusal_summary(refused))
     typer.echo(f"{len(admission.cases)} fixture(s) admitted")
+
+
+class ListFormat(StrEnum):
+    """Output formats of ``evalrunner list``."""
+
+    table = "table"
+    json = "json"
+
+
+@app.command("list")
+def list_cases(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="PATH",
+            help=f"{_PATHS_HELP} Default: the configured suite.",
+            show_default=False,
+        ),
+    ] = None,
+    keyword: KeywordOption = None,
+    shard: ShardOption = None,
+    list_format: Annotated[
+        ListFormat, typer.Option("--format", help="table, or json for scripts.")
+    ] = ListFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """List the cases a run would take (name, file, class, turns, expectation kinds), in run
+    order, without running anything: exit 0, or 2 if a fixture is refused or -k matches
+    nothing."""
+    from evalrunner.listing import render_list_json, render_list_table
+    from evalrunner.pipeline import select_cases, suite_paths
+
+    chosen_by, slice_ = _selection(keyword, shard)
+    targets = paths or suite_paths(_config(config).suite_dir)
+    outcome = (
+        targets
+        if isinstance(targets, RunRefused)
+        else select_cases(targets, keyword=chosen_by, shard=slice_)
+    )
+    if isinstance(outcome, RunRefused):
+        raise _fail(outcome.lines(), _refusal_summary(outcome))
+    if list_format is ListFormat.json:
+        typer.echo(render_list_json(outcome), nl=False)
+    else:
+        typer.echo(render_list_table(outcome), nl=False)
+
+
+@app.command("merge")
+def merge(
+    reports: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="REPORT.json",
+            help="The JSON report of every shard (evalrunner run --shard I/N --json FILE).",
+            show_default=False,
+        ),
+    ],
+    json_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", metavar="OUT", help="Write the merged JSON report to OUT, atomically."
+        ),
+    ] = None,
+    junit_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit-xml",
+            metavar="OUT",
+            help="Write the merged JUnit XML report to OUT, atomically.",
+        ),
+    ] = None,
+) -> None:
+    """Merge the JSON reports of a run's shards into the report of the whole run.
+
+    Prints its table, in the order an unsharded run has; exit 0 if every case passed, 1 if
+    one failed, 2 if the shards are refused: unreadable, overlapping, missing, or of
+    different runs (suite, mode, agent, -k, shard count).
+    """
+    from evalrunner.merge import MergeRefused, ShardReport, merge_reports, read_report
+
+    sinks = {"--json": json_out, "--junit-xml": junit_out}
+    _prepare_sinks(sinks)
+    problems: list[str] = []
+    shards: list[ShardReport] = []
+    for path in reports:
+        try:
+            shards.append(read_report(relative_to_cwd(path)))
+        except MergeRefused as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise _fail(problems, f"{len(problems)} problem(s); nothing was merged")
+    try:
+        merged = merge_reports(shards)
+    except MergeRefused as exc:
+        raise _fail(exc.problems, f"{len(exc.problems)} problem(s); nothing was merged") from None
+    renderers = {"--json": render_json, "--junit-xml": render_junit}
+    problems = _write_reports(sinks, lambda flag: renderers[flag](merged))
+    _report_skipped(merged)
+    typer.echo(render_table(merged, color=_color()), nl=False)
+    if problems:
+        raise _fail(problems)
+    raise typer.Exit(_exit_code(merged))
 
 
 @app.command("mutate")

@@ -90,39 +90,107 @@ class SuiteNotFound(Exception):
 SUITE_NOT_FOUND = "suite directory not found"
 """What ``run`` and ``validate`` both say about a suite that does not exist."""
 
+IS_A_FILE = "is a file, not a suite directory"
+"""What is said about a file given where a suite directory is expected."""
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """A fixture file found by discovery.
+
+    ``path`` is where to read it (as given or found below a given directory); ``source`` is
+    its path relative to the directory it was found in, ``/``-separated (a file given by
+    itself: its name). Reports show ``source``; suite order and shards are computed from it.
+    """
+
+    path: Path
+    source: str
+
 
 def discover(suite_dir: Path) -> list[Path]:
-    """The fixture files of a suite: directly inside it, sorted by name, dotfiles skipped.
+    """The fixture files of a suite directory and its subdirectories, in suite order.
 
-    Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it, and
-    ``OSError`` when the directory cannot be listed: a suite never silently shrinks.
+    Directories are searched recursively; names starting with a dot (files and directories)
+    are skipped. Links to directories are followed, except a link to a directory that holds
+    it (a loop), and a directory reached twice through links is searched once.
+    Files are ordered by their path relative to ``suite_dir``, compared one component at a
+    time. Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it,
+    and ``OSError`` when a directory cannot be listed: a suite never silently shrinks.
     """
+    return [fixture.path for fixture in _discover(suite_dir)]
+
+
+def _discover(suite_dir: Path) -> list[Fixture]:
     shown = printable_path(suite_dir)
     if suite_dir.exists() and not suite_dir.is_dir():
-        raise SuiteNotFound(f"{shown}: is a file, not a suite directory")
+        raise SuiteNotFound(f"{shown}: {IS_A_FILE}")
     if not suite_dir.is_dir():
         raise SuiteNotFound(f"{shown}: {SUITE_NOT_FOUND}")
-    found = sorted(
-        (entry for entry in suite_dir.iterdir() if _is_fixture_name(entry.name)),
-        key=lambda p: p.name,
-    )
+    found: list[tuple[tuple[str, ...], Path]] = []
+    seen: set[tuple[int, int]] = set()
+    # Iterative, so that no directory tree is too deep to walk.
+    pending: list[tuple[Path, tuple[str, ...]]] = [(suite_dir, ())]
+    while pending:
+        directory, parts = pending.pop()
+        info = os.stat(directory)
+        if (info.st_dev, info.st_ino) in seen:  # a link back up the tree, or a second link
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        with os.scandir(directory) as entries:
+            listed = sorted(entries, key=lambda entry: entry.name)
+        subdirectories = []
+        for entry in listed:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir():  # follows links; False when it cannot tell
+                if entry.is_symlink() and _is_ancestor(entry.path, directory):
+                    continue  # a loop: the directory holds the link
+                subdirectories.append((directory / entry.name, parts + (entry.name,)))
+            elif _is_fixture_name(entry.name):
+                found.append((parts + (entry.name,), directory / entry.name))
+        # Depth first in name order, so that of two links to one directory the first in
+        # suite order is the one searched.
+        pending.extend(reversed(subdirectories))
     if not found:
         suffixes = ", ".join(FIXTURE_SUFFIXES)
-        raise SuiteNotFound(f"{shown}: no fixtures found (files ending in {suffixes})")
-    return found
+        raise SuiteNotFound(
+            f"{shown}: no fixtures found (files ending in {suffixes}, in it or its "
+            "subdirectories)"
+        )
+    found.sort(key=lambda item: item[0])
+    return [Fixture(path, "/".join(parts)) for parts, path in found]
 
 
-def _expand(given: Path) -> list[Path]:
-    """A suite directory's fixtures, or a fixture file itself.
+def _is_ancestor(link: str, directory: Path) -> bool:
+    """Whether ``link`` leads to ``directory`` or a directory above it."""
+    target = os.path.realpath(link)
+    here = os.path.realpath(directory)
+    return here == target or here.startswith(target.rstrip(os.sep) + os.sep)
 
-    A path that does not exist and has no fixture ending is taken for a suite directory, so
-    ``validate`` and ``run`` say the same thing about a missing suite.
+
+def find_fixtures(paths: Iterable[Path]) -> list[Fixture]:
+    """The fixtures of fixture files and suite directories, in the order given, each once.
+
+    Directories are searched as by :func:`discover`. A file reached twice (given twice, or
+    given and also inside a given directory) is kept the first time. A path that does not
+    exist and has no fixture ending is taken for a suite directory, so ``validate`` and
+    ``run`` say the same thing about a missing suite.
     """
-    if given.is_dir():
-        return discover(given)
-    if not os.path.lexists(given) and given.suffix.lower() not in FIXTURE_SUFFIXES:
-        raise SuiteNotFound(f"{printable_path(given)}: {SUITE_NOT_FOUND}")
-    return [given]
+    fixtures: list[Fixture] = []
+    seen: set[str] = set()
+    for given in paths:
+        if given.is_dir():
+            expanded = _discover(given)
+        elif not os.path.lexists(given) and given.suffix.lower() not in FIXTURE_SUFFIXES:
+            raise SuiteNotFound(f"{printable_path(given)}: {SUITE_NOT_FOUND}")
+        else:
+            expanded = [Fixture(given, given.name)]
+        for fixture in expanded:
+            real = os.path.realpath(fixture.path)
+            if real not in seen:
+                seen.add(real)
+                fixtures.append(fixture)
+    return fixtures
 
 
 def _is_fixture_name(name: str) -> bool:
@@ -149,19 +217,18 @@ def iter_documents(
 ) -> Iterator[RawDocument | list[AdmissionError]]:
     """Parse fixture files and suite directories one file at a time, lazily.
 
-    Directories are expanded as in :func:`discover` before any file is parsed. Consumers that
-    keep only what they need (admission keeps the :class:`Case`) run in memory bounded by the
-    largest fixture, not by the size of the suite.
+    Directories are expanded as in :func:`find_fixtures` before any file is parsed. Consumers
+    that keep only what they need (admission keeps the :class:`Case`) run in memory bounded by
+    the largest fixture, not by the size of the suite.
     """
-    files = [file for given in paths for file in _expand(given)]
-    for file in files:
-        yield load_document(file, max_bytes=max_bytes)
+    for fixture in find_fixtures(paths):
+        yield load_document(fixture.path, max_bytes=max_bytes)
 
 
 def load_paths(
     paths: list[Path], *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path | None = None
 ) -> LoadedSuite:
-    """Parse fixture files and suite directories (expanded as in :func:`discover`)."""
+    """Parse fixture files and suite directories (expanded as in :func:`find_fixtures`)."""
     documents: list[RawDocument] = []
     errors: list[AdmissionError] = []
     for outcome in iter_documents(paths, max_bytes=max_bytes):

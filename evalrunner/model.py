@@ -297,6 +297,17 @@ class CaseReport:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """``--shard I/N``: the run takes slice ``index`` (from 1) of ``count``."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
 class SuiteReport:
     """The outcome of a whole run, as rendered by :mod:`evalrunner.report`."""
 
@@ -308,6 +319,14 @@ class SuiteReport:
     """The signal number that stopped the run early (``cases`` then holds the finished ones)."""
     trimmed_history: bool = False
     """The run let agents trim earlier turns from their history (``[eval] trimmed_history``)."""
+    keyword: str | None = None
+    """The ``-k`` expression that selected the cases, if one was given."""
+    shard: Shard | None = None
+    """The slice of the selected cases this run took (``--shard``), if any."""
+    selected: int | None = None
+    """With a shard: how many cases all shards together hold."""
+    admission_errors: tuple[AdmissionError, ...] = ()
+    """Files refused while the admitted cases ran (``--continue-on-admission-errors``)."""
     agent: str | None = None
     """The agent under test: ``reference``, ``python:module:factory`` or ``command:<cmd>``
     (``None``: not said by whoever ran the suite)."""
@@ -324,8 +343,8 @@ class SuiteReport:
 
     @property
     def all_passed(self) -> bool:
-        """True when the run finished and every case passed."""
-        return self.failed == 0 and self.interrupted is None
+        """True when the run finished, no file was refused and every case passed."""
+        return self.failed == 0 and self.interrupted is None and not self.admission_errors
 
 
 @dataclass(frozen=True)

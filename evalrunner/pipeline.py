@@ -21,13 +21,24 @@ from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, referenc
 from evalrunner.grade import grade
 from evalrunner.load import (
     DEFAULT_MAX_BYTES,
+    IS_A_FILE,
     SuiteNotFound,
-    discover,
-    iter_documents,
+    find_fixtures,
+    load_document,
     relative_to_cwd,
 )
-from evalrunner.model import Case, CaseReport, RunInterrupted, RunRefused, SuiteReport
+from evalrunner.model import (
+    AdmissionError,
+    Case,
+    CaseReport,
+    RunInterrupted,
+    RunRefused,
+    Shard,
+    SuiteReport,
+)
 from evalrunner.replay import case_workspace, run_case
+from evalrunner.select import Keyword, case_identity, ordered, take_shard
+from evalrunner.text import printable_path
 from evalrunner.tools import ToolSource
 
 LIVE_NOT_BUILT = "live mode is not implemented yet (replay only)"
@@ -92,8 +103,111 @@ class RunSettings:
     in_worker: Callable[[], RunSettings] | None = None
 
 
+@dataclass(frozen=True)
+class SelectedCase:
+    """An admitted case a run takes, with its fixture path as the report shows it."""
+
+    case: Case
+    source: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The cases a run takes, in suite order, and what chose them.
+
+    ``selected`` counts the cases ``-k`` kept, before the shard was taken. ``admission_errors``
+    holds the refused files when the run goes on without them.
+    """
+
+    suite: str
+    cases: tuple[SelectedCase, ...]
+    selected: int
+    keyword: Keyword | None = None
+    shard: Shard | None = None
+    admission_errors: tuple[AdmissionError, ...] = ()
+
+
+def suite_name(paths: Sequence[Path]) -> str:
+    """What the report calls the suite: the directory (or file) run, or the paths given,
+    separated by spaces."""
+    return " ".join(str(path) for path in paths)
+
+
+def suite_paths(suite: Path | Sequence[Path]) -> list[Path] | RunRefused:
+    """The paths to run: a single path is a suite directory, and refused if it is a file (a
+    list of paths may name fixture files)."""
+    if not isinstance(suite, Path):
+        return list(suite)
+    if suite.exists() and not suite.is_dir():
+        return RunRefused((f"{printable_path(relative_to_cwd(suite))}: {IS_A_FILE}",))
+    return [suite]
+
+
+def select_cases(
+    paths: Sequence[Path],
+    *,
+    keyword: Keyword | None = None,
+    shard: Shard | None = None,
+    keep_going: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Selection | RunRefused:
+    """Discover, load and admit the fixtures of ``paths``; keep the cases ``keyword`` matches
+    and then the slice ``shard`` names, in suite order (:func:`evalrunner.select.suite_order`).
+
+    Refused (a :class:`RunRefused`) when a path cannot be read, when a file is refused and
+    ``keep_going`` is false, when no case is admitted, or when ``keyword`` matches none. An
+    empty shard is not refused: a suite may have fewer cases than shards.
+    """
+    shown = [relative_to_cwd(path) for path in paths]
+    try:
+        fixtures = find_fixtures(shown)
+        admission = admit_documents(
+            load_document(fixture.path, max_bytes=max_bytes) for fixture in fixtures
+        )
+    except SuiteNotFound as exc:
+        return RunRefused((str(exc),))
+    except OSError as exc:
+        where = printable_path(exc.filename if exc.filename is not None else suite_name(shown))
+        return RunRefused((f"{where}: cannot read suite directory: {exc.strerror or exc}",))
+    if admission.errors and (not keep_going or not admission.cases):
+        return RunRefused(admission_errors=admission.errors)
+    sources = {fixture.path: fixture.source for fixture in fixtures}
+    admitted = ordered(
+        (SelectedCase(case, sources[case.source]) for case in admission.cases),
+        lambda chosen: (chosen.source, chosen.case.name),
+    )
+    kept = [
+        chosen
+        for chosen in admitted
+        if keyword is None
+        or keyword.matches(chosen.case.name, chosen.source, chosen.case.case_class)
+    ]
+    if not kept:
+        expression = keyword.shown if keyword is not None else ""
+        return RunRefused(
+            (
+                f"-k '{expression}': no case matches, of {len(admitted)} admitted; names, "
+                "fixture paths and classes are matched as case-insensitive substrings",
+            ),
+            admission_errors=admission.errors,
+        )
+    taken = kept if shard is None else take_shard(kept, shard, _identity)
+    return Selection(
+        suite=suite_name(shown),
+        cases=tuple(taken),
+        selected=len(kept),
+        keyword=keyword,
+        shard=shard,
+        admission_errors=admission.errors,
+    )
+
+
+def _identity(chosen: SelectedCase) -> bytes:
+    return case_identity(chosen.source, chosen.case.name)
+
+
 def run_suite(
-    suite_dir: Path,
+    suite: Path | Sequence[Path],
     *,
     mode: str = "replay",
     agent_factory: AgentFactory = reference_agent,
@@ -105,14 +219,20 @@ def run_suite(
     jobs: int = 1,
     settings: RunSettings | None = None,
     on_case: Callable[[CaseReport], None] | None = None,
+    keyword: Keyword | None = None,
+    shard: Shard | None = None,
+    keep_going: bool = False,
 ) -> SuiteReport | RunRefused:
-    """Load, admit, replay and grade every case of ``suite_dir``.
+    """Load, admit, replay and grade the cases of ``suite``: a suite directory, or fixture
+    files and directories (searched recursively, see :func:`evalrunner.load.discover`).
 
-    Admission is all-or-nothing: if any fixture is refused, no case runs and every problem is
-    returned at once. A :class:`RunInterrupted` (or ``KeyboardInterrupt``) stops the run
-    between or during cases; the report then holds the cases that finished and the signal.
-    ``settings``, when given, replaces the keyword arguments that describe the run;
-    ``on_case`` is called with each case's report as it finishes (in suite order).
+    Admission is all-or-nothing unless ``keep_going``: if any fixture is refused, no case runs
+    and every problem is returned at once; with ``keep_going`` the admitted cases run and the
+    report carries the refusals. ``keyword`` (``-k``) and ``shard`` (``--shard``) narrow the
+    cases as :func:`select_cases` does. A :class:`RunInterrupted` (or ``KeyboardInterrupt``)
+    stops the run between or during cases; the report then holds the cases that finished and
+    the signal. ``settings``, when given, replaces the keyword arguments that describe the
+    run; ``on_case`` is called with each case's report as it finishes (in suite order).
     """
     if mode == "live":
         return RunRefused((LIVE_NOT_BUILT,))
@@ -125,22 +245,25 @@ def run_suite(
             trimmed_history=trimmed_history,
             jobs=jobs,
         )
-    suite_dir = relative_to_cwd(suite_dir)
+    paths = suite_paths(suite)
+    if isinstance(paths, RunRefused):
+        return paths
     started = time.perf_counter()
     reports: list[CaseReport] = []
     interrupted: int | None = None
+    selection: Selection | None = None
     try:
-        try:
-            fixtures = discover(suite_dir)
-            admission = admit_documents(iter_documents(fixtures, max_bytes=max_bytes))
-        except SuiteNotFound as exc:
-            return RunRefused((str(exc),))
-        except OSError as exc:
-            reason = exc.strerror or exc
-            return RunRefused((f"{suite_dir}: cannot read suite directory: {reason}",))
-        if not admission.ok:
-            return RunRefused(admission_errors=admission.errors)
-        for report in execute(admission.cases, settings):
+        chosen = select_cases(
+            paths, keyword=keyword, shard=shard, keep_going=keep_going, max_bytes=max_bytes
+        )
+        if isinstance(chosen, RunRefused):
+            return chosen
+        selection = chosen
+        cases = [item.case for item in selection.cases]
+        for item, report in zip(selection.cases, execute(cases, settings), strict=False):
+            # The fixture path relative to its suite directory, not just the file name: two
+            # subdirectories may hold files of the same name.
+            report = replace(report, source=item.source)
             reports.append(report)
             if on_case is not None:
                 on_case(report)
@@ -149,12 +272,16 @@ def run_suite(
     except KeyboardInterrupt:
         interrupted = int(signal.SIGINT)
     return SuiteReport(
-        suite=str(suite_dir),
+        suite=selection.suite if selection is not None else suite_name(paths),
         mode=mode,
         cases=tuple(reports),
         duration_ms=int((time.perf_counter() - started) * 1000),
         interrupted=interrupted,
         trimmed_history=settings.trimmed_history,
+        keyword=selection.keyword.text if selection and selection.keyword else None,
+        shard=selection.shard if selection is not None else shard,
+        selected=selection.selected if selection is not None and selection.shard else None,
+        admission_errors=selection.admission_errors if selection is not None else (),
     )
 
 

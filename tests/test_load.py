@@ -89,15 +89,26 @@ def admitted(tmp_path: Path, name: str, content: str | bytes) -> Case:
 # --- discovery (SPEC §3) -----------------------------------------------------------------------
 
 
-def test_discover_is_sorted_non_recursive_and_skips_dotfiles_and_other_files(
+def test_discover_is_sorted_recursive_and_skips_dotfiles_and_other_files(
     tmp_path: Path,
 ) -> None:
+    # Issue 10 §1: subdirectories are searched (SPEC §3 said they were not), dot-directories
+    # are not.
     for name in ["b.yaml", "a.json", "c.toml", "d.yml", ".hidden.json", "notes.txt", "x.JSONC"]:
         write(tmp_path, name, VALID_JSON)
     nested = tmp_path / "nested"
     nested.mkdir()
     write(nested, "deep.json", VALID_JSON)
-    assert [p.name for p in discover(tmp_path)] == ["a.json", "b.yaml", "c.toml", "d.yml"]
+    hidden = tmp_path / ".git"
+    hidden.mkdir()
+    write(hidden, "secret.json", VALID_JSON)
+    assert [p.relative_to(tmp_path).as_posix() for p in discover(tmp_path)] == [
+        "a.json",
+        "b.yaml",
+        "c.toml",
+        "d.yml",
+        "nested/deep.json",
+    ]
 
 
 def test_discover_orders_by_name_not_by_creation(tmp_path: Path) -> None:

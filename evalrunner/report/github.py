@@ -58,16 +58,16 @@ def annotation(
 def github_annotations(outcome: SuiteReport | RunRefused) -> list[str]:
     """Every annotation of a run (failed checks, run errors, an interruption) or of a
     refused run (each admission error, each reason)."""
+    refused = [
+        annotation(
+            e.message, file=e.path, line=e.line, col=e.col, title="evalrunner: fixture refused"
+        )
+        for e in outcome.admission_errors
+    ]
     if isinstance(outcome, RunRefused):
         lines = [annotation(reason, title="evalrunner: run refused") for reason in outcome.reasons]
-        lines.extend(
-            annotation(
-                e.message, file=e.path, line=e.line, col=e.col, title="evalrunner: fixture refused"
-            )
-            for e in outcome.admission_errors
-        )
-        return lines
-    lines = []
+        return lines + refused
+    lines = refused  # --continue-on-admission-errors: the files left out, then the cases
     for case in outcome.cases:
         lines.extend(_case_annotations(case))
     stopped = interruption(outcome)

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from evalrunner.model import CaseReport, SuiteReport
+from evalrunner.select import report_fields
 from evalrunner.text import encodable, encodable_path
 
 REPORT_SCHEMA = "evalrunner/report/v1"
@@ -30,6 +31,7 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "all_passed": report.all_passed,
         "interrupted": report.interrupted is not None,
         "trimmed_history": report.trimmed_history,
+        **report_fields(report),  # keyword, shard, admission_errors: only when used
         "duration_ms": report.duration_ms,
         "cases": [_case_data(case) for case in report.cases],
     }

@@ -37,6 +37,8 @@ def render_junit(outcome: SuiteReport | RunRefused) -> str:
         suites = _refused(outcome)
     else:
         suites = [_cases_suite(outcome)]
+        if outcome.admission_errors:  # --continue-on-admission-errors: the files left out
+            suites.extend(_refused(RunRefused(admission_errors=outcome.admission_errors)))
         stopped = interruption(outcome)
         if stopped is not None and outcome.interrupted is not None:
             error = _Problem(signal_name(outcome.interrupted), stopped, stopped)
