@@ -402,7 +402,7 @@ def test_a_config_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> 
 
     fifo = tmp_path / "evalrunner.toml"
     os.mkfifo(fifo)
-    assert find_config_file(tmp_path) is None  # discovery looks for regular files only
+    assert find_config_file(tmp_path) == fifo  # found, so that loading it says what it is
     with pytest.raises(ConfigError) as caught:
         load_config(config_file=fifo, cwd=tmp_path, env={})
     assert caught.value.problems == [
