@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
@@ -34,7 +36,14 @@ from evalrunner.load import (
     load_paths,
     relative_to_cwd,
 )
-from evalrunner.model import Format, RunInterrupted, RunRefused, Shard, SuiteReport
+from evalrunner.model import (
+    CaseReport,
+    Format,
+    RunInterrupted,
+    RunRefused,
+    Shard,
+    SuiteReport,
+)
 from evalrunner.pipeline import run_suite
 from evalrunner.plugins import PluginError, configured_settings
 from evalrunner.report import (
@@ -49,6 +58,7 @@ from evalrunner.report import (
     render_table,
     write_atomic,
 )
+from evalrunner.report.progress import CLEAR, progress_line
 from evalrunner.schemas import schema_tree
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
@@ -315,7 +325,8 @@ def run(
         raise _fail(exc.problems) from None
     sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
     _prepare_sinks(sinks)
-    with _signals_stop_the_run():
+    progress = _Progress.for_stderr()
+    with _signals_stop_the_run(), progress:
         outcome = run_suite(
             paths or settings.suite_dir,
             mode=settings.mode,
@@ -323,6 +334,8 @@ def run(
             keyword=chosen_by,
             shard=slice_,
             keep_going=keep_going,
+            on_start=progress.start,
+            on_case=progress.case_done,
         )
     if isinstance(outcome, RunRefused):
         problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
@@ -405,6 +418,81 @@ def _write_reports(sinks: dict[str, Path | None], render: Callable[[str], str]) 
         except OSError as exc:
             problems.append(f"{printable_path(path)}: cannot write report: {exc.strerror or exc}")
     return problems
+
+
+class _Progress:
+    """The live progress line on stderr, for a run that takes more than about a second.
+
+    Drawn by a daemon thread four times a second, only when stderr is a terminal; erased
+    before the report is printed. Nothing of it exists when stderr is a file or a pipe.
+    """
+
+    DELAY_SECS = 1.0
+    PERIOD_SECS = 0.25
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._names: Sequence[str] = ()
+        self._done = 0
+        self._passed = 0
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._drawn = False
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def for_stderr(cls) -> _Progress:
+        """Enabled when stderr is a terminal (whatever stdout is)."""
+        try:
+            return cls(sys.stderr.isatty())
+        except (AttributeError, ValueError):
+            return cls(False)
+
+    def start(self, names: Sequence[str]) -> None:
+        """The run begins with these cases, in order."""
+        self._names = names
+        self._started = time.monotonic()
+        if self._enabled and names:
+            self._thread = threading.Thread(target=self._draw, name="evalrunner progress")
+            self._thread.daemon = True
+            self._thread.start()
+
+    def case_done(self, report: CaseReport) -> None:
+        """One more case finished (reports arrive in suite order)."""
+        with self._lock:
+            self._done += 1
+            self._passed += report.passed
+
+    def _draw(self) -> None:
+        if self._stop.wait(self.DELAY_SECS):
+            return
+        while True:
+            with self._lock:
+                done, passed = self._done, self._passed
+            current = self._names[done] if done < len(self._names) else None
+            width = shutil.get_terminal_size((80, 24)).columns
+            line = progress_line(
+                done, len(self._names), passed, time.monotonic() - self._started, current, width
+            )
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(line)
+                sys.stderr.flush()
+                self._drawn = True
+            if self._stop.wait(self.PERIOD_SECS):
+                return
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+        if self._drawn:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(CLEAR)
+                sys.stderr.flush()
 
 
 MAX_JOBS = 256

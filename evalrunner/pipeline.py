@@ -222,6 +222,7 @@ def run_suite(
     keyword: Keyword | None = None,
     shard: Shard | None = None,
     keep_going: bool = False,
+    on_start: Callable[[Sequence[str]], None] | None = None,
 ) -> SuiteReport | RunRefused:
     """Load, admit, replay and grade the cases of ``suite``: a suite directory, or fixture
     files and directories (searched recursively, see :func:`evalrunner.load.discover`).
@@ -232,7 +233,8 @@ def run_suite(
     cases as :func:`select_cases` does. A :class:`RunInterrupted` (or ``KeyboardInterrupt``)
     stops the run between or during cases; the report then holds the cases that finished and
     the signal. ``settings``, when given, replaces the keyword arguments that describe the
-    run; ``on_case`` is called with each case's report as it finishes (in suite order).
+    run; ``on_start`` is called with the names of the cases about to run, in order, and
+    ``on_case`` with each case's report as it finishes (in suite order).
     """
     if mode == "live":
         return RunRefused((LIVE_NOT_BUILT,))
@@ -260,6 +262,8 @@ def run_suite(
             return chosen
         selection = chosen
         cases = [item.case for item in selection.cases]
+        if on_start is not None:
+            on_start([case.name for case in cases])
         for item, report in zip(selection.cases, execute(cases, settings), strict=False):
             # The fixture path relative to its suite directory, not just the file name: two
             # subdirectories may hold files of the same name.
