@@ -275,6 +275,14 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show every check of every case.")
     ] = False,
+    show_tracebacks: Annotated[
+        bool,
+        typer.Option(
+            "--traceback",
+            help="Under each failed case, show the full traceback of what your Python agent "
+            "or tool raised.",
+        ),
+    ] = False,
     case_timeout: Annotated[
         float | None,
         typer.Option(
@@ -350,12 +358,19 @@ def run(
             return render_json(report)
         if flag == "--junit-xml":
             return render_junit(report)
-        return _render(report, report_format or ReportFormat.table, verbosity, color=False)
+        return _render(
+            report,
+            report_format or ReportFormat.table,
+            verbosity,
+            color=False,
+            tracebacks=show_tracebacks,
+        )
 
     problems = _write_reports(sinks, render)
     if output is not None and shown_format is ReportFormat.json:
         shown_format = ReportFormat.table  # the JSON went to the file; people read the table
-    typer.echo(_render(report, shown_format, verbosity, color=_color()), nl=False)
+    shown = _render(report, shown_format, verbosity, color=_color(), tracebacks=show_tracebacks)
+    typer.echo(shown, nl=False)
     if problems:
         raise _fail(problems)
     raise typer.Exit(_exit_code(report))
@@ -553,13 +568,18 @@ def _signals_ignored() -> Iterator[None]:
 
 
 def _render(
-    report: SuiteReport, report_format: ReportFormat, verbosity: Verbosity, *, color: bool
+    report: SuiteReport,
+    report_format: ReportFormat,
+    verbosity: Verbosity,
+    *,
+    color: bool,
+    tracebacks: bool = False,
 ) -> str:
     if report_format is ReportFormat.json:
         return render_json(report)
     if report_format is ReportFormat.github:
-        return render_github(report, verbosity=verbosity)
-    return render_table(report, color=color, verbosity=verbosity)
+        return render_github(report, verbosity=verbosity, tracebacks=tracebacks)
+    return render_table(report, color=color, verbosity=verbosity, tracebacks=tracebacks)
 
 
 def _refusal_summary(outcome: RunRefused) -> str | None:

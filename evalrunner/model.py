@@ -243,6 +243,9 @@ class RunRecord:
     """Dispatch fields this agent path gave no evidence of (``"arguments"``, ``"success"``):
     checks that read them fail and say how to supply the evidence, never pass on scripted
     data."""
+    tracebacks: tuple[str, ...] = ()
+    """The full tracebacks of exceptions raised in the agent or its in-process tools (shown
+    with ``--traceback``)."""
 
     @property
     def tools_called(self) -> tuple[str, ...]:
@@ -283,6 +286,8 @@ class CaseReport:
     llm_calls: int = 0
     duration_ms: int = 0
     path: str = ""
+    tracebacks: tuple[str, ...] = field(default=(), compare=False)
+    """Tracebacks of exceptions raised in the agent or its tools (shown with --traceback)."""
     """The fixture's path as the run found it (``source`` is its file name); empty when not
     known."""
     positions: Mapping[str, tuple[int, int]] = field(

@@ -79,6 +79,7 @@ def evaluate_case(
         output_tokens=record.output_tokens,
         llm_calls=record.llm_calls,
         duration_ms=record.duration_ms,
+        tracebacks=record.tracebacks,
         path="" if case.source == Path() else str(case.source),
         positions=case.positions,
     )

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -166,6 +167,7 @@ def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
         # it and failed (or hung) later in some other way.
         error=_printable(evidence.error or run.error),
         unobserved=tuple(unobserved),
+        tracebacks=(*(run.log.tracebacks() if run.log is not None else ()), *run.tracebacks),
     )
 
 
@@ -191,6 +193,8 @@ class _CaseRun:
         self.final_response = ""
         self.error: str | None = None
         self.agent: object = None
+        self.tracebacks: list[str] = []
+        self.log: InvocationLog | None = None
         self._closed = False
         self._aborted = False
         self._close_lock = threading.Lock()
@@ -200,6 +204,7 @@ class _CaseRun:
         loop: asyncio.AbstractEventLoop | None = None  # one per case, for agents written async
         try:
             case_tools, log = recorded_tools(fresh_tools(self.tools))
+            self.log = log
             context = AgentContext(
                 provider=self.monitor,
                 tools=case_tools,
@@ -237,6 +242,7 @@ class _CaseRun:
             if _really_interrupted(exc):
                 raise
             self.error = self.error or _agent_exception(exc)
+            self.tracebacks.append("".join(traceback.format_exception(exc)))
         finally:
             self.close()
             if loop is not None:

@@ -8,6 +8,7 @@ import copy
 import json
 import re
 import threading
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
@@ -171,6 +172,8 @@ class ToolInvocation:
     arguments_text: str
     raised: bool = False
     """The tool raised: the dispatch failed, whatever the agent says."""
+    traceback: str | None = None
+    """What it raised, in full (for ``--traceback``)."""
 
 
 class InvocationLog:
@@ -184,12 +187,20 @@ class InvocationLog:
     def __init__(self, names: Iterable[str]) -> None:
         self.names = frozenset(names)
         self._invocations: list[ToolInvocation] = []
+        self._traces: list[str] = []
         self._lock = threading.Lock()
 
     def add(self, invocation: ToolInvocation) -> None:
         """Log one call (from whichever thread the agent runs its tools on)."""
         with self._lock:
             self._invocations.append(invocation)
+            if invocation.traceback is not None:
+                self._traces.append(invocation.traceback)
+
+    def tracebacks(self) -> tuple[str, ...]:
+        """Every traceback a tool raised during the case, in order (kept past take())."""
+        with self._lock:
+            return tuple(self._traces)
 
     def take(self) -> list[ToolInvocation]:
         """The calls logged since the last take."""
@@ -236,8 +247,9 @@ class RecordedTool:
         received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
         try:
             result = self._tool.call(arguments)
-        except BaseException:
-            self._log.add(ToolInvocation(self._tool.name, received, text, raised=True))
+        except BaseException as exc:
+            trace = "".join(traceback.format_exception(exc))
+            self._log.add(ToolInvocation(self._tool.name, received, text, True, trace))
             raise
         self._log.add(ToolInvocation(self._tool.name, received, text))
         return result

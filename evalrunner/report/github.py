@@ -94,13 +94,16 @@ def _case_annotations(case: CaseReport) -> list[str]:
 
 
 def render_github(
-    outcome: SuiteReport | RunRefused, *, verbosity: Verbosity = Verbosity.NORMAL
+    outcome: SuiteReport | RunRefused,
+    *,
+    verbosity: Verbosity = Verbosity.NORMAL,
+    tracebacks: bool = False,
 ) -> str:
     """The annotations, then (for a run) the table with its summary line, uncoloured."""
     lines = github_annotations(outcome)
     text = "".join(line + "\n" for line in lines)
     if isinstance(outcome, SuiteReport):
-        text += render_table(outcome, color=False, verbosity=verbosity)
+        text += render_table(outcome, color=False, verbosity=verbosity, tracebacks=tracebacks)
     return text
 
 

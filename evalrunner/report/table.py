@@ -35,9 +35,17 @@ class Verbosity(IntEnum):
 
 
 def render_table(
-    report: SuiteReport, *, color: bool = False, verbosity: Verbosity = Verbosity.NORMAL
+    report: SuiteReport,
+    *,
+    color: bool = False,
+    verbosity: Verbosity = Verbosity.NORMAL,
+    tracebacks: bool = False,
 ) -> str:
-    """The table as text, newline-terminated; ``color`` adds ANSI colours and nothing else."""
+    """The table as text, newline-terminated; ``color`` adds ANSI colours and nothing else.
+
+    ``tracebacks`` shows, under each failed case of the recap, the full traceback of what its
+    agent or tools raised (otherwise one line says ``--traceback`` would).
+    """
 
     def paint(text: str, code: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
@@ -66,6 +74,12 @@ def render_table(
                 lines.append(f"    run error: {printable(case.error)}")
             for g in failed_grades(case):
                 lines.append(f"    {mark(False)} {_check_line(g.check, g.detail, False)}")
+            if case.tracebacks and tracebacks:
+                for trace in case.tracebacks:
+                    lines.extend(f"    | {printable(row)}" for row in trace.rstrip().splitlines())
+            elif case.tracebacks:
+                count = len(case.tracebacks)
+                lines.append(f"    ({count} traceback(s) from the agent or its tools: --traceback)")
     lines.append(summary(report, paint_failed=lambda text: paint(text, _RED)))
     stopped = interruption(report)
     if stopped is not None:
