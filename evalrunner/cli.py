@@ -782,9 +782,25 @@ def mutate(
 
 
 @app.command("config")
-def show_config(config: ConfigOption = None) -> None:
-    """Print the effective configuration and where each value came from."""
-    settings = _config(config)
+def show_config(
+    suite: Annotated[
+        Path | None, typer.Option("--suite", help="As for run: shows it beating the rest.")
+    ] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="As for run.")] = None,
+    case_timeout: Annotated[
+        float | None, typer.Option("--case-timeout", metavar="SECS", help="As for run.")
+    ] = None,
+    agent_command: Annotated[
+        str | None, typer.Option("--agent-command", metavar="CMD", help="As for run.")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Print the effective configuration and where each value came from.
+
+    It takes run's flags, so it shows what a run with them would use: a flag beats an
+    EVALRUNNER_* variable, which beats the config file, which beats the default.
+    """
+    settings = _config(config, suite, mode, case_timeout, agent_command)
     shown = printable_path(settings.file) if settings.file else "(none found; defaults apply)"
     typer.echo(f"# config file: {shown}")
     typer.echo("[eval]")

@@ -27,7 +27,7 @@ from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS
 from evalrunner.load import NotARegularFile, RawDocument, parse_document, read_regular_file
 from evalrunner.model import AdmissionError, JSONPath
 from evalrunner.schemas import config_validator
-from evalrunner.text import printable_path
+from evalrunner.text import printable, printable_path
 
 CONFIG_FILE = "evalrunner.toml"
 PYPROJECT = "pyproject.toml"
@@ -158,10 +158,11 @@ def load_config(
     if path is not None:
         eval_table = _read_eval_table(path)
         base = path.parent
-    table = eval_table.values
+    from_env, env_problems = _from_environment(env)
+    table = {**eval_table.values, **from_env}
 
     sources: dict[str, str] = {}
-    problems: list[str] = []
+    problems: list[str] = list(env_problems)
 
     if suite_dir is not None:
         suite, sources["suite_dir"] = cwd / suite_dir, "--suite"
@@ -189,7 +190,7 @@ def load_config(
         break
 
     iterations = table.get("max_tool_iterations", DEFAULT_MAX_TOOL_ITERATIONS)
-    sources["max_tool_iterations"] = eval_table.source("max_tool_iterations")
+    sources["max_tool_iterations"] = _source(eval_table, from_env, "max_tool_iterations")
 
     if case_timeout_secs is not None:
         timeout, sources["case_timeout_secs"] = case_timeout_secs, "--case-timeout"
@@ -198,16 +199,20 @@ def load_config(
             problems.append(f"--case-timeout: {problem}")
     else:
         timeout = float(table.get("case_timeout_secs", DEFAULT_CASE_TIMEOUT_SECS))
-        sources["case_timeout_secs"] = eval_table.source("case_timeout_secs")
+        sources["case_timeout_secs"] = _source(eval_table, from_env, "case_timeout_secs")
 
     for key in ("agent", "tools", "builtin_tools", "trimmed_history"):
-        sources[key] = eval_table.source(key)
+        sources[key] = _source(eval_table, from_env, key)
     command: str | None
     command_dir = base
     if agent_command is not None:
         command, sources["agent_command"] = agent_command, "--agent-command"
         blame = "--agent-command"
         command_dir = cwd  # a flag's paths are the user's, typed where they stand
+    elif "agent_command" in from_env:
+        command = from_env["agent_command"]
+        sources["agent_command"] = blame = ENV_VARIABLES["agent_command"]
+        command_dir = cwd  # as for the flag: the user's own shell set it
     else:
         command = table.get("agent_command")
         sources["agent_command"] = eval_table.source("agent_command")
@@ -216,8 +221,9 @@ def load_config(
         problems.append(f"{blame}: agent_command must not be blank")
     # --agent-command overrides a configured Python agent; both in one file is a contradiction
     if agent_command is None and command is not None and "agent" in table:
+        where = ENV_VARIABLES["agent"] if "agent" in from_env else eval_table.key_at("agent")
         problems.append(
-            f"{eval_table.key_at('agent')}: agent and agent_command "
+            f"{where}: agent and agent_command "
             f"({sources['agent_command']}) both choose the agent under test; keep one"
         )
 
@@ -238,6 +244,91 @@ def load_config(
         file=path,
         sources=sources,
     )
+
+
+ENV_VARIABLES: dict[str, str] = {
+    "suite_dir": ENV_SUITE_DIR,
+    "mode": ENV_MODE,
+    "max_tool_iterations": "EVALRUNNER_MAX_TOOL_ITERATIONS",
+    "case_timeout_secs": "EVALRUNNER_CASE_TIMEOUT_SECS",
+    "agent": "EVALRUNNER_AGENT",
+    "tools": "EVALRUNNER_TOOLS",
+    "builtin_tools": "EVALRUNNER_BUILTIN_TOOLS",
+    "agent_command": "EVALRUNNER_AGENT_COMMAND",
+    "trimmed_history": "EVALRUNNER_TRIMMED_HISTORY",
+}
+"""Every ``[eval]`` key's environment variable (a test holds this to the config schema). An
+empty variable counts as unset; a set one beats the file and loses to a flag."""
+
+_REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The ``[eval]`` values the environment sets (suite_dir and mode are read apart), and a
+    message per variable that holds no valid value."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, name in ENV_VARIABLES.items():
+        raw = env.get(name)
+        if key in ("suite_dir", "mode") or not raw:
+            continue
+        shown = printable(raw[:60])
+        if "\x00" in raw:
+            problems.append(f"{name}: holds a NUL character (\\x00), which no value can contain")
+        elif key == "max_tool_iterations":
+            text = raw.strip()
+            if text.isascii() and text.isdecimal() and len(text) <= 5 and 1 <= int(text) <= 10000:
+                values[key] = int(text)
+            else:
+                problems.append(f"{name}: must be a whole number from 1 to 10000, got {shown!r}")
+        elif key == "case_timeout_secs":
+            try:
+                seconds = float(raw.strip()) if raw.strip().isascii() else math.nan
+            except ValueError:
+                seconds = math.nan
+            problem = check_case_timeout(seconds) if not math.isnan(seconds) else "x"
+            if problem is None:
+                values[key] = seconds
+            else:
+                problems.append(
+                    f"{name}: must be a number of seconds above 0 and at most "
+                    f"{MAX_CASE_TIMEOUT_SECS:g}, got {shown!r}"
+                )
+        elif key in ("builtin_tools", "trimmed_history"):
+            flag = _BOOLEANS.get(raw.strip().lower())
+            if flag is None:
+                problems.append(f"{name}: must be true or false, got {shown!r}")
+            else:
+                values[key] = flag
+        elif key == "agent":
+            if _REFERENCE.fullmatch(raw.strip()):
+                values[key] = raw.strip()
+            else:
+                problems.append(
+                    f'{name}: must name a Python object as "package.module:name", got {shown!r}'
+                )
+        elif key == "tools":
+            references = [part.strip() for part in raw.split(",") if part.strip()]
+            bad = [r for r in references if not _REFERENCE.fullmatch(r)]
+            if bad:
+                problems.append(
+                    f"{name}: comma-separated \"package.module:name\" references, got "
+                    f"{printable(bad[0][:60])!r}"
+                )
+            else:
+                values[key] = references
+        elif key == "agent_command":
+            if raw.strip():
+                values[key] = raw
+            else:
+                problems.append(f"{name}: agent_command must not be blank")
+    return values, problems
+
+
+def _source(table: _EvalTable, from_env: Mapping[str, Any], key: str) -> str:
+    """Where a key's value comes from: its environment variable, the file, or the default."""
+    return ENV_VARIABLES[key] if key in from_env else table.source(key)
 
 
 def check_case_timeout(seconds: float) -> str | None:

@@ -1,0 +1,87 @@
+"""Every [eval] key has an EVALRUNNER_* variable (one list, held to the schema and the example
+config); a variable beats the file and loses to a flag; a bad value names the variable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalrunner.cli import app
+from evalrunner.config import ENV_VARIABLES, ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_key_has_a_variable_and_the_example_names_it() -> None:
+    schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text("utf-8"))
+    assert set(ENV_VARIABLES) == set(schema["$defs"]["eval"]["properties"])
+    example = (ROOT / "config.toml.example").read_text("utf-8")
+    for name in ENV_VARIABLES.values():
+        assert name in example, name
+
+
+def test_a_variable_beats_the_file_and_loses_to_a_flag(tmp_path: Path) -> None:
+    (tmp_path / "evalrunner.toml").write_text(
+        "[eval]\ncase_timeout_secs = 50\ntrimmed_history = false\n", encoding="utf-8"
+    )
+    env = {"EVALRUNNER_CASE_TIMEOUT_SECS": "30", "EVALRUNNER_TRIMMED_HISTORY": "true"}
+    config = load_config(cwd=tmp_path, env=env)
+    assert (config.case_timeout_secs, config.trimmed_history) == (30.0, True)
+    assert config.sources["case_timeout_secs"] == "EVALRUNNER_CASE_TIMEOUT_SECS"
+    flagged = load_config(cwd=tmp_path, env=env, case_timeout_secs=7.0)
+    assert flagged.case_timeout_secs == 7.0
+    assert load_config(cwd=tmp_path, env={}).case_timeout_secs == 50.0
+
+
+def test_an_agent_command_from_the_environment_runs_from_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "evalrunner.toml").write_text("[eval]\n", encoding="utf-8")
+    here = tmp_path / "project" / "sub"
+    here.mkdir()
+    config = load_config(cwd=here, env={"EVALRUNNER_AGENT_COMMAND": "python agent.py"})
+    assert config.agent_command == "python agent.py"
+    assert config.command_dir == here
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("EVALRUNNER_MAX_TOOL_ITERATIONS", "0", "must be a whole number from 1 to 10000"),
+        ("EVALRUNNER_MAX_TOOL_ITERATIONS", "١٢", "must be a whole number from 1 to 10000"),
+        ("EVALRUNNER_CASE_TIMEOUT_SECS", "1e10", "must be a number of seconds above 0"),
+        ("EVALRUNNER_CASE_TIMEOUT_SECS", "nan", "must be a number of seconds above 0"),
+        ("EVALRUNNER_BUILTIN_TOOLS", "maybe", "must be true or false"),
+        ("EVALRUNNER_AGENT", "no colon", 'must name a Python object as "package.module:name"'),
+        ("EVALRUNNER_TOOLS", "a:b, ok", 'comma-separated "package.module:name" references'),
+        ("EVALRUNNER_AGENT_COMMAND", "   ", "agent_command must not be blank"),
+        ("EVALRUNNER_AGENT_COMMAND", "x\x00y", "holds a NUL character"),
+    ],
+)
+def test_a_bad_variable_is_refused_naming_it(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(cwd=tmp_path, env={name: value})
+    assert refused.value.problems[0].startswith(f"{name}: ")
+    assert message in refused.value.problems[0]
+
+
+def test_config_takes_the_run_flags_and_shows_where_each_value_came_from(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "evalrunner.toml").write_text("[eval]\ncase_timeout_secs = 50\n", "utf-8")
+    result = CliRunner().invoke(
+        app,
+        ["config", "--config", str(tmp_path / "evalrunner.toml"), "--case-timeout", "9",
+         "--mode", "live"],
+        env={"EVALRUNNER_AGENT": "pkg.mod:make"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "case_timeout_secs = 9.0  # --case-timeout" in result.stdout
+    assert 'mode = "live"  # --mode' in result.stdout
+    assert 'agent = "pkg.mod:make"  # EVALRUNNER_AGENT' in result.stdout
