@@ -88,10 +88,15 @@ def test_every_object_schema_is_closed() -> None:
 
 
 def test_the_readme_fixture_example_admits(tmp_path: Path) -> None:
-    block = README.split("```yaml\n", 1)[1].split("```", 1)[0]
-    document = parse_document(block.encode(), "yaml", tmp_path / "example.yaml")
-    assert not isinstance(document, list), document
-    assert isinstance(admit(document), Case)
+    cases = []
+    for fmt in ("yaml", "json", "toml"):
+        block = README.split(f"```{fmt}\n", 1)[1].split("```", 1)[0]
+        document = parse_document(block.encode(), fmt, tmp_path / f"example.{fmt}")
+        assert not isinstance(document, list), document
+        case = admit(document)
+        assert isinstance(case, Case), case
+        cases.append(case)
+    assert cases[0] == cases[1] == cases[2]  # one case, three formats
 
 
 def test_case_schema_is_the_validator_entry_point() -> None:
