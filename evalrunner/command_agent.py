@@ -24,6 +24,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -59,6 +60,15 @@ def command_agent_factory(command: str | Sequence[str], *, cwd: Path) -> AgentFa
     argv = split_command(command) if isinstance(command, str) else list(command)
     if not argv:
         raise ValueError("agent_command is empty")
+    program = argv[0]
+    # Checked once, before any case: a missing program would otherwise fail every case alike.
+    if os.sep in program:
+        found = (cwd / program).is_file() and os.access(cwd / program, os.X_OK)
+    else:
+        found = shutil.which(program) is not None
+    if not found:
+        where = f"relative to {cwd}" if os.sep in program else "on PATH"
+        raise ValueError(f"the program {program!r} is not an executable file {where}")
 
     def factory(context: AgentContext) -> Agent:
         return CommandAgent(context, argv, cwd=cwd)

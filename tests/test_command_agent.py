@@ -102,16 +102,31 @@ def test_replying_without_the_model_leaves_the_script_unconsumed(tmp_path: Path)
     assert error == "turn 1 scripted 2 response(s) the agent never requested"
 
 
+def test_a_missing_program_is_refused_once_before_any_case(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'no-such-program-here' is not an executable file"):
+        command_agent_factory("no-such-program-here --x", cwd=tmp_path)
+    result = CliRunner().invoke(
+        app, ["run", "--agent-command", "no-such-program-here"], env={}
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "agent_command: the program 'no-such-program-here' is not an executable file on PATH\n"
+    )
+
+
 def test_a_command_that_cannot_start_fails_the_case(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
-    outcome = run_suite(
-        suite, agent_factory=command_agent_factory("no-such-program-here --x", cwd=tmp_path)
-    )
+    program = tmp_path / "agent.sh"
+    program.write_text("#!/bin/sh\n", encoding="utf-8")
+    program.chmod(0o755)
+    factory = command_agent_factory("./agent.sh --x", cwd=tmp_path)
+    program.unlink()  # gone between the check and the run
+    outcome = run_suite(suite, agent_factory=factory)
     assert isinstance(outcome, SuiteReport)
     assert only_error(outcome).startswith(
-        "cannot start agent command 'no-such-program-here --x': No such file or directory"
+        "cannot start agent command './agent.sh --x': No such file or directory"
     )
 
 
