@@ -221,7 +221,7 @@ class CommandAgent:
 
     def _stderr_note(self) -> str:
         tail = self._stderr_tail()
-        return f"; its stderr ends: {tail}" if tail else ""
+        return f"; its stderr ends:\n{tail}" if tail else ""
 
     def _stderr_tail(self, lines: int = 5) -> str:
         try:
@@ -231,7 +231,7 @@ class CommandAgent:
                 text = stderr.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
-        return " | ".join(text.strip().splitlines()[-lines:])
+        return "\n".join(text.strip().splitlines()[-lines:])
 
     def _stop(self, grace: float) -> bool:
         """Close stdin and wait up to ``grace`` seconds; kill the process group if it lingers.

@@ -523,9 +523,29 @@ def _parse_json(text: str, shown: str) -> JSONValue:
         ) from None
     except json.JSONDecodeError as exc:
         raise _Refused(
-            [AdmissionError(shown, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)]
+            [AdmissionError(shown, _json_message(exc, text), exc.lineno, exc.colno)]
         ) from None
     return data
+
+
+def _json_message(exc: json.JSONDecodeError, text: str) -> str:
+    """What is wrong with JSON text, and what would be right, for the common slips."""
+    if not text.strip():
+        return (
+            'the file is empty; a fixture is one JSON object: {"name": ..., "turns": [...], '
+            '"expects": {...}}'
+        )
+    before = text[: exc.pos].rstrip()
+    if before.endswith(",") and text[exc.pos : exc.pos + 1] in ("}", "]"):
+        closing = text[exc.pos]
+        return f"invalid JSON: a comma before '{closing}' is not allowed in JSON; remove it"
+    if exc.msg.startswith("Expecting property name") and text[exc.pos : exc.pos + 1] == "'":
+        return "invalid JSON: keys and strings take double quotes (\"name\"), not single ones"
+    if exc.msg == "Extra data":
+        return (
+            "invalid JSON: more text after the fixture's object; a file holds one JSON object"
+        )
+    return f"invalid JSON: {exc.msg}"
 
 
 # --- YAML --------------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ def test_exiting_early_fails_the_case_with_exit_code_and_stderr(tmp_path: Path) 
     error = only_error(run(tmp_path, "exit"))
     assert error == (
         "the agent command exited before replying to turn 1 (it exited with code 3); "
-        "its stderr ends: boom: the agent crashed"
+        "its stderr ends:\nboom: the agent crashed"
     )
 
 
@@ -156,3 +156,25 @@ def test_a_blank_command_is_a_config_error(tmp_path: Path, bad: str) -> None:
     result = CliRunner().invoke(app, ["run", "--suite", str(suite), "--agent-command", bad])
     assert result.exit_code == 2
     assert "agent_command must not be blank" in result.stderr
+
+
+def test_the_stderr_tail_is_shown_as_lines_in_the_table(tmp_path: Path) -> None:
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import sys\nsys.stdin.readline()\n"
+        "print('first line', file=sys.stderr)\nprint('  ^ caret', file=sys.stderr)\n"
+        "sys.exit(4)\n",
+        encoding="utf-8",
+    )
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
+    result = CliRunner().invoke(
+        app,
+        ["run", "--suite", str(suite), "-q", "--agent-command", f"{sys.executable} {script}"],
+        env={},
+    )
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "its stderr ends:" in line)
+    assert lines[at + 1 : at + 3] == ["      first line", "        ^ caret"]

@@ -71,7 +71,11 @@ def render_table(
         for case in failed:
             lines.append(f"{mark(False)} {printable(case.name)} ({_where(case)})")
             if case.error is not None:
-                lines.append(f"    run error: {printable(case.error)}")
+                # An error may carry lines of its own (a command's stderr tail): each is
+                # shown, indented, and escaped on its own, so none can pass for a report line.
+                first, *more = case.error.split("\n")
+                lines.append(f"    run error: {printable(first)}")
+                lines.extend(f"      {printable(line)}" for line in more)
             for g in failed_grades(case):
                 lines.append(f"    {mark(False)} {_check_line(g.check, g.detail, False)}")
             if case.tracebacks and tracebacks:
