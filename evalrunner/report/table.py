@@ -11,7 +11,7 @@ Outside text (case names, file names, replies, run errors) is escaped by
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 
 from evalrunner.model import CaseReport, SuiteReport
@@ -64,6 +64,7 @@ def render_table(
                     for g in case.grades
                 )
     failed = failures(report)
+    notes = _repeated_details(failed)
     if failed:
         if lines:
             lines.append("")
@@ -77,13 +78,19 @@ def render_table(
                 lines.append(f"    run error: {printable(first)}")
                 lines.extend(f"      {printable(line)}" for line in more)
             for g in failed_grades(case):
-                lines.append(f"    {mark(False)} {_check_line(g.check, g.detail, False)}")
+                if g.detail in notes:
+                    shown = f"{printable(g.check)}: see note {notes[g.detail][0]}"
+                else:
+                    shown = _check_line(g.check, g.detail, False)
+                lines.append(f"    {mark(False)} {shown}")
             if case.tracebacks and tracebacks:
                 for trace in case.tracebacks:
                     lines.extend(f"    | {printable(row)}" for row in trace.rstrip().splitlines())
             elif case.tracebacks:
                 count = len(case.tracebacks)
                 lines.append(f"    ({count} traceback(s) from the agent or its tools: --traceback)")
+    for detail, (number, count) in notes.items():
+        lines.append(f"note {number} ({count} checks): {printable(detail)}")
     lines.append(summary(report, paint_failed=lambda text: paint(text, _RED)))
     stopped = interruption(report)
     if stopped is not None:
@@ -116,6 +123,22 @@ def _case_line(case: CaseReport) -> str:
         return f"{head}  run error  {duration(case.duration_ms)}"
     passed = sum(1 for g in case.grades if g.passed)
     return f"{head}  {passed}/{len(case.grades)} checks  {duration(case.duration_ms)}"
+
+
+LONG_DETAIL = 120
+"""A failure detail at least this long, found under several failed checks, is printed once as
+a numbered note (a message about the agent path repeats on every case)."""
+
+
+def _repeated_details(failed: Sequence[CaseReport]) -> dict[str, tuple[int, int]]:
+    """Long details that repeat across the failed checks: detail → (note number, count)."""
+    counts: dict[str, int] = {}
+    for case in failed:
+        for g in failed_grades(case):
+            if len(g.detail) >= LONG_DETAIL:
+                counts[g.detail] = counts.get(g.detail, 0) + 1
+    repeated = [detail for detail, count in counts.items() if count > 1]
+    return {detail: (n, counts[detail]) for n, detail in enumerate(repeated, start=1)}
 
 
 def _check_line(check: str, detail: str, passed: bool) -> str:
