@@ -801,11 +801,14 @@ def show_config(
     EVALRUNNER_* variable, which beats the config file, which beats the default.
     """
     settings = _config(config, suite, mode, case_timeout, agent_command)
-    shown = printable_path(settings.file) if settings.file else "(none found; defaults apply)"
+    if settings.file is not None:
+        shown = printable_path(relative_to_cwd(settings.file))
+    else:
+        shown = "(none found; defaults apply)"
     typer.echo(f"# config file: {shown}")
     typer.echo("[eval]")
     values = {
-        "suite_dir": str(settings.suite_dir),
+        "suite_dir": str(relative_to_cwd(Path(os.path.normpath(settings.suite_dir)))),
         "mode": settings.mode,
         "max_tool_iterations": settings.max_tool_iterations,
         "case_timeout_secs": settings.case_timeout_secs,

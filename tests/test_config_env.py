@@ -85,3 +85,21 @@ def test_config_takes_the_run_flags_and_shows_where_each_value_came_from(
     assert "case_timeout_secs = 9.0  # --case-timeout" in result.stdout
     assert 'mode = "live"  # --mode' in result.stdout
     assert 'agent = "pkg.mod:make"  # EVALRUNNER_AGENT' in result.stdout
+
+
+def test_config_shows_normalised_paths_relative_to_where_you_stand(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "pyproj").mkdir()
+    (tmp_path / "pyproj" / "pyproject.toml").write_text(
+        '[tool.evalrunner.eval]\nsuite_dir = "../mysuite"\n', encoding="utf-8"
+    )
+    before = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        result = CliRunner().invoke(app, ["config", "--config", "pyproj/pyproject.toml"], env={})
+    finally:
+        os.chdir(before)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "# config file: pyproj/pyproject.toml"
+    assert 'suite_dir = "mysuite"' in result.stdout
