@@ -245,12 +245,14 @@ def check_expects(
     effective = [k for k, v in declared.items() if not (isinstance(v, list) and not v)]
     if not effective and not partial:
         what = "no checks" if not declared else "only empty lists, which check nothing"
+        # Point at the (first) empty list, the part to fill in; at expects when it is empty.
+        at, on_key = (here + (next(iter(declared)),), False) if declared else (here, True)
         errors.append(
             document.error(
                 f"expects declares {what}; add at least one check, "
                 "e.g. response_contains or exact_tool_calls",
-                here,
-                key=True,
+                at,
+                key=on_key,
             )
         )
 

@@ -916,12 +916,26 @@ def new_fixture(
     shown = printable_path(path)
     if os.path.lexists(path):
         raise _fail([f"{shown}: already exists; choose another name or remove the file"])
+    created_dir = not target_dir.exists()
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the configured suite_dir
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise _fail([f"{shown}: cannot write: {reason}"]) from None
+    if created_dir:
+        origin = "from --dir" if directory is not None else "the configured suite_dir"
+        if directory is None and _config(config).file is None:
+            origin = "the default suite; no evalrunner.toml was found"
+        typer.echo(f"note: created the directory {printable_path(target_dir)} ({origin})", err=True)
+    schema_file = Path(os.path.normpath(target_dir / schema_reference_for(target_dir, schema)))
+    if not schema_file.exists():
+        typer.echo(
+            f"note: the schema line points at {printable_path(schema_file)}, which does not "
+            "exist yet; `evalrunner schema export DIR` writes it (editors use it to complete "
+            "and check the fixture)",
+            err=True,
+        )
     typer.echo(f"created {shown}: fill in expects.response_contains, then run evalrunner validate")
 
 

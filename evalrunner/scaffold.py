@@ -83,6 +83,11 @@ class: positive
 turns:
   - user_input: What the user says.
     steps:
+      # A tool call the model makes comes first, then the reply after its result:
+      # - response:
+      #     type: tool_calls
+      #     tool_calls:
+      #       - {{id: call_1, name: echo, arguments: {{message: token_1}}}}
       - response:
           type: text
           content: What the model replies.
@@ -100,6 +105,11 @@ class = "positive"
 
 [[turns]]
 user_input = "What the user says."
+
+# A tool call the model makes comes first, then the reply after its result:
+# [[turns.steps]]
+# response = {{ type = "tool_calls", tool_calls = [
+#   {{ id = "call_1", name = "echo", arguments = {{ message = "token_1" }} }}] }}
 
 [[turns.steps]]
 response = {{ type = "text", content = "What the model replies." }}

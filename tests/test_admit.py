@@ -415,7 +415,7 @@ def test_expects_of_only_empty_lists_is_refused(tmp_path: Path) -> None:
     text = yaml_case("  response_contains: []\n  tools_used: []\n  tool_results_contain: []\n")
     error = only(errors(tmp_path, "a.yaml", text))
     assert error.message.startswith("expects declares only empty lists, which check nothing;")
-    assert (error.line, error.col) == (6, 1)
+    assert (error.line, error.col) == (7, 22)  # the first empty list: the part to fill in
 
 
 def test_empty_list_beside_an_effective_check_is_fine(tmp_path: Path) -> None:
@@ -918,7 +918,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r2_unknown_response_type.toml": (7, 21, "unknown response type 'txt'"),
     "r2_turn_without_steps.yaml": (4, 12, "turns[0].steps needs at least 1 item(s)"),
     "r2_root_is_a_list.json": (1, 1, "a fixture must be an object"),
-    "r3_empty_expects.toml": (9, 2, "expects declares only empty lists"),
+    "r3_empty_expects.toml": (10, 21, "expects declares only empty lists"),
     "r2_blank_needle.yaml": (9, 27, "expects.response_not_contains[0] must not be blank"),
     "r4_min_above_max.yaml": (8, 19, "min_tool_calls (3) is greater than max_tool_calls (2)"),
     "r4_tool_used_and_not_used.json": (16, 33, '"echo" is in both expects.tools_used[0] and'),

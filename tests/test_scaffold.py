@@ -145,3 +145,46 @@ def test_new_under_a_configured_suite_dir_with_a_nul_byte_is_a_config_error(
         "can contain; remove it\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["evalrunner.toml"]
+
+
+def test_new_says_what_it_created_and_that_the_schema_is_not_exported_yet(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    before = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        result = runner.invoke(app, ["new", "Fresh case"], env={})
+        again = runner.invoke(app, ["new", "Second case"], env={})
+    finally:
+        os.chdir(before)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "note: created the directory evals/regression (the default suite; no evalrunner.toml "
+        "was found)",
+        "note: the schema line points at evals/schemas/case.bundle.schema.json, which does not "
+        "exist yet; `evalrunner schema export DIR` writes it (editors use it to complete and "
+        "check the fixture)",
+    ]
+    assert "created the directory" not in again.stderr  # said once, when it happened
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "toml"])
+def test_the_scaffold_shows_a_tool_call_step_and_is_refused_at_its_empty_list(
+    tmp_path: Path, fmt: str
+) -> None:
+    text = scaffold("Tool case", fmt, "../schemas/case.bundle.schema.json")  # type: ignore[arg-type]
+    assert "tool_calls" in text and "call_1" in text  # an example, commented out
+    path = tmp_path / f"tool_case.{fmt}"
+    path.write_text(text, encoding="utf-8")
+    from evalrunner.admit import admit
+
+    document = load_document(path)
+    assert not isinstance(document, list)
+    refused = admit(document)
+    assert isinstance(refused, list) and len(refused) == 1
+    empty_line = next(
+        n for n, line in enumerate(text.splitlines(), 1) if "response_contains" in line
+    )
+    assert refused[0].line == empty_line
