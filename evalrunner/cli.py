@@ -949,13 +949,14 @@ def convert_fixture(
     ] = None,
 ) -> None:
     """Rewrite a fixture in another format; the result admits to the same case."""
-    from evalrunner.convert import SUFFIXES, ConversionError, convert
+    from evalrunner.convert import ConversionError, convert
     from evalrunner.load import FIXTURE_SUFFIXES, load_document
 
     fmt = to.as_format()
     if output is not None and FIXTURE_SUFFIXES.get(output.suffix.lower()) != fmt:
         shown = printable_path(output)
-        raise _fail([f"{shown}: a {fmt} fixture's name must end in {SUFFIXES[fmt]}"])
+        endings = " or ".join(sorted(s for s, f in FIXTURE_SUFFIXES.items() if f == fmt))
+        raise _fail([f"{shown}: a {fmt} fixture's name must end in {endings}"])
     document = load_document(relative_to_cwd(file))
     if isinstance(document, list):
         raise _fail([str(e) for e in document])
