@@ -24,7 +24,13 @@ from typing import Any
 from jsonschema.exceptions import ValidationError
 
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS
-from evalrunner.load import NotARegularFile, RawDocument, parse_document, read_regular_file
+from evalrunner.load import (
+    NotARegularFile,
+    RawDocument,
+    parse_document,
+    read_regular_file,
+    relative_to_cwd,
+)
 from evalrunner.model import AdmissionError, JSONPath
 from evalrunner.schemas import config_validator
 from evalrunner.text import printable, printable_path
@@ -381,7 +387,8 @@ def _read_eval_table(path: Path) -> _EvalTable:
     Every problem is collected before anything is refused: the file's syntax, then its shape
     (a ``tool`` that is not a table, an ``eval`` that is an array, ...), then each value.
     """
-    shown = printable_path(path)
+    shown_path = relative_to_cwd(path)  # as the user would type it, when below where they are
+    shown = printable_path(shown_path)
     try:
         raw = read_regular_file(path, CONFIG_MAX_BYTES + 1)
     except NotARegularFile as exc:
@@ -393,7 +400,7 @@ def _read_eval_table(path: Path) -> _EvalTable:
             [f"{shown}: config file is over the {CONFIG_MAX_BYTES}-byte cap for config files"]
         )
     prefix: JSONPath = ("tool", "evalrunner") if path.name == PYPROJECT else ()
-    outcome = _parse(raw, path, prefix)
+    outcome = _parse(raw, shown_path, prefix)
     if isinstance(outcome, list):
         raise ConfigError([str(error) for error in outcome])
     document = outcome

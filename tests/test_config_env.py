@@ -103,3 +103,19 @@ def test_config_shows_normalised_paths_relative_to_where_you_stand(tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == "# config file: pyproj/pyproject.toml"
     assert 'suite_dir = "mysuite"' in result.stdout
+
+
+def test_config_errors_show_the_file_as_typed_from_where_you_stand(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "evalrunner.toml").write_text('[eval]\ncase_timeout_secs = "ten"\n', "utf-8")
+    before = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        result = CliRunner().invoke(app, ["run"], env={})
+    finally:
+        os.chdir(before)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        'evalrunner.toml:2:21: eval.case_timeout_secs must be a number, got string "ten"\n'
+    )
