@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer import rich_utils as typer_rich_utils
 from typer.core import TyperOption
 
 from evalrunner import __version__
@@ -85,6 +87,24 @@ def _flag_type(self: TyperOption, ctx: Any) -> str | None:
 
 _option_type = TyperOption.display_type_rich
 TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
+
+def _usage_error(error: Any) -> None:
+    """A usage error (an unknown option, a bad choice, a missing argument) in the style of
+    every other problem: one ``where: message`` line on stderr, instead of typer's panel."""
+    if type(error).__name__ == "NoArgsIsHelpError":
+        return  # the help has been shown
+    ctx = getattr(error, "ctx", None)
+    command = ctx.command_path if ctx is not None else "evalrunner"
+    param = getattr(error, "param", None)
+    opts = getattr(param, "opts", None) or []
+    where = opts[0] if opts else command
+    message = " ".join(str(error.format_message()).split())
+    message = re.sub(r"^Invalid value for '[^']*': (Value error, )?", "", message)
+    typer.echo(printable(f"{where}: {message} (see {command} --help)"), err=True)
+
+
+typer_rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
 app.add_typer(schema_app, name="schema")
 
 

@@ -35,3 +35,25 @@ def test_help_has_no_bool_placeholders_and_no_broken_paragraphs(
         first_word = following.split()[0]
         room = int(width) - len(line) - 1
         assert not (re.search(r"[a-z,]$", line) and len(first_word) < room - 2), (line, following)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["run", "--format", "xml"], "--format: 'xml' is not one of 'table', 'json', 'github'."),
+        (["run", "--bogus"], "evalrunner run: No such option: --bogus"),
+        (["new"], "name: Missing argument 'name'."),
+        (["convert", "x.yaml"], "--to: Missing option '--to'."),
+    ],
+)
+def test_usage_errors_are_one_where_message_line(argv: list[str], line: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(line)
+    assert done.stderr.rstrip().endswith("--help)")
