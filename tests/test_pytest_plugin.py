@@ -523,12 +523,12 @@ def test_another_config_file_can_be_named(pytester: pytest.Pytester, run: Runner
         (
             "[eval]\ncase_timeout_secs = -1\nbogus = 1\n",
             [
-                "ERROR: evalrunner: */evalrunner.toml:2:21: eval.case_timeout_secs must be above "
+                "ERROR: evalrunner: *evalrunner.toml:2:21: eval.case_timeout_secs must be above "
                 "0, got integer -1",
-                "*/evalrunner.toml:3:1: unknown key 'bogus' in eval*",
+                "*evalrunner.toml:3:1: unknown key 'bogus' in eval*",
             ],
         ),
-        ("[eval\n", ["ERROR: evalrunner: */evalrunner.toml:1:*"]),
+        ("[eval\n", ["ERROR: evalrunner: *evalrunner.toml:1:*"]),
         (
             '[eval]\nagent = "no_such_module_here:make"\n',
             [
