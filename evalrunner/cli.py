@@ -967,8 +967,13 @@ def convert_fixture(
         Path | None,
         typer.Option("-o", "--output", help="Write here (atomically) instead of to stdout."),
     ] = None,
+    config: ConfigOption = None,
 ) -> None:
-    """Rewrite a fixture in another format; the result admits to the same case."""
+    """Rewrite a fixture in another format; the result admits to the same case.
+
+    A FILE that is not there as given, relative to the working directory, is looked up in
+    the configured suite (so `convert echo.yaml --to toml` works from anywhere in a project).
+    """
     from evalrunner.convert import ConversionError, convert
     from evalrunner.load import FIXTURE_SUFFIXES, load_document
 
@@ -977,7 +982,14 @@ def convert_fixture(
         shown = printable_path(output)
         endings = " or ".join(sorted(s for s, f in FIXTURE_SUFFIXES.items() if f == fmt))
         raise _fail([f"{shown}: a {fmt} fixture's name must end in {endings}"])
-    document = load_document(relative_to_cwd(file))
+    source = file
+    if not os.path.lexists(file) and not file.is_absolute():
+        in_suite = _config(config).suite_dir / file
+        if os.path.lexists(in_suite):
+            source = in_suite
+    elif config is not None:
+        _config(config)  # a --config given is read, and its problems reported, all the same
+    document = load_document(relative_to_cwd(source))
     if isinstance(document, list):
         raise _fail([str(e) for e in document])
     try:

@@ -193,10 +193,49 @@ def _toml_ready(data: dict[str, Any]) -> dict[str, Any]:
 def _to_toml(data: JSONValue, reference: str | None) -> str:
     body = _toml_ready(_without_schema_key(data))
     multiline = not any("\r" in s for s in _strings(body))
-    text = tomli_w.dumps(body, multiline_strings=multiline)
+    # tomli-w writes each step's response as its own [turns.steps.response] table: the turns
+    # are written here instead, a step per line as an inline table, the way people write them.
+    head = {k: v for k, v in body.items() if k not in ("turns", "expects")}
+    text = tomli_w.dumps(head, multiline_strings=multiline)
+    for turn in body["turns"]:
+        rest = {k: v for k, v in turn.items() if k != "steps"}
+        text += "\n[[turns]]\n" + tomli_w.dumps(rest, multiline_strings=multiline)
+        text += "steps = [\n"
+        text += "".join(f"  {_inline(step)},\n" for step in turn["steps"])
+        text += "]\n"
+    if "expects" in body:
+        text += "\n" + tomli_w.dumps({"expects": body["expects"]}, multiline_strings=multiline)
     if reference is not None:
         text = f"#:schema {reference}\n{text}"
     return text
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _inline(value: Any) -> str:
+    """``value`` as a one-line TOML value (inline tables and arrays), for a step."""
+    if isinstance(value, dict):
+        pairs = [f"{_toml_key(k)} = {_inline(v)}" for k, v in value.items()]
+        return "{ " + ", ".join(pairs) + " }" if pairs else "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(v) for v in value) + "]"
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    raise ConversionError(f"a {type(value).__name__} has no TOML form")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+
+
+def _toml_string(text: str) -> str:
+    # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 # --- YAML --------------------------------------------------------------------------------------

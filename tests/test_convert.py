@@ -401,3 +401,43 @@ def test_printable_ascii_keys_in_arguments_survive() -> None:
     original = json.dumps(data)
     for target in ("yaml", "toml"):
         assert converted(original, "json", target).case == parse(original, "json")
+
+
+def test_toml_output_writes_each_step_as_one_inline_table() -> None:
+    from typer.testing import CliRunner
+
+    from evalrunner.cli import app
+
+    source = Path(__file__).resolve().parent.parent / "evals" / "regression"
+    result = CliRunner().invoke(
+        app, ["convert", str(source / "multi_turn_tool_loop.toml"), "--to", "toml"], env={}
+    )
+    assert result.exit_code == 0, result.output
+    assert "[turns.steps.response]" not in result.stdout
+    assert "[[turns.steps]]" not in result.stdout
+    assert "steps = [\n  { response = { type = " in result.stdout
+
+
+def test_convert_finds_a_file_in_the_configured_suite(tmp_path: Path) -> None:
+    import os
+
+    from typer.testing import CliRunner
+
+    from evalrunner.cli import app
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "python-agent"
+    before = Path.cwd()
+    os.chdir(tmp_path)  # the file is not here: --config's suite has it
+    try:
+        result = CliRunner().invoke(
+            app,
+            ["convert", "no_echo_here.yaml", "--to", "json", "--config",
+             str(example / "evalrunner.toml")],
+            env={},
+        )
+        missing = CliRunner().invoke(app, ["convert", "no_echo_here.yaml", "--to", "json"], env={})
+    finally:
+        os.chdir(before)
+    assert result.exit_code == 0, result.output
+    assert '"name": "no-echo-here"' in result.stdout
+    assert missing.exit_code == 2  # no config here: not found, said so
