@@ -183,7 +183,7 @@ def load_config(
     sources["mode"] = "default"
     for raw, origin, blame in (
         (mode, "--mode", "--mode"),
-        (env.get(ENV_MODE), ENV_MODE, ENV_MODE),
+        (env.get(ENV_MODE) or None, ENV_MODE, ENV_MODE),  # empty: unset, as for every variable
         (table.get("mode"), eval_table.source("mode"), eval_table.value_at("mode")),
     ):
         if raw is None:

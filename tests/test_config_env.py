@@ -119,3 +119,8 @@ def test_config_errors_show_the_file_as_typed_from_where_you_stand(tmp_path: Pat
     assert result.stderr == (
         'evalrunner.toml:2:21: eval.case_timeout_secs must be a number, got string "ten"\n'
     )
+
+
+def test_an_empty_mode_variable_counts_as_unset(tmp_path: Path) -> None:
+    config = load_config(cwd=tmp_path, env={"EVALRUNNER_MODE": ""})
+    assert (config.mode, config.sources["mode"]) == ("replay", "default")

@@ -460,3 +460,4 @@ def test_continue_puts_the_refused_files_in_junit_and_github_annotations(project
     xml = (project / "j.xml").read_text(encoding="utf-8")
     assert 'classname="evals/deep/broken.yaml" name="admission"' in xml
     assert 'name="echo-smoke"' in xml  # the admitted cases are there too
+    assert "; the file was skipped: " in xml and "nothing was run" not in xml

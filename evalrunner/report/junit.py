@@ -38,7 +38,8 @@ def render_junit(outcome: SuiteReport | RunRefused) -> str:
     else:
         suites = [_cases_suite(outcome)]
         if outcome.admission_errors:  # --continue-on-admission-errors: the files left out
-            suites.extend(_refused(RunRefused(admission_errors=outcome.admission_errors)))
+            left_out = RunRefused(admission_errors=outcome.admission_errors)
+            suites.extend(_refused(left_out, consequence="the file was skipped"))
         stopped = interruption(outcome)
         if stopped is not None and outcome.interrupted is not None:
             error = _Problem(signal_name(outcome.interrupted), stopped, stopped)
@@ -143,7 +144,7 @@ def _case_test(case: CaseReport) -> _Test:
     )
 
 
-def _refused(outcome: RunRefused) -> list[_Suite]:
+def _refused(outcome: RunRefused, consequence: str = "nothing was run") -> list[_Suite]:
     suites = []
     if outcome.reasons:
         reasons = "\n".join(outcome.reasons)
@@ -156,7 +157,7 @@ def _refused(outcome: RunRefused) -> list[_Suite]:
         tests = []
         for path, problems in by_file.items():
             first = problems[0]
-            message = f"refused, {len(problems)} problem(s); nothing was run: {_position(first)}"
+            message = f"refused, {len(problems)} problem(s); {consequence}: {_position(first)}"
             text = "\n".join(str(p) for p in problems)
             tests.append(_Test(path, "admission", error=_Problem("admission", message, text)))
         suites.append(_Suite("admission", tests))
