@@ -313,11 +313,9 @@ class CommandAgent:
         if stdout is None or stdout.closed:
             return b""
         data = self._pending
-        try:
+        with contextlib.suppress(OSError, ValueError):  # nothing more to read is no error
             os.set_blocking(stdout.fileno(), False)
             data += os.read(stdout.fileno(), 64 * 1024)
-        except (OSError, ValueError):
-            pass
         self._close_stdout(process)
         return data
 

@@ -114,7 +114,6 @@ class ConversationMonitor:
         self._all_fed: list[Dispatch] = []
         self._dispatches: list[Dispatch] = []
         self._requests: list[ModelRequest] = []
-        self._served_calls = 0
         self._responses = 0
         self._input_tokens = 0
         self._output_tokens = 0
@@ -256,7 +255,6 @@ class ConversationMonitor:
         else:
             self._transcript.append(Message("assistant", "", tool_calls=response.tool_calls))
             self._pending = list(response.tool_calls)
-            self._served_calls += len(response.tool_calls)
             for call in response.tool_calls:
                 self._handed.setdefault(call.id, self._turn)
         return response

@@ -16,8 +16,6 @@ from evalrunner.model import (
     ModelRequest,
     ModelResponse,
     RunError,
-    ToolCall,
-    ToolCallsResponse,
     Turn,
 )
 
@@ -36,23 +34,17 @@ class ReplayProvider:
 
     The runner brackets each turn with :meth:`begin_turn` and :meth:`end_turn`; responses never
     bleed from one turn into another. Turns are numbered from 1 in messages. Every request is
-    kept, every tool call handed to the agent is kept (to find calls the agent never reported
-    dispatching), and usage is counted from the responses served.
+    kept, and usage is counted from the responses served (the conversation monitor keeps the
+    evidence the run record holds).
     """
 
     def __init__(self, turns: Sequence[Turn]) -> None:
         self._queues = [deque(turn.responses) for turn in turns]
         self._turn: int | None = None
         self.requests: list[ModelRequest] = []
-        self.served_calls: list[ToolCall] = []
         self.llm_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
-
-    @property
-    def turn_count(self) -> int:
-        """How many turns the fixture scripts."""
-        return len(self._queues)
 
     def begin_turn(self, index: int) -> None:
         """Serve turn ``index`` (0-based) from now on; asking for a model response in a turn
@@ -76,8 +68,6 @@ class ReplayProvider:
                 "scripts for it"
             )
         response = queue.popleft()
-        if isinstance(response, ToolCallsResponse):
-            self.served_calls.extend(response.tool_calls)
         self.llm_calls += 1
         self.input_tokens += response.input_tokens
         self.output_tokens += response.output_tokens
