@@ -8,6 +8,7 @@ Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from typing import Annotated, Any
 
 import typer
 from typer import rich_utils as typer_rich_utils
-from typer.core import TyperOption
+from typer.core import TyperGroup, TyperOption
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
@@ -65,9 +66,53 @@ from evalrunner.schemas import schema_tree
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
 
+
+class _OutputFailed(Exception):
+    """A write to standard output or standard error failed (a full disk, a closed pipe).
+
+    Not an ``OSError``, so that click does not turn a closed pipe into exit code 1, the
+    code of a failed case; :func:`main` turns it into a refusal."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+
+_OUTPUT_FAILURES = frozenset(
+    {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ECONNRESET}
+)
+"""Errors a write to a full disk, a closed pipe or a vanished terminal raises. Reports to
+files are written, and their failures said, in :mod:`evalrunner.report.write`; one of these
+reaching the command line failed on a standard stream."""
+
+
+class _Group(TyperGroup):
+    """The command group, with failed writes to the standard streams made distinct."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        # --help and --version write while the arguments are parsed.
+        with _output_failures_distinct():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _output_failures_distinct():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _output_failures_distinct() -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _OUTPUT_FAILURES:
+            raise _OutputFailed(exc) from exc
+        raise
+
+
 # Markdown mode joins a docstring's lines into paragraphs, which the terminal then wraps:
 # without it, each source line break shows, and lines break mid-sentence at every width.
 app = typer.Typer(
+    cls=_Group,
     name="evalrunner",
     help="Replay scripted agent fixtures through a real agent loop and grade the run.",
     no_args_is_help=True,
@@ -1069,4 +1114,21 @@ def main() -> None:
             err=True,
         )
         raise SystemExit(EXIT_REFUSED) from None
-    app(prog_name="evalrunner")
+    try:
+        app(prog_name="evalrunner")
+    except _OutputFailed as failed:
+        # The verdict could not be delivered: a refusal (2), never a pass or a fail. A reader
+        # that closed the pipe (`| head`) left on purpose and hears nothing more.
+        _silence_stdout()
+        if failed.error.errno != errno.EPIPE:
+            with contextlib.suppress(OSError):
+                typer.echo(f"evalrunner: cannot write its output: {failed}", err=True)
+        raise SystemExit(EXIT_REFUSED) from None
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's own flush at exit
+    does not print a second complaint about it."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())

@@ -286,10 +286,10 @@ class CaseReport:
     llm_calls: int = 0
     duration_ms: int = 0
     path: str = ""
-    tracebacks: tuple[str, ...] = field(default=(), compare=False)
-    """Tracebacks of exceptions raised in the agent or its tools (shown with --traceback)."""
     """The fixture's path as the run found it (``source`` is its file name); empty when not
     known."""
+    tracebacks: tuple[str, ...] = field(default=(), compare=False)
+    """Tracebacks of exceptions raised in the agent or its tools (shown with --traceback)."""
     positions: Mapping[str, tuple[int, int]] = field(
         default_factory=dict, compare=False, repr=False
     )

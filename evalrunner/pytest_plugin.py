@@ -129,6 +129,28 @@ class EvalrunnerSession:
             self.suite_files = self._suite_files(loaded.suite_dir)
         # Case name -> the file that used it first (names are unique in a suite, as in `run`).
         self.names: dict[str, str] = {}
+        # Real paths of the fixture files and directories collected so far: a file or
+        # directory reached twice through links is collected once, as `evalrunner run` does.
+        self.seen: set[str] = set()
+
+    def _under_roots(self, path: Path) -> bool:
+        return any(path == root or root in path.parents for root in self.roots)
+
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        """Skip a directory under a fixture root that was already searched by another link
+        to it, or that is a link back up the tree (which pytest would follow until the
+        system refuses the path as too long)."""
+        if not collection_path.is_dir() or not self._under_roots(collection_path):
+            return None
+        real = os.path.realpath(collection_path)
+        if collection_path.is_symlink():
+            parent = os.path.realpath(collection_path.parent)
+            if parent == real or parent.startswith(real.rstrip(os.sep) + os.sep):
+                return True
+        if real in self.seen:
+            return True
+        self.seen.add(real)
+        return None
 
     def _explicit_roots(self) -> list[Path]:
         """The fixture files named on the command line and the directories named on it, if
@@ -167,8 +189,12 @@ class EvalrunnerSession:
         itself) becomes an :class:`EvalFile`."""
         if not _is_fixture_name(file_path.name):
             return None
-        if not any(file_path == root or root in file_path.parents for root in self.roots):
+        if not self._under_roots(file_path):
             return None
+        real = os.path.realpath(file_path)
+        if real in self.seen:
+            return None
+        self.seen.add(real)
         return _eval_file(parent, file_path)
 
     @pytest.hookimpl(tryfirst=True)  # before -k, -m and --deselect choose among the items
@@ -337,7 +363,9 @@ class EvalItem(pytest.Item):
         """The failed checks and the run error, not a traceback into evalrunner."""
         if isinstance(excinfo.value, CaseFailed):
             verbose = int(self.config.getoption("verbose", 0)) > 0
-            return describe_failure(excinfo.value.report, verbose=verbose)
+            # The agent's own tracebacks, as pytest shows a test's, unless --tb asks for less.
+            tracebacks = self.config.getoption("tbstyle", "auto") not in ("line", "no")
+            return describe_failure(excinfo.value.report, verbose=verbose, tracebacks=tracebacks)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
@@ -348,10 +376,25 @@ class EvalItem(pytest.Item):
         return printable_path(self.path), self.line, f"evalrunner case: {self.name}"
 
 
-def describe_failure(report: CaseReport, *, verbose: bool = False) -> str:
+def describe_failure(
+    report: CaseReport, *, verbose: bool = False, tracebacks: bool = False
+) -> str:
     """A failed case as pytest shows it: how many checks failed, then each failed check
-    (every check when ``verbose``) with its detail, or the run error. The first line is what
-    pytest's short summary shows. Text from outside is escaped line by line."""
+    (every check when ``verbose``) with its detail, or the run error; with ``tracebacks``,
+    then what the agent or its tools raised. The first line is what pytest's short summary
+    shows. Text from outside is escaped line by line."""
+    from evalrunner.text import printable
+
+    text = _describe_checks(report, verbose=verbose)
+    if tracebacks:
+        for trace in report.tracebacks:
+            rows = trace.rstrip().splitlines()
+            text += "\n\nraised in the agent or its tools:\n"
+            text += "\n".join(f"    {printable(row)}" for row in rows)
+    return text
+
+
+def _describe_checks(report: CaseReport, *, verbose: bool) -> str:
     from evalrunner.text import printable
 
     if report.error is not None:

@@ -193,6 +193,31 @@ def test_fixture_files_and_directories_named_are_collected_recursively(
     ]
 
 
+def test_links_back_up_the_tree_and_second_links_are_walked_once(
+    pytester: pytest.Pytester, run: Runner
+) -> None:
+    suite = write_suite(pytester.path, {"a.yaml": PASSING})
+    write_suite(pytester.path, {"b.json": FAILING}, "suite/deeper")
+    (suite / "back").symlink_to("..", target_is_directory=True)  # a loop
+    (suite / "self").symlink_to(".", target_is_directory=True)  # a loop
+    (suite / "zz_again").symlink_to("deeper", target_is_directory=True)  # a second link
+    (suite / "deeper" / "same.yaml").symlink_to("../a.yaml")  # a second link to a file
+    result = run("--evalrunner", "suite", "--co", "-q")
+    assert collected(result) == ["suite/a.yaml::passing", "suite/deeper/b.json::failing"]
+    assert result.ret == 0
+
+
+def test_a_refused_fixture_among_links_stops_the_run_with_exit_2(
+    pytester: pytest.Pytester, run: Runner
+) -> None:
+    suite = write_suite(pytester.path, {"a.yaml": PASSING, "broken.yaml": "name: [\n"})
+    (suite / "back").symlink_to("..", target_is_directory=True)
+    result = run("--evalrunner", "suite")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*1 error during collection*"])
+    assert "passed" not in result.stdout.str()
+
+
 def test_with_no_fixture_path_the_configured_suite_is_added(
     pytester: pytest.Pytester, run: Runner
 ) -> None:
@@ -465,6 +490,45 @@ class Forgetful:
                 self.context.observer.on_tool_call(record)
                 history.append(Message("tool", record.result, tool_call_id=call.id))
 """
+
+
+RAISING_AGENT = """\
+def make(context):
+    return Raising()
+
+
+class Raising:
+    def respond(self, user_input):
+        return deep_inside_the_agent()
+
+
+def deep_inside_the_agent():
+    raise LookupError("the agent's own bug")
+"""
+
+
+def test_a_failure_shows_what_the_agent_raised_with_its_traceback(
+    pytester: pytest.Pytester, run: Runner
+) -> None:
+    write_suite(pytester.path, {"a.yaml": PASSING})
+    pytester.makepyfile(raising_agent_for_tb=RAISING_AGENT)
+    pytester.makefile(
+        ".toml", evalrunner='[eval]\nsuite_dir = "suite"\nagent = "raising_agent_for_tb:make"\n'
+    )
+    result = run("--evalrunner")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "run error: *LookupError*",
+            "raised in the agent or its tools:",
+            "*Traceback (most recent call last):",
+            "*in deep_inside_the_agent",
+            "*LookupError: the agent's own bug",
+        ]
+    )
+    quiet = run("--evalrunner", "--tb=line")
+    quiet.assert_outcomes(failed=1)
+    assert "deep_inside_the_agent" not in quiet.stdout.str()
 
 
 def test_case_timeout_comes_from_config_and_option(pytester: pytest.Pytester, run: Runner) -> None:
