@@ -265,13 +265,17 @@ def run_suite(
         cases = [item.case for item in selection.cases]
         if on_start is not None:
             on_start([case.name for case in cases])
-        for item, report in zip(selection.cases, execute(cases, settings), strict=False):
-            # The fixture path relative to its suite directory, not just the file name: two
-            # subdirectories may hold files of the same name.
-            report = replace(report, source=item.source)
-            reports.append(report)
-            if on_case is not None:
-                on_case(report)
+        # Closed here, not left to the garbage collector: a suspended `execute` keeps its
+        # worker pool alive into interpreter exit, where CPython's own shutdown of the pool
+        # races it and prints "Bad file descriptor".
+        with contextlib.closing(execute(cases, settings)) as outcomes:
+            for item, report in zip(selection.cases, outcomes, strict=True):
+                # The fixture path relative to its suite directory, not just the file name:
+                # two subdirectories may hold files of the same name.
+                report = replace(report, source=item.source)
+                reports.append(report)
+                if on_case is not None:
+                    on_case(report)
     except RunInterrupted as stop:
         interrupted = stop.signum
     except KeyboardInterrupt:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,16 @@ def test_jobs_give_the_serial_report(suite: Path, jobs: str) -> None:
     parallel = run("--suite", str(suite), "--format", "json", "--jobs", jobs)
     assert serial[0] == parallel[0] == 0
     assert without_timings(json.loads(serial[1])) == without_timings(json.loads(parallel[1]))
+
+
+def test_the_worker_pool_is_shut_down_when_the_run_returns() -> None:
+    # A pool left running into interpreter exit races CPython's own shutdown of it, which
+    # then prints "Exception ignored ... Bad file descriptor" on some runs.
+    from concurrent.futures import process
+
+    code, _, _ = run("--suite", str(REGRESSION), "--jobs", "2")
+    assert code == 0
+    assert not [t for t in threading.enumerate() if isinstance(t, process._ExecutorManagerThread)]
 
 
 def test_jobs_keep_failures_errors_and_the_exit_code(tmp_path: Path) -> None:
