@@ -88,7 +88,7 @@ def test_failing_and_errored_cases_exit_1_and_are_explained(tmp_path: Path) -> N
         '    ✗ response_contains("hi"): not found in response: "bye"',
         f"✗ erroring ({directory / 'c.toml'}:1)",
         "    run error: turn 1 scripted 1 response(s) the agent never requested",
-        "1/3 cases passed (2 failed) in T",
+        "1/3 cases passed (1 failed, 1 errored) in T",
     ]
 
 

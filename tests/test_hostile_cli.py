@@ -367,7 +367,7 @@ def test_agent_replies_tool_results_and_errors_cannot_forge_report_lines(
     assert lines[10] == "    (1 traceback(s) from the agent or its tools: --traceback)"
     assert lines[11].startswith("✗ leaky-tool (")
     assert "\\ud800 \\u001b]0;title\\u0007 \\u2066" in lines[12]
-    assert lines[13:] == ["0/3 cases passed (3 failed) in T"]
+    assert lines[13:] == ["0/3 cases passed (2 failed, 1 errored) in T"]
     for text in (as_json.stdout, output.read_text("utf-8")):
         cases = json.loads(text)["cases"]
         assert "\\ud800" in cases[1]["error"] and "\x1b[2J" in cases[1]["error"]

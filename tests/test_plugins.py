@@ -159,7 +159,7 @@ def test_unreported_dispatches_fail_and_say_so(project: Path) -> None:
         'tool call(s) "c1" (echo) but never reported dispatching them; report every dispatch '
         '(observer.on_tool_call, or "tool_calls" in a command agent\'s reply line)'
     )
-    assert "0/1 cases passed (1 failed)" in out
+    assert "0/1 cases passed (1 errored)" in out
     # A run error is not graded: nothing passes on the fed-back result alone.
     assert "✓" not in out
 

@@ -279,7 +279,7 @@ def test_table_lines() -> None:
         '    ✗ exact_tool_calls(2): 1 tool call(s): ["echo"]',
         "✗ short-script (short_script.toml)",
         "    run error: turn 1 requested more model responses than the fixture scripts for it",
-        "1/3 cases passed (2 failed) in 12 ms",
+        "1/3 cases passed (1 failed, 1 errored) in 12 ms",
     ]
     assert table.endswith("\n")
 
@@ -503,7 +503,7 @@ HOSTILE_RECAP = [
     '    ✗ tool_results_contain("t", "\\x9b2J"): half an emoji: \\ud83d!',
     "✗ errored (e.json)",
     "    run error: agent raised: \\ud800\\x07\\x7f\\u2066",
-    "0/2 cases passed (2 failed) in 0 ms",
+    "0/2 cases passed (1 failed, 1 errored) in 0 ms",
 ]
 
 

@@ -415,7 +415,7 @@ def test_continue_runs_the_admitted_cases_and_still_exits_2(project: Path) -> No
     make(project / "evals", {"deep/broken.yaml": BROKEN, "zz.json": "{"})
     code, out, err = invoke("run", "--continue-on-admission-errors", "-k", "not slow")
     assert code == 2
-    assert out.splitlines()[-1].startswith("4/4 cases passed in ")
+    assert out.splitlines()[-1].startswith("4/4 cases passed (2 files refused) in ")
     lines = err.splitlines()
     assert lines[0].startswith("evals/deep/broken.yaml:2:")  # with positions
     assert lines[-2].startswith("evals/zz.json:1:2: invalid JSON")

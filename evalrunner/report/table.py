@@ -110,10 +110,22 @@ def header(report: SuiteReport) -> str:
 
 
 def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) -> str:
-    """``2/3 cases passed (1 failed) in 1.20 s``."""
+    """``1/4 cases passed (2 failed, 1 errored, 1 file refused) in 1.20 s``.
+
+    A case that errored did not fail a check: it is counted apart, so the line tells a broken
+    agent from a wrong answer. Files refused while the rest ran
+    (``--continue-on-admission-errors``) are counted too: the run is not green."""
     text = f"{report.passed}/{len(report.cases)} cases passed"
-    if report.failed:
-        text += " " + paint_failed(f"({report.failed} failed)")
+    errored = sum(1 for case in report.cases if case.error is not None)
+    refused = len({error.path for error in report.admission_errors})
+    counts = [
+        f"{report.failed - errored} failed" if report.failed - errored else "",
+        f"{errored} errored" if errored else "",
+        f"{refused} file{'s' if refused > 1 else ''} refused" if refused else "",
+    ]
+    shown = ", ".join(count for count in counts if count)
+    if shown:
+        text += " " + paint_failed(f"({shown})")
     return f"{text} in {duration(report.duration_ms)}"
 
 
