@@ -31,7 +31,7 @@ from typer.core import TyperGroup, TyperOption
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
-from evalrunner.config import Config, ConfigError, load_config
+from evalrunner.config import Config, ConfigError, load_config, parse_seconds
 from evalrunner.load import (
     SuiteNotFound,
     discover,
@@ -353,6 +353,7 @@ def run(
         typer.Option(
             "--case-timeout",
             metavar="SECS",
+            parser=parse_seconds,
             help="Seconds one case may run before it fails as timed out (default: from config, "
             "120).",
         ),
@@ -853,7 +854,8 @@ def show_config(
     ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="As for run.")] = None,
     case_timeout: Annotated[
-        float | None, typer.Option("--case-timeout", metavar="SECS", help="As for run.")
+        float | None,
+        typer.Option("--case-timeout", metavar="SECS", parser=parse_seconds, help="As for run."),
     ] = None,
     agent_command: Annotated[
         str | None, typer.Option("--agent-command", metavar="CMD", help="As for run.")
@@ -886,7 +888,8 @@ def show_config(
     for key, value in values.items():
         source = settings.sources.get(key, "default")
         if value is None:
-            typer.echo(printable(f"# {key} is not set  # {source}"))
+            unused = "not used" if "overridden" in source else "not set"
+            typer.echo(printable(f"# {key} is {unused}  # {source}"))
         else:
             typer.echo(printable(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}"))
 

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +210,9 @@ def load_config(
 
     for key in ("agent", "tools", "builtin_tools", "trimmed_history"):
         sources[key] = _source(eval_table, from_env, key)
+    if agent_command is not None and "agent" in table:
+        # Shown by `evalrunner config`: the configured agent is there but not used.
+        sources["agent"] += ", overridden by --agent-command"
     command: str | None
     command_dir = base
     if agent_command is not None:
@@ -225,6 +229,14 @@ def load_config(
         blame = eval_table.value_at("agent_command")
     if command is not None and not command.strip():
         problems.append(f"{blame}: agent_command must not be blank")
+    elif command is not None:
+        try:
+            shlex.split(command)
+        except ValueError as exc:  # as the run would split it, refused before anything runs
+            problems.append(
+                f"{blame}: agent_command is not a command line a shell could split ({exc}); "
+                "close each quote, or escape a literal one with a backslash"
+            )
     # --agent-command overrides a configured Python agent; both in one file is a contradiction
     if agent_command is None and command is not None and "agent" in table:
         where = ENV_VARIABLES["agent"] if "agent" in from_env else eval_table.key_at("agent")
@@ -290,7 +302,7 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
                 problems.append(f"{name}: must be a whole number from 1 to 10000, got {shown!r}")
         elif key == "case_timeout_secs":
             try:
-                seconds = float(raw.strip()) if raw.strip().isascii() else math.nan
+                seconds = parse_seconds(raw)
             except ValueError:
                 seconds = math.nan
             problem = check_case_timeout(seconds) if not math.isnan(seconds) else "x"
@@ -335,6 +347,22 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
 def _source(table: _EvalTable, from_env: Mapping[str, Any], key: str) -> str:
     """Where a key's value comes from: its environment variable, the file, or the default."""
     return ENV_VARIABLES[key] if key in from_env else table.source(key)
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_seconds(text: str) -> float:
+    """A number of seconds as a person writes one: ``30``, ``0.5``, ``1e2``.
+
+    Stricter than :func:`float`, which also takes ``1_0``, ``inf``, ``nan`` and non-ASCII
+    digits: a value that does not read as plain decimal is refused (``ValueError``) rather
+    than taken to mean something the writer may not have meant.
+    """
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped):
+        raise ValueError(f"must be a decimal number of seconds such as 30 or 0.5, got {text!r}")
+    return float(stripped)
 
 
 def check_case_timeout(seconds: float) -> str | None:

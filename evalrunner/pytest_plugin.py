@@ -73,11 +73,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--evalrunner-case-timeout",
         metavar="SECS",
-        type=float,
+        type=_seconds,
         default=None,
         help="With --evalrunner: seconds one case may run before it fails as timed out (as "
         "evalrunner run --case-timeout).",
     )
+
+
+def _seconds(text: str) -> float:
+    """``--evalrunner-case-timeout``'s value, read as ``evalrunner run`` reads its flag."""
+    import argparse
+
+    from evalrunner.config import parse_seconds
+
+    try:
+        return parse_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:

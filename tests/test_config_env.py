@@ -55,6 +55,11 @@ def test_an_agent_command_from_the_environment_runs_from_the_working_directory(
         ("EVALRUNNER_MAX_TOOL_ITERATIONS", "١٢", "must be a whole number from 1 to 10000"),
         ("EVALRUNNER_CASE_TIMEOUT_SECS", "1e10", "must be a number of seconds above 0"),
         ("EVALRUNNER_CASE_TIMEOUT_SECS", "nan", "must be a number of seconds above 0"),
+        ("EVALRUNNER_CASE_TIMEOUT_SECS", "1_0", "must be a number of seconds above 0"),
+        ("EVALRUNNER_CASE_TIMEOUT_SECS", "\u0661\u0660", "must be a number of seconds above 0"),
+        ("EVALRUNNER_CASE_TIMEOUT_SECS", "0x10", "must be a number of seconds above 0"),
+        ("EVALRUNNER_AGENT_COMMAND", 'python "agent.py', "not a command line a shell could split"),
+        ("EVALRUNNER_AGENT_COMMAND", "python agent.py\\", "not a command line a shell could split"),
         ("EVALRUNNER_BUILTIN_TOOLS", "maybe", "must be true or false"),
         ("EVALRUNNER_AGENT", "no colon", 'must name a Python object as "package.module:name"'),
         ("EVALRUNNER_TOOLS", "a:b, ok", 'comma-separated "package.module:name" references'),
@@ -124,3 +129,35 @@ def test_config_errors_show_the_file_as_typed_from_where_you_stand(tmp_path: Pat
 def test_an_empty_mode_variable_counts_as_unset(tmp_path: Path) -> None:
     config = load_config(cwd=tmp_path, env={"EVALRUNNER_MODE": ""})
     assert (config.mode, config.sources["mode"]) == ("replay", "default")
+
+
+@pytest.mark.parametrize("command", ["config", "run"])
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--case-timeout", "1_0", "--case-timeout: must be a decimal number of seconds"),
+        ("--case-timeout", "inf", "--case-timeout: must be a decimal number of seconds"),
+        ("--case-timeout", " 5e1000", "--case-timeout: must be a number of seconds above 0"),
+        ("--agent-command", "python 'x.py", "--agent-command: agent_command is not a command"),
+    ],
+)
+def test_config_refuses_the_flags_run_refuses(
+    tmp_path: Path, command: str, flag: str, value: str, message: str
+) -> None:
+    result = CliRunner().invoke(app, [command, flag, value], env={})
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message), result.stderr
+
+
+def test_config_says_a_configured_agent_is_overridden_by_the_flag(tmp_path: Path) -> None:
+    (tmp_path / "evalrunner.toml").write_text('[eval]\nagent = "pkg.mod:make"\n', "utf-8")
+    result = CliRunner().invoke(
+        app,
+        ["config", "--config", str(tmp_path / "evalrunner.toml"), "--agent-command", "./a"],
+        env={},
+    )
+    assert result.exit_code == 0, result.output
+    assert "# agent is not used  # " in result.stdout
+    assert result.stdout.split("# agent is not used  # ")[1].split("\n")[0].endswith(
+        "evalrunner.toml:2, overridden by --agent-command"
+    )

@@ -623,6 +623,10 @@ def test_a_config_problem_is_a_usage_error(
     ("args", "expected"),
     [
         (["--evalrunner-case-timeout", "-3"], "ERROR: evalrunner: --evalrunner-case-timeout: *"),
+        (
+            ["--evalrunner-case-timeout", "1_0"],
+            "*argument --evalrunner-case-timeout: must be a decimal number of seconds*",
+        ),
         (["--evalrunner-agent-command", " "], "ERROR: evalrunner: --evalrunner-agent-command: *"),
         (
             ["--evalrunner-config", "nope.toml"],

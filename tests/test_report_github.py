@@ -162,6 +162,16 @@ def test_no_text_can_end_the_command_or_start_another() -> None:
     assert message == printable(f"{HOSTILE}: {HOSTILE}")
 
 
+def test_a_line_break_in_a_file_name_is_sent_as_github_escapes_it() -> None:
+    # GitHub undoes %0A in a property, so the annotation lands on the real file; an escaped
+    # "\\n" would name a file that does not exist.
+    line = annotation("x", file="evals/two\nlines.yaml", line=3)
+    assert line == "::error file=evals/two%0Alines.yaml,line=3::x"
+    assert parse(line)[0]["file"] == "evals/two\nlines.yaml"
+    # any other control character cannot be sent: shown escaped, as everywhere else
+    assert parse(annotation("x", file="a\x1b[2J\n.yaml"))[0]["file"] == "a\\x1b[2J\\n.yaml"
+
+
 def test_huge_text_is_cut_to_a_readable_annotation() -> None:
     case = CaseReport("n" * 100_000, "f", None, (GradeResult("c", False, "d" * 100_000),))
     (line,) = github_annotations(report(case))
@@ -180,7 +190,8 @@ def test_any_text_round_trips_through_one_command(
 ) -> None:
     properties, message = parse(annotation(detail, file=path, line=line, col=2, title=name))
     assert (properties["line"], properties["col"]) == (str(line), "2")
-    assert properties["file"] == printable_path(path)
+    bare = path.replace("\r", "").replace("\n", "")
+    assert properties["file"] == (path if printable_path(bare) == bare else printable_path(path))
     title, text = printable(name), printable(detail)
     assert properties["title"] == title if len(title) <= 200 else len(properties["title"]) <= 200
     assert message == text if len(text) <= 4000 else len(message) <= 4000

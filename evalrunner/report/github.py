@@ -33,6 +33,15 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def _file_property(path: str) -> str:
+    """A file name as GitHub should find it in the repository: a line break is sent escaped
+    by GitHub's own rules (``%0A``), which GitHub undoes; a name with any other control
+    character, or one that is not valid Unicode, cannot be sent safely and is shown escaped
+    as in the table."""
+    bare = path.replace("\r", "").replace("\n", "")
+    return escape_property(path if printable_path(bare) == bare else printable_path(path))
+
+
 def annotation(
     message: str,
     *,
@@ -44,7 +53,7 @@ def annotation(
     """One ``::error`` command; the text given is outside text, made safe here."""
     properties = []
     if file is not None:
-        properties.append(f"file={escape_property(printable_path(file))}")
+        properties.append(f"file={_file_property(file)}")
         if line is not None:
             properties.append(f"line={line}")
             if col is not None:
