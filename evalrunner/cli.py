@@ -1013,7 +1013,11 @@ def convert_fixture(
     to: Annotated[FixtureFormat, typer.Option("--to", help="Target format.")],
     output: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="Write here (atomically) instead of to stdout."),
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write here (atomically, making missing directories) instead of to stdout.",
+        ),
     ] = None,
     config: ConfigOption = None,
 ) -> None:
@@ -1050,6 +1054,9 @@ def convert_fixture(
         typer.echo(outcome.text, nl=False)
         return
     try:
+        # Missing parent directories are made, as for run's report files; only once the
+        # conversion has succeeded, so a refused fixture leaves nothing behind.
+        prepare_output(output)
         write_atomic(output, outcome.text)
     except OSError as exc:
         raise _fail([f"{printable_path(output)}: cannot write: {exc.strerror or exc}"]) from None

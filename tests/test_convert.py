@@ -223,6 +223,22 @@ def test_convert_cli_writes_atomically_and_refuses_bad_input(tmp_path: Path) -> 
     assert not (tmp_path / "b.yaml").exists()
     assert "Traceback" not in refused.output
 
+    deeper = tmp_path / "new" / "dirs" / "echo.yml"
+    made = runner.invoke(app, ["convert", str(source), "--to", "yaml", "-o", str(deeper)])
+    assert made.exit_code == 0, made.output
+    assert parse(deeper.read_text("utf-8"), "yaml") == admit(load_document(source))  # type: ignore[arg-type]
+    # a refused fixture makes no directory
+    refused = runner.invoke(
+        app, ["convert", str(broken), "--to", "yaml", "-o", str(tmp_path / "none" / "b.yaml")]
+    )
+    assert refused.exit_code == 2 and not (tmp_path / "none").exists()
+    (tmp_path / "afile").write_text("x", "utf-8")
+    blocked = runner.invoke(
+        app, ["convert", str(source), "--to", "yaml", "-o", str(tmp_path / "afile" / "c.yaml")]
+    )
+    assert blocked.exit_code == 2 and "Traceback" not in blocked.output
+    assert "c.yaml: cannot write" in blocked.stderr
+
 
 # --- property: random valid cases survive JSON → YAML → TOML → JSON ----------------------------
 
