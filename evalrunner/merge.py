@@ -30,7 +30,7 @@ from evalrunner.model import (
     render_json_path,
 )
 from evalrunner.schemas import report_validator
-from evalrunner.select import suite_order
+from evalrunner.select import case_identity, suite_order, take_shard
 from evalrunner.text import printable, printable_path
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
@@ -227,6 +227,9 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
                 f"{template.selected}; rerun the shards"
             ]
         )
+    misplaced = _misplaced(shards, cases)
+    if misplaced:
+        raise MergeRefused(misplaced)
     return SuiteReport(
         suite=template.suite,
         mode=template.mode,
@@ -255,7 +258,8 @@ def _incompatibility(first: ShardReport, other: ShardReport) -> list[str]:
             f"{other.shown}: shard {b.shard} is one of {b.shard.count}, but {first.shown}'s "
             f"shard {a.shard} is one of {a.shard.count}; merge the shards of one run"
         )
-    elif a.selected != b.selected:
+    elif a.selected != b.selected and not problems:
+        # With another -k or suite, another number of selected cases follows: said above.
         problems.append(
             f"{other.shown}: its run selected {b.selected} case(s), but {first.shown}'s "
             f"{a.selected}; the shards ran different suites"
@@ -324,6 +328,42 @@ def _overlaps(shards: Sequence[ShardReport]) -> list[str]:
 
 
 _MAX_LISTED = 20
+
+
+def _misplaced(shards: Sequence[ShardReport], cases: Sequence[CaseReport]) -> list[str]:
+    """Cases a shard holds that the deal gives to another shard.
+
+    The deal depends only on the selected cases' identities, so dealing the union again
+    must give each shard exactly its own cases; anything else is a report that was edited,
+    or shards of runs that selected different cases."""
+    count = shards[0].report.shard.count if shards[0].report.shard else 1
+    owner: dict[str, int] = {}
+    for index in range(1, count + 1):
+        for case in take_shard(cases, Shard(index, count), _identity):
+            owner[_key(case)] = index
+    problems = []
+    for shard in shards:
+        assert shard.report.shard is not None
+        mine = shard.report.shard.index
+        for case in shard.report.cases:
+            if owner.get(_key(case), mine) != mine:
+                problems.append(
+                    f"{shard.shown}: case {printable(case.name)!r} belongs to shard "
+                    f"{owner[_key(case)]}/{count}, not {mine}/{count}; the report was edited "
+                    "or the shards come from different runs"
+                )
+    if len(problems) > _MAX_LISTED:
+        rest = len(problems) - _MAX_LISTED
+        return [*problems[:_MAX_LISTED], f"... and {rest} more case(s) in the wrong shard"]
+    return problems
+
+
+def _identity(case: CaseReport) -> bytes:
+    return case_identity(case.source, case.name)
+
+
+def _key(case: CaseReport) -> str:
+    return f"{case.source}\0{case.name}"
 
 
 def _repeated(report: SuiteReport) -> frozenset[str]:

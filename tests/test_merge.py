@@ -206,6 +206,44 @@ def test_overlapping_shards_are_refused(project: Path) -> None:
     assert f"{parts[1]}: case '{name}' is also in {parts[0]}; shards must not overlap" in err
 
 
+def _move(case: dict[str, Any], source: dict[str, Any], target: dict[str, Any]) -> None:
+    source["cases"].remove(case)
+    target["cases"].append(case)
+    for data, sign in ((source, -1), (target, 1)):
+        data["total"] += sign
+        data["passed" if case["passed"] else "failed"] += sign
+        data["all_passed"] = data["failed"] == 0 and not data.get("admission_errors")
+
+
+def test_a_case_in_the_wrong_shard_is_refused(project: Path) -> None:
+    # Swapping one case each way keeps every count right: only the deal can tell.
+    parts = shards(project, 2)
+    first, second = read(parts[0]), read(parts[1])
+    a, b = first["cases"][0], second["cases"][0]
+    _move(a, first, second)
+    _move(b, second, first)
+    parts[0].write_text(json.dumps(first), encoding="utf-8")
+    parts[1].write_text(json.dumps(second), encoding="utf-8")
+    err = refused(*map(str, parts))
+    assert (
+        f"{parts[1]}: case {a['name']!r} belongs to shard 1/2, not 2/2; the report was edited "
+        "or the shards come from different runs"
+    ) in err
+    assert f"{parts[0]}: case {b['name']!r} belongs to shard 2/2, not 1/2" in err
+
+
+def test_shards_that_differ_only_in_k_say_so_and_nothing_else(project: Path) -> None:
+    one = Path("k1.json")
+    two = Path("k2.json")
+    run_to(project / one, "--shard", "1/2")
+    run_to(project / two, "--shard", "2/2", "-k", "many")
+    err = refused(str(one), str(two))
+    assert err.splitlines()[0] == (
+        f"{two}: its -k expression is 'many', but {one}'s is none; merge the shards of one run"
+    )
+    assert "different suites" not in err
+
+
 def test_a_case_twice_in_one_report_is_refused(project: Path) -> None:
     (only,) = shards(project, 1)
     data = read(only)
