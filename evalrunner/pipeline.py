@@ -11,7 +11,7 @@ import contextlib
 import multiprocessing
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -294,7 +294,7 @@ def run_suite(
     )
 
 
-def execute(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
+def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
     """Each case's report, in the order of ``cases``, whatever ``settings.jobs`` is.
 
     Serially, cases run one after another in this process. With jobs, they run in worker
