@@ -48,14 +48,44 @@ class Agent(Protocol):
         ...
 
 
+class _Workspace:
+    """The ``workspace`` field of :class:`AgentContext`: a directory, or a function that
+    makes one, called once, the first time the agent asks for it.
+
+    The runner passes a function, so a case whose agent never touches its workspace costs no
+    directory to make and remove (on some file systems that is most of a cheap case's time).
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}_source"
+
+    def __get__(self, instance: object, owner: type | None = None) -> Path:
+        if instance is None:
+            raise AttributeError(self._slot)  # tells dataclasses the field has no default
+        source: Path | Callable[[], Path] = instance.__dict__[self._slot]
+        if not isinstance(source, Path):
+            source = source()
+            instance.__dict__[self._slot] = source
+        return source
+
+    def __set__(self, instance: object, value: Path | Callable[[], Path]) -> None:
+        if self._slot in instance.__dict__:
+            raise AttributeError("an agent's workspace cannot be changed")
+        instance.__dict__[self._slot] = value
+
+
 @dataclass(frozen=True)
 class AgentContext:
-    """Everything an agent gets for one case. Nothing in it is shared between cases."""
+    """Everything an agent gets for one case. Nothing in it is shared between cases.
+
+    ``workspace`` is a private directory for the case; it is made the first time it is read
+    (a function that makes it may be given instead of a path).
+    """
 
     provider: ModelProvider
     tools: Mapping[str, Tool]
     observer: Observer
-    workspace: Path
+    workspace: _Workspace = _Workspace()
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
 
 

@@ -36,7 +36,7 @@ from evalrunner.model import (
     Shard,
     SuiteReport,
 )
-from evalrunner.replay import case_workspace, run_case
+from evalrunner.replay import run_case
 from evalrunner.select import Keyword, case_identity, ordered, take_shard
 from evalrunner.text import printable_path
 from evalrunner.tools import ToolSource
@@ -53,22 +53,21 @@ def evaluate_case(
     case_timeout: float | None = None,
     trimmed_history: bool = False,
 ) -> CaseReport:
-    """Replay and grade one case in its own workspace, removed once it is graded.
+    """Replay and grade one case, in its own workspace (made if the agent asks for it, and
+    removed when the replay ends).
 
     A case whose run errored (or timed out) is not graded: its report carries the error and
     no grades.
     """
-    with case_workspace() as workspace:
-        record = run_case(
-            case,
-            agent_factory=agent_factory,
-            tools=tools,
-            max_tool_iterations=max_tool_iterations,
-            workspace=workspace,
-            timeout=case_timeout,
-            trimmed_history=trimmed_history,
-        )
-        grades = grade(case.expects, record) if record.error is None else ()
+    record = run_case(
+        case,
+        agent_factory=agent_factory,
+        tools=tools,
+        max_tool_iterations=max_tool_iterations,
+        timeout=case_timeout,
+        trimmed_history=trimmed_history,
+    )
+    grades = grade(case.expects, record) if record.error is None else ()
     return CaseReport(
         name=case.name,
         source=case.source.name,

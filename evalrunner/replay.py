@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import os
+import queue
 import shutil
 import signal
 import sys
@@ -19,10 +21,9 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from evalrunner.agent import (
     DEFAULT_MAX_TOOL_ITERATIONS,
@@ -35,18 +36,6 @@ from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCall
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
 from evalrunner.tools import InvocationLog, ToolSource, fresh_tools, recorded_tools
-
-
-@contextmanager
-def case_workspace() -> Iterator[Path]:
-    """A fresh, private directory for one case, removed afterwards, whatever the agent made
-    of it (replaced by a file or a link, emptied of permissions): cleaning up after a case
-    never fails the run."""
-    path = Path(tempfile.mkdtemp(prefix="evalrunner-case-"))
-    try:
-        yield path
-    finally:
-        _remove(path)
 
 
 def _remove(path: Path) -> None:
@@ -67,6 +56,37 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, onerror=writable_then_retry)
 
 
+class LazyWorkspace:
+    """A case's workspace, made the first time the agent asks for it and removed (if it was
+    made) by :meth:`remove`. Thread-safe: an agent may ask from any thread."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._removed = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Path:
+        with self._lock:
+            if self._removed:
+                raise RunError("the case's workspace was asked for after the case ended")
+            if self._path is None:
+                self._path = Path(tempfile.mkdtemp(prefix="evalrunner-case-"))
+            return self._path
+
+    @property
+    def made(self) -> bool:
+        """Whether the agent asked for it."""
+        return self._path is not None
+
+    def remove(self) -> None:
+        """Remove the directory if it was made; asking for it afterwards is a run error."""
+        with self._lock:
+            self._removed = True
+            path, self._path = self._path, None
+        if path is not None:
+            _remove(path)
+
+
 def run_case(
     case: Case,
     *,
@@ -80,59 +100,126 @@ def run_case(
     """Replay ``case`` turn by turn and return its :class:`RunRecord`.
 
     ``tools`` defaults to the built-in tools; a function is called for this case's own.
-    Without ``workspace``, a temporary one is made and removed when the run ends. With
-    ``timeout`` (seconds), the agent runs in a worker thread; if the case has not finished in
-    time, the record says ``timed out after Ns`` and holds what was observed until then.
-    Python cannot kill a thread, so a timed-out agent is abandoned (a daemon thread, after its
-    ``close()`` is called) rather than stopped; the run goes on to the next case.
+    Without ``workspace``, a temporary one is made when the agent first reads
+    ``context.workspace``, and removed when the run ends. With ``timeout`` (seconds), the
+    agent runs on a case thread (one, reused from case to case, each case in a fresh
+    :mod:`contextvars` context); if the case has not finished in time, the record says
+    ``timed out after Ns`` and holds what was observed until then. Python cannot kill a
+    thread, so a timed-out agent is abandoned with its thread (a daemon, after the agent's
+    ``close()`` is called) rather than stopped; the next case gets a new thread.
 
     Every model request goes through a :class:`ConversationMonitor` (conformance checks,
     sticky errors); ``trimmed_history`` tells it the agent drops earlier turns on purpose.
     """
+    lazy: LazyWorkspace | None = None
+    where: Path | LazyWorkspace
     if workspace is None:
-        with case_workspace() as fresh:
-            return run_case(
-                case,
-                agent_factory=agent_factory,
-                tools=tools,
-                max_tool_iterations=max_tool_iterations,
-                workspace=fresh,
-                timeout=timeout,
-                trimmed_history=trimmed_history,
-            )
-    monitor = ConversationMonitor(
-        ReplayProvider(case.turns),
-        [turn.user_input for turn in case.turns],
-        trimmed_history=trimmed_history,
-    )
-    run = _CaseRun(case, agent_factory, tools, max_tool_iterations, workspace, monitor)
-    started = time.perf_counter()
-    if timeout is None:
-        run.drive()
+        where = lazy = LazyWorkspace()
     else:
+        where = workspace
+    try:
+        monitor = ConversationMonitor(
+            ReplayProvider(case.turns),
+            [turn.user_input for turn in case.turns],
+            trimmed_history=trimmed_history,
+        )
+        run = _CaseRun(case, agent_factory, tools, max_tool_iterations, where, monitor)
+        started = time.perf_counter()
+        if timeout is None:
+            run.drive()
+        else:
+            _drive_in_time(run, timeout)
+        duration_ms = int((time.perf_counter() - started) * 1000)
+        return _record(run, duration_ms)
+    finally:
+        if lazy is not None:
+            lazy.remove()
+
+
+def _drive_in_time(run: _CaseRun, timeout: float) -> None:
+    """Drive ``run`` on a case thread, giving up on it after ``timeout`` seconds."""
+    thread = _CaseThread.take()
+    finished = thread.start_case(run.drive)
+    try:
+        # Not Thread.join: interrupted by a signal handler's exception, join can mark a live
+        # thread as stopped (CPython's bpo-45274 handling), and the agent of an interrupted
+        # case would then never be closed.
+        in_time = finished.wait(timeout)
+    except BaseException:
+        thread.abandon()
+        run.abort()  # interrupted: the agent (an agent command's process group) ends too
+        raise
+    if in_time:
+        thread.give_back()
+        return
+    thread.abandon()
+    run.error = run.error or f"timed out after {timeout:g}s"
+    run.abort()  # e.g. kills an agent command blocked on a read
+
+
+class _CaseThread:
+    """A daemon thread that runs cases one after another, so that a case with a timeout
+    costs a hand-over, not a thread start.
+
+    Idle threads wait in a pool (one per caller running cases at the same time). A thread
+    whose case timed out or was interrupted is abandoned: it leaves when (if ever) the
+    agent returns, and is never given another case.
+    """
+
+    _idle: ClassVar[list[_CaseThread]] = []
+    _pool_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]] = (
+            queue.SimpleQueue()
+        )
+        self._abandoned = False
+        self._thread = threading.Thread(target=self._serve, name="evalrunner case", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def forget_all(cls) -> None:
+        """After a fork: the pooled threads stayed behind in the parent."""
+        cls._idle = []
+        cls._pool_lock = threading.Lock()
+
+    @classmethod
+    def take(cls) -> _CaseThread:
+        """An idle case thread, or a new one."""
+        with cls._pool_lock:
+            if cls._idle:
+                return cls._idle.pop()
+        return cls()
+
+    def start_case(self, drive: Callable[[], None]) -> threading.Event:
+        """Run ``drive`` on this thread; the event is set when it returns."""
         finished = threading.Event()
+        self._jobs.put((drive, finished))
+        return finished
 
-        def drive() -> None:
+    def give_back(self) -> None:
+        """Return the thread to the pool, its case finished."""
+        with self._pool_lock:
+            self._idle.append(self)
+
+    def abandon(self) -> None:
+        """Leave the thread to its case; it ends when the case does."""
+        self._abandoned = True
+
+    def _serve(self) -> None:
+        while True:
+            drive, finished = self._jobs.get()
             try:
-                run.drive()
+                # A fresh context per case: context variables an agent sets do not reach
+                # the next case, as they would not on a thread of its own.
+                contextvars.Context().run(drive)
             finally:
+                # Nor does an event loop the agent set as this thread's current one.
+                with contextlib.suppress(Exception):
+                    asyncio.set_event_loop(None)
                 finished.set()
-
-        worker = threading.Thread(target=drive, name=f"evalrunner case {case.name}", daemon=True)
-        worker.start()
-        try:
-            # Not Thread.join: interrupted by a signal handler's exception, join can mark a
-            # live thread as stopped (CPython's bpo-45274 handling), and the agent of an
-            # interrupted case would then never be closed.
-            in_time = finished.wait(timeout)
-        except BaseException:
-            run.abort()  # interrupted: the agent (an agent command's process group) ends too
-            raise
-        if not in_time:
-            run.error = run.error or f"timed out after {timeout:g}s"
-            run.abort()  # e.g. kills an agent command blocked on a read
-    duration_ms = int((time.perf_counter() - started) * 1000)
-    return _record(run, duration_ms)
+            if self._abandoned:
+                return
 
 
 def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
@@ -180,7 +267,7 @@ class _CaseRun:
         agent_factory: AgentFactory,
         tools: ToolSource | None,
         max_tool_iterations: int,
-        workspace: Path,
+        workspace: Path | LazyWorkspace,
         monitor: ConversationMonitor,
     ) -> None:
         self.case = case
@@ -325,3 +412,7 @@ def _agent_exception(exc: BaseException) -> str:
 
 async def _awaited(value: Awaitable[object]) -> object:
     return await value
+
+
+# A forked worker (--jobs) inherits the pool but none of its threads.
+os.register_at_fork(after_in_child=_CaseThread.forget_all)
