@@ -97,7 +97,7 @@ def test_float_counts_and_indexes_are_refused_by_run(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("value", ["1e10", "inf", "nan", "0", "-5"])
+@pytest.mark.parametrize("value", ["1e10", "0", "-5", "1e400"])
 def test_an_out_of_range_case_timeout_flag_is_refused(tmp_path: Path, value: str) -> None:
     suite = make_suite(tmp_path, {"a.yaml": PASSING.format(name="a")})
     result = runner.invoke(app, ["run", "--suite", str(suite), "--case-timeout", value])
@@ -105,6 +105,19 @@ def test_an_out_of_range_case_timeout_flag_is_refused(tmp_path: Path, value: str
     assert result.stderr == (
         "--case-timeout: must be a number of seconds above 0 and at most 86400 (one day), "
         f"got {float(value):g}\n"
+    )
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1_0", "0x10", "\u0661", "ten", ""])
+def test_a_case_timeout_flag_that_is_not_a_decimal_number_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    suite = make_suite(tmp_path, {"a.yaml": PASSING.format(name="a")})
+    result = runner.invoke(app, ["run", "--suite", str(suite), "--case-timeout", value])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "--case-timeout: must be a decimal number of seconds such as 30 or 0.5, got "
+        f"{value!r} (see evalrunner run --help)\n"
     )
 
 
