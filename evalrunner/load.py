@@ -243,6 +243,18 @@ def load_document(
     path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> RawDocument | list[AdmissionError]:
     """Read and parse one fixture file."""
+    read = read_fixture(path, max_bytes=max_bytes)
+    if isinstance(read, list):
+        return read
+    raw, fmt = read
+    return parse_document(raw, fmt, path, max_bytes=max_bytes)
+
+
+def read_fixture(
+    path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[bytes, Format] | list[AdmissionError]:
+    """The bytes of one fixture file (up to one past ``max_bytes``) and its format, or why
+    they cannot be read."""
     shown = printable_path(path)
     fmt = FIXTURE_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
@@ -250,12 +262,11 @@ def load_document(
         return [AdmissionError(shown, f"not a fixture file: expected one of {accepted}")]
     try:
         # One byte past the cap is enough to know it is over: a huge file is never read.
-        raw = read_regular_file(path, max_bytes + 1)
+        return read_regular_file(path, max_bytes + 1), fmt
     except NotARegularFile as exc:
         return [AdmissionError(shown, f"{exc}; a fixture must be a regular file")]
     except OSError as exc:
         return [AdmissionError(shown, f"cannot read file: {exc.strerror or exc}")]
-    return parse_document(raw, fmt, path, max_bytes=max_bytes)
 
 
 class NotARegularFile(OSError):

@@ -1,0 +1,186 @@
+"""The admission cache's store: entries round-trip to equal cases and errors; a corrupt,
+foreign or unwritable cache is ignored, never an error; other builds' entries are dropped."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from evalrunner import cache as cache_module
+from evalrunner.admit import admit
+from evalrunner.cache import CACHE_DIR_NAME, AdmissionCache, clear
+from evalrunner.load import find_fixtures, load_document
+from evalrunner.model import AdmissionError, Case
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITES = [
+    ROOT / "evals",
+    ROOT / "examples",
+    ROOT / "tests" / "data",
+    ROOT.parent / "shared" / "compat",
+]
+
+
+def outcomes() -> list[tuple[str, bytes, Case | list[AdmissionError]]]:
+    found = []
+    for fixture in find_fixtures([suite for suite in SUITES if suite.is_dir()]):
+        document = load_document(fixture.path)
+        outcome = document if isinstance(document, list) else admit(document)
+        found.append((str(fixture.path), fixture.path.read_bytes(), outcome))
+    return found
+
+
+def same(a: Case | list[AdmissionError], b: Case | list[AdmissionError] | None) -> bool:
+    if isinstance(a, Case) and isinstance(b, Case):
+        return a == b and a.source == b.source and dict(a.positions) == dict(b.positions)
+    return a == b
+
+
+def test_every_outcome_round_trips(tmp_path: Path) -> None:
+    known = outcomes()
+    assert sum(isinstance(o, Case) for _, _, o in known) > 30
+    assert sum(isinstance(o, list) for _, _, o in known) > 30
+    writer = AdmissionCache(tmp_path / CACHE_DIR_NAME)
+    for shown, raw, outcome in known:
+        writer.store(writer.key(shown, raw), outcome)
+    writer.save()
+    reader = AdmissionCache(tmp_path / CACHE_DIR_NAME)
+    for shown, raw, outcome in known:
+        assert same(outcome, reader.lookup(reader.key(shown, raw))), shown
+
+
+def test_the_key_depends_on_the_bytes_and_the_path_shown() -> None:
+    store = AdmissionCache(None)
+    keys = {store.key("a.yaml", b"x"), store.key("b.yaml", b"x"), store.key("a.yaml", b"y")}
+    assert len(keys) == 3
+
+
+def test_the_directory_is_tagged_and_ignored_by_git(tmp_path: Path) -> None:
+    store = AdmissionCache(tmp_path / "c")
+    store.store(store.key("a", b""), [AdmissionError("a", "bad")])
+    store.save()
+    assert (tmp_path / "c" / "CACHEDIR.TAG").read_text().startswith(
+        "Signature: 8a477f597d28d172789f06886806bc55"
+    )
+    assert (tmp_path / "c" / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_without_a_directory_nothing_is_kept_or_written(tmp_path: Path) -> None:
+    store = AdmissionCache(None)
+    key = store.key("a", b"")
+    store.store(key, [AdmissionError("a", "bad")])
+    store.save()
+    assert store.lookup(key) is None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",
+        b"not a database at all",
+        b"SQLite format 3\x00" + b"\xff" * 4000,
+    ],
+)
+def test_a_corrupt_cache_is_ignored_and_the_run_goes_on(tmp_path: Path, damage: bytes) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    store = AdmissionCache(directory)
+    key = store.key("a", b"x")
+    store.store(key, [AdmissionError("a", "bad")])
+    store.save()
+    (directory / "admission.sqlite3").write_bytes(damage)
+    again = AdmissionCache(directory)
+    assert again.lookup(key) is None
+    again.store(key, [AdmissionError("a", "bad")])
+    again.save()  # no exception
+
+
+def test_a_tampered_entry_is_a_miss_not_a_crash(tmp_path: Path) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    store = AdmissionCache(directory)
+    key = store.key("a", b"x")
+    store.store(key, [AdmissionError("a", "bad")])
+    store.save()
+    with sqlite3.connect(directory / "admission.sqlite3") as connection:
+        for value in ['{"case": {"name": 1}}', "[1, 2]", '{"errors": [[1]]}', "nonsense"]:
+            connection.execute("UPDATE entries SET value = ?", (value,))
+            connection.commit()
+            assert AdmissionCache(directory).lookup(key) is None, value
+
+
+def test_a_foreign_directory_is_left_alone(tmp_path: Path) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    directory.mkdir()
+    (directory / "mine.txt").write_text("someone else's", "utf-8")
+    store = AdmissionCache(directory)
+    store.store(store.key("a", b""), [AdmissionError("a", "bad")])
+    store.save()
+    assert sorted(p.name for p in directory.iterdir()) == ["mine.txt"]
+    with pytest.raises(ValueError, match="not made by evalrunner"):
+        clear(directory)
+    assert (directory / "mine.txt").exists()
+
+
+def test_another_builds_entries_are_misses_and_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    old = AdmissionCache(directory)
+    old.store(old.key("a", b"x"), [AdmissionError("a", "old build")])
+    old.save()
+    monkeypatch.setattr(cache_module, "_fingerprint", lambda: b"another build")
+    new = AdmissionCache(directory)
+    assert new.lookup(new.key("a", b"x")) is None
+    new.store(new.key("b", b"y"), [AdmissionError("b", "new build")])
+    new.save()
+    with sqlite3.connect(directory / "admission.sqlite3") as connection:
+        assert connection.execute("SELECT COUNT(*) FROM entries").fetchone() == (1,)
+
+
+def test_an_unwritable_cache_is_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x", "utf-8")
+    store = AdmissionCache(tmp_path / "a-file" / CACHE_DIR_NAME)  # its parent is a file
+    key = store.key("a", b"")
+    store.store(key, [AdmissionError("a", "bad")])
+    store.save()
+    assert store.lookup(key) is None
+
+
+def test_clear_removes_the_cache_and_says_whether_there_was_one(tmp_path: Path) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    assert clear(directory) is False
+    store = AdmissionCache(directory)
+    store.store(store.key("a", b""), [AdmissionError("a", "bad")])
+    store.save()
+    assert clear(directory) is True
+    assert not directory.exists()
+
+
+def _write_many(directory: str, offset: int) -> None:
+    store = AdmissionCache(Path(directory))
+    for i in range(offset, offset + 200):
+        store.store(store.key(f"f{i}", b"x"), [AdmissionError(f"f{i}", "bad")])
+    store.save()
+
+
+def test_concurrent_runs_do_not_corrupt_the_cache(tmp_path: Path) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    _write_many(str(directory), 0)  # made first, so that the writers race on entries only
+    context = multiprocessing.get_context("spawn")
+    writers = [
+        context.Process(target=_write_many, args=(str(directory), n * 200)) for n in range(4)
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+        assert writer.exitcode == 0
+    store = AdmissionCache(directory)
+    kept = [store.lookup(store.key(f"f{i}", b"x")) for i in range(800)]
+    # A writer that found the database locked skipped writing: fewer entries, never wrong ones.
+    assert all(
+        entry is None or entry == [AdmissionError(f"f{i}", "bad")] for i, entry in enumerate(kept)
+    )
+    assert kept[0] is not None
