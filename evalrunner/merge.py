@@ -60,6 +60,17 @@ def read_report(path: Path) -> ShardReport:
         raw = read_regular_file(path, MAX_REPORT_BYTES + 1)
     except NotARegularFile as exc:
         raise MergeRefused([f"{shown}: {exc}; give a report file"]) from None
+    except FileNotFoundError as exc:
+        if any(mark in str(path) for mark in "*?["):
+            # The shell left a pattern that matched nothing as it was: no shard wrote one.
+            raise MergeRefused(
+                [
+                    f"{shown}: no file matches this pattern; no shard wrote its report (a "
+                    "shard refused at admission writes none without "
+                    "--continue-on-admission-errors: see the shards' logs)"
+                ]
+            ) from None
+        raise MergeRefused([f"{shown}: cannot read: {exc.strerror or exc}"]) from None
     except OSError as exc:
         raise MergeRefused([f"{shown}: cannot read: {exc.strerror or exc}"]) from None
     if len(raw) > MAX_REPORT_BYTES:

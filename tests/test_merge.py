@@ -405,3 +405,12 @@ def test_merge_refuses_two_reports_into_one_file_before_reading(project: Path) -
     assert (
         err == "x.json: --junit-xml names the file --json writes; give each report its own file\n"
     )
+
+
+def test_a_pattern_no_shard_wrote_says_so(project: Path) -> None:
+    err = refused("reports/shard-*.json")
+    assert err.splitlines()[0] == (
+        "reports/shard-*.json: no file matches this pattern; no shard wrote its report (a "
+        "shard refused at admission writes none without --continue-on-admission-errors: see "
+        "the shards' logs)"
+    )

@@ -65,3 +65,37 @@ def test_the_readme_library_snippet_runs_the_gate() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().splitlines()[-1].startswith("18/18 cases passed in ")
+
+
+def test_the_readme_tool_runs_through_the_readme_agent() -> None:
+    (block,) = [b for b in python_blocks() if "class Upper" in b]
+    tools = types.ModuleType("readme_tools")
+    exec(compile(block, "README.md (tool)", "exec"), tools.__dict__)
+    from evalrunner.admit import admit
+    from evalrunner.load import parse_document
+    from evalrunner.model import Case
+    from evalrunner.pipeline import evaluate_case
+
+    fixture = """
+name: upper-once
+turns:
+  - user_input: shout hello
+    steps:
+      - response: {type: tool_calls, tool_calls: [{id: c1, name: upper, arguments: {text: hello}}]}
+      - response: {type: text, content: HELLO}
+  - user_input: shout a number
+    steps:
+      - response: {type: tool_calls, tool_calls: [{id: c2, name: upper, arguments: {text: 7}}]}
+      - response: {type: text, content: could not}
+expects:
+  tool_results_contain: [{tool: upper, needle: HELLO, call_index: 0}]
+  all_tools_succeeded: false
+"""
+    document = parse_document(fixture.encode(), "yaml", Path("upper.yaml"))
+    assert not isinstance(document, list)
+    case = admit(document)
+    assert isinstance(case, Case), case
+    report = evaluate_case(
+        case, agent_factory=readme_agent().make_agent, tools=lambda: {"upper": tools.Upper()}
+    )
+    assert report.passed, report
