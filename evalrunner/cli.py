@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from typer import rich_utils as typer_rich_utils
 from typer.core import TyperGroup, TyperOption
 
@@ -150,6 +152,15 @@ def _usage_error(error: Any) -> None:
 
 
 typer_rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
+
+
+def _help_reader_left(self: Any) -> None:
+    """Rich, printing --help, exits 1 (a failed case's code) when the pipe's reader has gone;
+    here it is an output failure like any other (exit 2)."""
+    raise _OutputFailed(BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)))
+
+
+Console.on_broken_pipe = _help_reader_left  # type: ignore[method-assign]
 app.add_typer(schema_app, name="schema")
 
 
@@ -205,6 +216,25 @@ def _config(
         )
     except ConfigError as exc:
         raise _fail(exc.problems) from None
+
+
+def _emit(text: str) -> None:
+    """Write a report to standard output, every byte or an error.
+
+    Not through ``print`` or ``typer.echo``: when a pipe's reader leaves in the middle of a
+    large write, the kernel reports a short write and CPython's text layer drops the rest
+    without an error, so a cut report would end the run as if it had been delivered.
+    """
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # captured, as under tests
+        typer.echo(text, nl=False)
+        return
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", "backslashreplace"))
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def _color() -> bool:
@@ -414,7 +444,7 @@ def run(
     if isinstance(outcome, RunRefused):
         problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
         if shown_format is ReportFormat.github:
-            typer.echo(render_github(outcome), nl=False)
+            _emit(render_github(outcome))
         raise _fail([*outcome.lines(), *problems], _refusal_summary(outcome))
     report = replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
     _report_skipped(report)
@@ -436,7 +466,7 @@ def run(
     if output is not None and shown_format is ReportFormat.json:
         shown_format = ReportFormat.table  # the JSON went to the file; people read the table
     shown = _render(report, shown_format, verbosity, color=_color(), tracebacks=show_tracebacks)
-    typer.echo(shown, nl=False)
+    _emit(shown)
     if problems:
         raise _fail(problems)
     raise typer.Exit(_exit_code(report))
@@ -720,9 +750,9 @@ def list_cases(
     if isinstance(outcome, RunRefused):
         raise _fail(outcome.lines(), _refusal_summary(outcome))
     if list_format is ListFormat.json:
-        typer.echo(render_list_json(outcome), nl=False)
+        _emit(render_list_json(outcome))
     else:
-        typer.echo(render_list_table(outcome), nl=False)
+        _emit(render_list_table(outcome))
 
 
 @app.command("merge")
@@ -776,7 +806,7 @@ def merge(
     renderers = {"--json": render_json, "--junit-xml": render_junit}
     problems = _write_reports(sinks, lambda flag: renderers[flag](merged))
     _report_skipped(merged)
-    typer.echo(render_table(merged, color=_color()), nl=False)
+    _emit(render_table(merged, color=_color()))
     if problems:
         raise _fail(problems)
     raise typer.Exit(_exit_code(merged))
@@ -843,7 +873,7 @@ def mutate(
             )
         except RunInterrupted as stop:
             raise typer.Exit(128 + stop.signum) from None
-    typer.echo(render_mutation(report), nl=False)
+    _emit(render_mutation(report))
     raise typer.Exit(report.exit_code)
 
 
@@ -1051,7 +1081,7 @@ def convert_fixture(
     if isinstance(outcome, list):
         raise _fail([str(e) for e in outcome], "the fixture is not admitted; nothing converted")
     if output is None:
-        typer.echo(outcome.text, nl=False)
+        _emit(outcome.text)
         return
     try:
         # Missing parent directories are made, as for run's report files; only once the
@@ -1124,8 +1154,23 @@ def main() -> None:
             err=True,
         )
         raise SystemExit(EXIT_REFUSED) from None
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere for a verdict
+        with contextlib.suppress(OSError, AttributeError):
+            typer.echo(
+                "evalrunner: standard output is closed; point it somewhere (a file, or "
+                "/dev/null) and run it again",
+                err=True,
+            )
+        raise SystemExit(EXIT_REFUSED)
     try:
-        app(prog_name="evalrunner")
+        try:
+            app(prog_name="evalrunner")
+        finally:
+            # What is still buffered (a short --help) must reach its reader too.
+            with _output_failures_distinct():
+                sys.stdout.flush()
+    except KeyboardInterrupt:  # before the run's own signal handling is in place
+        raise SystemExit(130) from None
     except _OutputFailed as failed:
         # The verdict could not be delivered: a refusal (2), never a pass or a fail. A reader
         # that closed the pipe (`| head`) left on purpose and hears nothing more.

@@ -45,3 +45,49 @@ def test_a_pipe_closed_by_its_reader_ends_the_run_quietly_with_2(args: list[str]
         os.close(write_end)
     assert done.returncode == 2
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["--help"], [], ["run", "--help"], ["serve", "--help"]], ids=str)
+def test_help_into_a_closed_pipe_is_a_refusal_too(args: list[str]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            evalrunner(*args), cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (2, "")
+
+
+@pytest.mark.parametrize("args", [["run"], ["list"], ["--version"]], ids=" ".join)
+def test_a_closed_stdout_is_refused_before_anything_runs(args: list[str]) -> None:
+    done = subprocess.run(
+        evalrunner(*args), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, timeout=60, preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "evalrunner: standard output is closed; point it somewhere (a file, or /dev/null) "
+        "and run it again\n"
+    )
+
+
+def test_a_reader_that_leaves_mid_report_makes_the_run_a_refusal(tmp_path: Path) -> None:
+    # A report far larger than a pipe holds: the reader takes one byte and leaves, so the
+    # kernel reports a short write, which must not pass for a delivered report.
+    case = (ROOT / "evals" / "regression" / "multi_turn_tool_loop.toml").read_text("utf-8")
+    for i in range(300):
+        named = case.replace('name = "multi-turn-tool-loop"', f'name = "case-{i:03}"')
+        (tmp_path / f"c{i:03}.toml").write_text(named, "utf-8")
+    process = subprocess.Popen(
+        evalrunner("run", str(tmp_path), "-v"), cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert os.read(process.stdout.fileno(), 1)
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=120) == 2
+    assert stderr == b""
