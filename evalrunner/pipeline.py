@@ -13,6 +13,7 @@ import signal
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -350,15 +351,19 @@ def _execute_in_workers(cases: Sequence[Case], settings: RunSettings) -> Iterato
     if settings.in_worker is not None and context.get_start_method() != "fork":
         # Only the recipe travels to a spawned worker: the factories may be closures.
         shipped = replace(settings, agent_factory=reference_agent, tools=None)
-    executor = ProcessPoolExecutor(
-        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(shipped,)
-    )
     done: dict[int, CaseReport] = {}
     following = 0
+    broken = False
+    executor = _pool(context, jobs, shipped)
     try:
         futures = [executor.submit(_run_in_worker, batch) for batch in batches]
         for future in as_completed(futures):
-            for index, report in future.result():
+            try:
+                results = future.result()
+            except BrokenProcessPool:
+                broken = True  # a case ended its worker process: found below
+                break
+            for index, report in results:
                 done[index] = report
             while following in done:
                 yield done.pop(following)
@@ -368,6 +373,66 @@ def _execute_in_workers(cases: Sequence[Case], settings: RunSettings) -> Iterato
         raise
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
+    if not broken:
+        return
+    # The pool cannot say which case killed its worker (os._exit, a crash in a C extension):
+    # the cases not yet reported run again, each alone in a worker of its own, so that only
+    # the case that kills its process errors, and every other case gets its verdict.
+    for index in range(following, len(cases)):
+        if index not in done:
+            done[index] = _run_alone(cases[index], context, shipped)
+        yield done.pop(index)
+
+
+def _pool(
+    context: multiprocessing.context.BaseContext, jobs: int, settings: RunSettings
+) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(settings,)
+    )
+
+
+def _run_alone(
+    case: Case, context: multiprocessing.context.BaseContext, settings: RunSettings
+) -> CaseReport:
+    """One case in a worker process of its own; a run error when the process dies."""
+    executor = _pool(context, 1, settings)
+    try:
+        future = executor.submit(_run_in_worker, [(0, case)])
+        processes = list(getattr(executor, "_processes", {}).values())
+        try:
+            ((_, report),) = future.result()
+            return report
+        except BrokenProcessPool:
+            for process in processes:
+                process.join(5)  # reaped, so that its exit code is known
+            codes = [p.exitcode for p in processes if p.exitcode is not None]
+            return CaseReport(
+                name=case.name,
+                source=case.source.name,
+                case_class=case.case_class,
+                grades=(),
+                error=f"the worker process running this case died ({_ending(codes)}): the "
+                "agent or a tool ended the process (os._exit, a crash in native code)",
+                path="" if case.source == Path() else str(case.source),
+                positions=case.positions,
+            )
+    except BaseException:
+        _stop_workers(executor)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _ending(codes: Sequence[int]) -> str:
+    if not codes:
+        return "it exited"
+    code = codes[0]
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def _stop_workers(executor: ProcessPoolExecutor) -> None:

@@ -5,7 +5,10 @@ conformance checks: trimmed_history, and where a flag's agent command runs."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -258,3 +261,50 @@ def test_a_fifo_report_whose_reader_never_reads_does_not_make_the_run_deaf(
         assert process.returncode in (143, -signal.SIGTERM)
     finally:
         os.close(reader)
+
+
+CRASHING_AGENT = """\
+import ctypes
+import os
+
+from evalrunner.agent import ReferenceAgent
+
+
+class Crashing(ReferenceAgent):
+    def respond(self, user_input):
+        if "token_7f3a" in user_input:
+            if os.environ["CRASH"] == "exit":
+                os._exit(3)
+            ctypes.string_at(0)  # a crash in native code
+        return super().respond(user_input)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "ending"), [("exit", "exit code 3"), ("segv", "killed by SIGSEGV")]
+)
+def test_a_case_that_kills_its_worker_errors_alone_and_the_run_reports(
+    tmp_path: Path, how: str, ending: str
+) -> None:
+    (tmp_path / "crashing_agent.py").write_text(CRASHING_AGENT, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "evals"\nagent = "crashing_agent:Crashing"\n', encoding="utf-8"
+    )
+    shutil.copytree(REGRESSION, tmp_path / "evals")
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "run", "-j", "2", "--json", "out/r.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CRASH": how},
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    report = json.loads((tmp_path / "out" / "r.json").read_text("utf-8"))
+    errored = {case["name"]: case["error"] for case in report["cases"] if case["error"]}
+    assert errored == {
+        "echo-token-roundtrip": f"the worker process running this case died ({ending}): the "
+        "agent or a tool ended the process (os._exit, a crash in native code)"
+    }
+    assert report["passed"] == len(report["cases"]) - 1 == 17
