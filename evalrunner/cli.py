@@ -430,7 +430,10 @@ def run(
     sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
     _prepare_sinks(sinks)
     progress = _Progress.for_stderr()
-    with _signals_stop_the_run(), progress:
+    # Standard output carries the report alone: what an in-process agent or tool prints
+    # (print(), a library's logging to stdout) goes to stderr, so it can neither corrupt a
+    # JSON report nor forge a line of the table or a GitHub annotation.
+    with _signals_stop_the_run(), progress, contextlib.redirect_stdout(sys.stderr):
         outcome = run_suite(
             paths or settings.suite_dir,
             mode=settings.mode,

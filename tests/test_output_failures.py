@@ -91,3 +91,44 @@ def test_a_reader_that_leaves_mid_report_makes_the_run_a_refusal(tmp_path: Path)
     stderr = process.stderr.read()
     assert process.wait(timeout=120) == 2
     assert stderr == b""
+
+
+PRINTING_AGENT = """\
+import sys
+
+from evalrunner.agent import ReferenceAgent
+
+
+class Chatty(ReferenceAgent):
+    def respond(self, user_input):
+        print('::error file=evals/forged.yaml,line=1::forged by the agent')
+        print('{"not": "the report"}')
+        sys.stdout.write("no newline")
+        return super().respond(user_input)
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("fmt", ["json", "github"])
+def test_what_an_agent_prints_goes_to_stderr_not_into_the_report(
+    tmp_path: Path, jobs: str, fmt: str
+) -> None:
+    import json
+    import shutil
+
+    (tmp_path / "chatty_agent.py").write_text(PRINTING_AGENT, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "evals"\nagent = "chatty_agent:Chatty"\n', encoding="utf-8"
+    )
+    shutil.copytree(ROOT / "evals" / "regression", tmp_path / "evals")
+    done = subprocess.run(
+        evalrunner("run", "--format", fmt, "-j", jobs),
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "forged" not in done.stdout and "no newline" not in done.stdout
+    assert done.stderr.count("forged by the agent") >= 18  # once per turn
+    if fmt == "json":
+        assert json.loads(done.stdout)["all_passed"] is True
+    else:
+        assert not [line for line in done.stdout.splitlines() if line.startswith("::")]
