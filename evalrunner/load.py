@@ -142,7 +142,11 @@ def _discover(suite_dir: Path) -> list[Fixture]:
         for entry in listed:
             if entry.name.startswith("."):
                 continue
-            if entry.is_dir():  # follows links; False when it cannot tell
+            try:
+                is_directory = entry.is_dir()  # follows links
+            except OSError:  # a loop of links: not a directory; a fixture name is refused
+                is_directory = False  # when it is read, with the reason
+            if is_directory:
                 if entry.is_symlink() and _is_ancestor(entry.path, directory):
                     continue  # a loop: the directory holds the link
                 subdirectories.append((directory / entry.name, parts + (entry.name,)))

@@ -221,6 +221,24 @@ class EvalrunnerSession:
         """
         for path in self.suite_files:
             items.extend(session.genitems(_eval_file(session, path)))
+        for path in self._unreadable_fixtures():
+            items.extend(session.genitems(_eval_file(session, path)))
+
+    def _unreadable_fixtures(self) -> list[Path]:
+        """Fixture names under the roots that pytest never offers to collect, because they
+        lead nowhere (a dangling link, a loop of links): `evalrunner run` refuses them, so
+        here they are collected too, to be refused as collection errors."""
+        from evalrunner.load import find_fixtures
+
+        try:
+            fixtures = find_fixtures(self.roots)
+        except (OSError, ValueError):
+            return []  # the roots themselves are pytest's to complain about
+        return [
+            _absolute(fixture.path)
+            for fixture in fixtures
+            if os.path.lexists(fixture.path) and not os.path.exists(fixture.path)
+        ]
 
     def admit(self, file_path: Path) -> tuple[Case, int | None] | list[str]:
         """The case of one fixture and the 0-based line of its name, or every problem with it,
@@ -350,6 +368,9 @@ class EvalItem(pytest.Item):
         if case.case_class is not None:
             # -k positive / -k negative select by class, as `evalrunner run -k` does.
             self.extra_keyword_matches.add(case.case_class)
+        # -k "regression/" selects by the fixture's path, as `evalrunner run -k` does.
+        where = os.path.relpath(self.path, self.config.invocation_params.dir)
+        self.extra_keyword_matches.add(where.replace(os.sep, "/"))
 
     def runtest(self) -> None:
         """Replay and grade the case; raise :class:`CaseFailed` unless it passed."""

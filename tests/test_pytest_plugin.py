@@ -207,6 +207,47 @@ def test_links_back_up_the_tree_and_second_links_are_walked_once(
     assert result.ret == 0
 
 
+def test_links_that_lead_nowhere_are_refused_as_run_refuses_them(
+    pytester: pytest.Pytester, run: Runner
+) -> None:
+    suite = write_suite(pytester.path, {"a.yaml": PASSING})
+    (suite / "dangling.json").symlink_to("nowhere.json")
+    (suite / "c2.yaml").symlink_to("c1.yaml")
+    (suite / "c1.yaml").symlink_to("c2.yaml")
+    result = run("--evalrunner", "suite")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "suite/c1.yaml: cannot read file: Too many levels of symbolic links",
+            "*suite/dangling.json: cannot read file: No such file or directory",
+            "*3 errors during collection*",
+        ],
+        consecutive=False,
+    )
+    assert cli_verdicts_refused(pytester.path, "suite") == [
+        "suite/c1.yaml: cannot read file: Too many levels of symbolic links",
+        "suite/c2.yaml: cannot read file: Too many levels of symbolic links",
+        "suite/dangling.json: cannot read file: No such file or directory",
+    ]
+
+
+def cli_verdicts_refused(where: Path, *args: str) -> list[str]:
+    """The problems ``evalrunner run`` refuses a suite for, run from ``where``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "run", *args],
+        cwd=where, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stdout
+    return done.stderr.splitlines()[:-1]
+
+
+def test_k_selects_by_the_fixtures_path_as_run_does(pytester: pytest.Pytester, run: Runner) -> None:
+    write_suite(pytester.path, {"a.yaml": PASSING})
+    write_suite(pytester.path, {"b.json": FAILING}, "suite/sub")
+    result = run("--evalrunner", "suite", "-k", "sub/", "--co", "-q")
+    assert collected(result) == ["suite/sub/b.json::failing"]
+
+
 def test_a_refused_fixture_among_links_stops_the_run_with_exit_2(
     pytester: pytest.Pytester, run: Runner
 ) -> None:
