@@ -32,6 +32,7 @@ import pytest
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
+    from _pytest._io import TerminalWriter
 
     from evalrunner.model import Case, CaseReport
     from evalrunner.pipeline import RunSettings
@@ -398,7 +399,11 @@ class EvalItem(pytest.Item):
             verbose = int(self.config.getoption("verbose", 0)) > 0
             # The agent's own tracebacks, as pytest shows a test's, unless --tb asks for less.
             tracebacks = self.config.getoption("tbstyle", "auto") not in ("line", "no")
-            return describe_failure(excinfo.value.report, verbose=verbose, tracebacks=tracebacks)
+            report = excinfo.value.report
+            text = describe_failure(report, verbose=verbose, tracebacks=tracebacks)
+            path, line, _ = self.reportinfo()
+            shown = os.path.relpath(path, self.config.invocation_params.dir)
+            return _failure_repr(text, shown, line)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
@@ -407,6 +412,24 @@ class EvalItem(pytest.Item):
         from evalrunner.text import printable_path
 
         return printable_path(self.path), self.line, f"evalrunner case: {self.name}"
+
+
+def _failure_repr(text: str, path: str, line: int | None) -> TerminalRepr:
+    """The failure as pytest shows it, with a crash line (``path:line: first line``) for
+    ``--tb=line`` and the short summary, instead of the first 50 characters of the text."""
+    from _pytest._code.code import ReprFileLocation, TerminalRepr
+
+    class CaseFailureRepr(TerminalRepr):
+        def __init__(self) -> None:
+            # The whole text: --tb=line and the short summary show its first line, and a
+            # JUnit file's failure message carries all of it.
+            self.reprcrash = ReprFileLocation(path, (line or 0) + 1, text)
+
+        def toterminal(self, tw: TerminalWriter) -> None:
+            for row in text.splitlines():
+                tw.line(row)
+
+    return CaseFailureRepr()
 
 
 def describe_failure(

@@ -570,6 +570,8 @@ def test_a_failure_shows_what_the_agent_raised_with_its_traceback(
     quiet = run("--evalrunner", "--tb=line")
     quiet.assert_outcomes(failed=1)
     assert "deep_inside_the_agent" not in quiet.stdout.str()
+    # --tb=line's one line per failure is the fixture, the line of the case, and what failed
+    quiet.stdout.fnmatch_lines(["suite/a.yaml:1: run error: the agent raised LookupError: *"])
 
 
 def test_case_timeout_comes_from_config_and_option(pytester: pytest.Pytester, run: Runner) -> None:
