@@ -359,9 +359,9 @@ def _misplaced(shards: Sequence[ShardReport], cases: Sequence[CaseReport]) -> li
         for case in shard.report.cases:
             if owner.get(_key(case), mine) != mine:
                 problems.append(
-                    f"{shard.shown}: case {printable(case.name)!r} belongs to shard "
-                    f"{owner[_key(case)]}/{count}, not {mine}/{count}; the report was edited "
-                    "or the shards come from different runs"
+                    f"{shard.shown}: case {printable(case.name)!r} is in shard {mine}/{count}, "
+                    f"but dealing the merged cases puts it in {owner[_key(case)]}/{count}; a "
+                    "report was edited, or the shards come from different runs"
                 )
     if len(problems) > _MAX_LISTED:
         rest = len(problems) - _MAX_LISTED

@@ -226,10 +226,10 @@ def test_a_case_in_the_wrong_shard_is_refused(project: Path) -> None:
     parts[1].write_text(json.dumps(second), encoding="utf-8")
     err = refused(*map(str, parts))
     assert (
-        f"{parts[1]}: case {a['name']!r} belongs to shard 1/2, not 2/2; the report was edited "
-        "or the shards come from different runs"
+        f"{parts[1]}: case {a['name']!r} is in shard 2/2, but dealing the merged cases puts it "
+        "in 1/2; a report was edited, or the shards come from different runs"
     ) in err
-    assert f"{parts[0]}: case {b['name']!r} belongs to shard 2/2, not 1/2" in err
+    assert f"{parts[0]}: case {b['name']!r} is in shard 1/2, but dealing the merged" in err
 
 
 def test_shards_that_differ_only_in_k_say_so_and_nothing_else(project: Path) -> None:
