@@ -71,3 +71,16 @@ def test_the_line_is_cut_to_the_terminal_and_escapes_names() -> None:
     assert line == CLEAR + "[3/10] 2 passed, 1 failed · 4.2 s · running: evil\\x1b[2Jname"
     short = progress_line(3, 10, 2, 4.25, "x" * 500, 40)
     assert len(short) - len(CLEAR) == 39 and short.endswith("…")
+
+
+def test_wide_characters_are_cut_by_the_cells_they_take() -> None:
+    # 40 CJK characters take 80 cells: cut by characters, the line would wrap a 60-column
+    # terminal, and each redraw would leave a stale row behind.
+    import unicodedata
+
+    line = progress_line(3, 10, 2, 4.25, "漢" * 40, 60)[len(CLEAR) :]
+    cells = sum(2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in line)
+    assert line.endswith("…") and cells <= 59
+    assert cells >= 57  # as much of the name as fits
+    accents = progress_line(3, 10, 2, 4.25, "e\u0301" * 10, 60)[len(CLEAR) :]  # 56 cells
+    assert not accents.endswith("…")  # combining marks take no cell
