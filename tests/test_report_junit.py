@@ -246,3 +246,17 @@ def test_times_are_seconds_with_three_decimals(ms: int) -> None:
     case = CaseReport("c", "c.yaml", None, (GradeResult("x", True),), duration_ms=ms)
     (testcase,) = parsed(render_junit(report(case))).iter("testcase")
     assert testcase.get("time") == f"{ms // 1000}.{ms % 1000:03d}"
+
+
+def test_what_the_agent_raised_is_in_the_text_of_its_testcase() -> None:
+    from dataclasses import replace
+
+    trace = 'Traceback (most recent call last):\n  File "agent.py", line 3\nKeyError: \'x\'\n'
+    errored = replace(ERRORED, tracebacks=(trace,))
+    failing = replace(FAILING, tracebacks=(trace, trace))
+    root = parsed(render_junit(report(failing, errored)))
+    failure, error = (case[0] for case in root.iter("testcase"))
+    assert error.text == f"{ERRORED.error}\n\nraised in the agent or its tools:\n{trace.rstrip()}"
+    assert error.get("message") == "turn 1 requested more model responses"
+    assert failure.text is not None and failure.text.count("KeyError: 'x'") == 2
+    assert failure.get("message", "").startswith("2 of 3 checks failed")

@@ -130,8 +130,13 @@ def _cases_suite(report: SuiteReport) -> _Suite:
 
 def _case_test(case: CaseReport) -> _Test:
     classname = printable_path(case.path or case.source)
+    # What the agent or its tools raised goes in the text: a CI page is where it is read, and
+    # no --traceback flag can be given after the fact.
+    raised = "".join(
+        f"\n\nraised in the agent or its tools:\n{trace.rstrip()}" for trace in case.tracebacks
+    )
     if case.error is not None:
-        problem = _Problem("run error", case.error.split("\n", 1)[0], case.error)
+        problem = _Problem("run error", case.error.split("\n", 1)[0], case.error + raised)
         return _Test(classname, case.name, error=problem, ms=case.duration_ms)
     failed = failed_grades(case)
     if not failed:
@@ -140,7 +145,10 @@ def _case_test(case: CaseReport) -> _Test:
     message = f"{len(failed)} of {len(case.grades)} checks failed: {checks}"
     text = "\n".join(f"{g.check}: {g.detail}" if g.detail else g.check for g in failed)
     return _Test(
-        classname, case.name, failure=_Problem("checks", message, text), ms=case.duration_ms
+        classname,
+        case.name,
+        failure=_Problem("checks", message, text + raised),
+        ms=case.duration_ms,
     )
 
 
