@@ -128,16 +128,18 @@ def discover(suite_dir: Path) -> list[Path]:
     time. Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it,
     and ``OSError`` when a directory cannot be listed: a suite never silently shrinks.
     """
-    return [fixture.path for fixture in _discover(suite_dir)]
+    return [fixture.path for fixture, _ in _discover(suite_dir)]
 
 
-def _discover(suite_dir: Path) -> list[Fixture]:
+def _discover(suite_dir: Path) -> list[tuple[Fixture, str]]:
+    """The fixtures of ``suite_dir`` as :func:`discover` finds them, each with its real path
+    (``os.path.realpath``) to tell files reached twice apart."""
     shown = printable_path(suite_dir)
     if suite_dir.exists() and not suite_dir.is_dir():
         raise SuiteNotFound(f"{shown}: {IS_A_FILE}")
     if not suite_dir.is_dir():
         raise SuiteNotFound(f"{shown}: {SUITE_NOT_FOUND}")
-    found: list[tuple[tuple[str, ...], Path]] = []
+    found: list[tuple[tuple[str, ...], Path, str]] = []
     seen: set[tuple[int, int]] = set()
     # Iterative, so that no directory tree is too deep to walk.
     pending: list[tuple[Path, tuple[str, ...]]] = [(suite_dir, ())]
@@ -147,6 +149,9 @@ def _discover(suite_dir: Path) -> list[Fixture]:
         if (info.st_dev, info.st_ino) in seen:  # a link back up the tree, or a second link
             continue
         seen.add((info.st_dev, info.st_ino))
+        # Resolved once per directory: a file in it that is not a link is then resolved by
+        # a join, where realpath would lstat every component of its path again.
+        real_directory = os.path.realpath(directory)
         with os.scandir(directory) as entries:
             listed = sorted(entries, key=lambda entry: entry.name)
         subdirectories = []
@@ -158,7 +163,12 @@ def _discover(suite_dir: Path) -> list[Fixture]:
                     continue  # a loop: the directory holds the link
                 subdirectories.append((directory / entry.name, parts + (entry.name,)))
             elif _is_fixture_name(entry.name):
-                found.append((parts + (entry.name,), directory / entry.name))
+                real = (
+                    os.path.realpath(entry.path)
+                    if entry.is_symlink()
+                    else os.path.join(real_directory, entry.name)
+                )
+                found.append((parts + (entry.name,), directory / entry.name, real))
         # Depth first in name order, so that of two links to one directory the first in
         # suite order is the one searched.
         pending.extend(reversed(subdirectories))
@@ -169,7 +179,7 @@ def _discover(suite_dir: Path) -> list[Fixture]:
             "subdirectories)"
         )
     found.sort(key=lambda item: item[0])
-    return [Fixture(path, "/".join(parts)) for parts, path in found]
+    return [(Fixture(path, "/".join(parts)), real) for parts, path, real in found]
 
 
 def _is_ancestor(link: str, directory: Path) -> bool:
@@ -195,9 +205,8 @@ def find_fixtures(paths: Iterable[Path]) -> list[Fixture]:
         elif not os.path.lexists(given) and given.suffix.lower() not in FIXTURE_SUFFIXES:
             raise SuiteNotFound(f"{printable_path(given)}: {SUITE_NOT_FOUND}")
         else:
-            expanded = [Fixture(given, given.name)]
-        for fixture in expanded:
-            real = os.path.realpath(fixture.path)
+            expanded = [(Fixture(given, given.name), os.path.realpath(given))]
+        for fixture, real in expanded:
             if real not in seen:
                 seen.add(real)
                 fixtures.append(fixture)
@@ -205,7 +214,10 @@ def find_fixtures(paths: Iterable[Path]) -> list[Fixture]:
 
 
 def _is_fixture_name(name: str) -> bool:
-    return not name.startswith(".") and Path(name).suffix.lower() in FIXTURE_SUFFIXES
+    # Path(name).suffix, without building a Path for every file of a suite
+    dot = name.rfind(".")
+    suffix = name[dot:] if 0 < dot < len(name) - 1 else ""
+    return not name.startswith(".") and suffix.lower() in FIXTURE_SUFFIXES
 
 
 def relative_to_cwd(path: Path) -> Path:
@@ -219,8 +231,15 @@ def relative_to_cwd(path: Path) -> Path:
 
 def load_suite(suite_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedSuite:
     """Discover and parse every fixture of ``suite_dir`` (see :func:`discover` for errors)."""
-    discover(suite_dir)  # a missing or empty suite is refused before anything is parsed
-    return load_paths([suite_dir], max_bytes=max_bytes, root=suite_dir)
+    # A missing or empty suite is refused before anything is parsed; the suite is searched
+    # once, and each file kept once, as find_fixtures would.
+    seen: set[str] = set()
+    fixtures = []
+    for fixture, real in _discover(suite_dir):
+        if real not in seen:
+            seen.add(real)
+            fixtures.append(fixture)
+    return _collect((load_document(f.path, max_bytes=max_bytes) for f in fixtures), suite_dir)
 
 
 def iter_documents(
@@ -240,32 +259,38 @@ def load_paths(
     paths: list[Path], *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path | None = None
 ) -> LoadedSuite:
     """Parse fixture files and suite directories (expanded as in :func:`find_fixtures`)."""
+    return _collect(iter_documents(paths, max_bytes=max_bytes), root or Path("."))
+
+
+def _collect(outcomes: Iterable[RawDocument | list[AdmissionError]], root: Path) -> LoadedSuite:
     documents: list[RawDocument] = []
     errors: list[AdmissionError] = []
-    for outcome in iter_documents(paths, max_bytes=max_bytes):
+    for outcome in outcomes:
         if isinstance(outcome, RawDocument):
             documents.append(outcome)
         else:
             errors.extend(outcome)
-    return LoadedSuite(root or Path("."), tuple(documents), tuple(errors))
+    return LoadedSuite(root, tuple(documents), tuple(errors))
 
 
 def load_document(
     path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> RawDocument | list[AdmissionError]:
     """Read and parse one fixture file."""
-    shown = printable_path(path)
     fmt = FIXTURE_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
         accepted = ", ".join(FIXTURE_SUFFIXES)
-        return [AdmissionError(shown, f"not a fixture file: expected one of {accepted}")]
+        message = f"not a fixture file: expected one of {accepted}"
+        return [AdmissionError(printable_path(path), message)]
     try:
         # One byte past the cap is enough to know it is over: a huge file is never read.
         raw = read_regular_file(path, max_bytes + 1)
     except NotARegularFile as exc:
-        return [AdmissionError(shown, f"{exc}; a fixture must be a regular file")]
+        message = f"{exc}; a fixture must be a regular file"
+        return [AdmissionError(printable_path(path), message)]
     except OSError as exc:
-        return [AdmissionError(shown, f"cannot read file: {exc.strerror or exc}")]
+        message = f"cannot read file: {exc.strerror or exc}"
+        return [AdmissionError(printable_path(path), message)]
     return parse_document(raw, fmt, path, max_bytes=max_bytes)
 
 
@@ -336,11 +361,10 @@ def parse_document(
     table, and a date elsewhere in it is none of our business. ``noun`` names what the file
     is in messages about its encoding.
     """
-    shown = printable_path(path)
     if len(raw) > max_bytes:
         return [
             AdmissionError(
-                shown,
+                printable_path(path),
                 f"file is over the {max_bytes}-byte cap for fixtures; "
                 "split it into smaller cases",
                 1,
@@ -351,7 +375,7 @@ def parse_document(
         if raw.startswith(bom):
             return [
                 AdmissionError(
-                    shown,
+                    printable_path(path),
                     f"file is {encoding} (it starts with a {encoding} byte-order mark); "
                     f"{noun}s must be UTF-8: save it as UTF-8",
                     1,
@@ -364,7 +388,7 @@ def parse_document(
         line, col = _byte_position(raw, exc.start)
         return [
             AdmissionError(
-                shown,
+                printable_path(path),
                 f"not valid UTF-8 at byte {exc.start}: {noun}s must be UTF-8 text",
                 line,
                 col,
@@ -376,7 +400,10 @@ def parse_document(
         line, col = LineIndex(text).position(too_deep)
         return [
             AdmissionError(
-                shown, f"nesting deeper than {MAX_DEPTH} levels; flatten the data", line, col
+                printable_path(path),
+                f"nesting deeper than {MAX_DEPTH} levels; flatten the data",
+                line,
+                col,
             )
         ]
     try:
@@ -386,7 +413,7 @@ def parse_document(
         # position, or accepts it with every check of the walk below.
         pass
     try:
-        parsed = _PARSERS[fmt](text, shown)
+        parsed = _PARSERS[fmt](text, printable_path(path))
     except _Refused as refused:
         return refused.errors
     document = RawDocument(path, fmt, parsed, source_map)
@@ -1029,14 +1056,17 @@ def _plain_json(text: str, raw: bytes) -> JSONValue:
     if b"\\u" in raw and _SURROGATE_ESCAPE.search(text):
         raise _NotPlain("a surrogate escape")
     # Bracket nesting was bounded before parsing, so no container sits at MAX_DEPTH.
-    data: JSONValue = json.loads(
-        text,
-        object_pairs_hook=_unique_object,
-        parse_int=_short_int,
-        parse_float=_finite_float,
-        parse_constant=_no_constant,
-    )
+    data: JSONValue = _PLAIN_JSON.decode(text)
     return data
+
+
+# Built once: json.loads builds a decoder per call when given hooks.
+_PLAIN_JSON = json.JSONDecoder(
+    object_pairs_hook=_unique_object,
+    parse_int=_short_int,
+    parse_float=_finite_float,
+    parse_constant=_no_constant,
+)
 
 
 def _plain_toml(text: str, raw: bytes) -> JSONValue:
@@ -1094,6 +1124,8 @@ def _over_deep_offset(text: str, fmt: Format) -> int | None:
     dotted = fmt == "toml"
     if text.count("[") + text.count("{") + (text.count(".") if dotted else 0) <= MAX_DEPTH:
         return None
+    if _certainly_shallow(text, fmt):
+        return None
     depth = 0
     dots = 0
     quote = ""
@@ -1127,6 +1159,37 @@ def _over_deep_offset(text: str, fmt: Format) -> int | None:
             dots = 0
         i += 1
     return None
+
+
+# Strings and comments exactly as _over_deep_offset skips them: a double-quoted string with
+# backslash escapes; in YAML and TOML also a single-quoted one and a comment to the line end.
+_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_STRINGS_AND_COMMENTS = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'|#[^\n]*""", re.DOTALL)
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+_AS_PARENTHESES = str.maketrans("[{]}", "(())")
+_MANY_DOTS = re.compile(r"\.(?:[^.\n=,]*\.){" + str(MAX_DEPTH) + "}")
+
+
+def _certainly_shallow(text: str, fmt: Format) -> bool:
+    """Whether :func:`_over_deep_offset` would find nothing, proven with C-speed string work
+    instead of its loop over every character; ``False`` means only "not proven".
+
+    Strings and comments are cut out as the loop skips them; what brackets remain must close
+    one level per pass of removing every empty pair, within :data:`MAX_DEPTH` passes. (An
+    unclosed string leaves extra text in, which can only make the proof fail.)
+    """
+    stripped = (_JSON_STRINGS if fmt == "json" else _STRINGS_AND_COMMENTS).sub("", text)
+    if fmt == "toml" and _MANY_DOTS.search(stripped):
+        return False
+    brackets = _NOT_A_BRACKET.sub("", stripped).translate(_AS_PARENTHESES)
+    for _ in range(MAX_DEPTH):
+        if not brackets:
+            return True
+        shorter = brackets.replace("()", "")
+        if len(shorter) == len(brackets):
+            return False  # unbalanced
+        brackets = shorter
+    return not brackets
 
 
 _NO_KEY = object()

@@ -460,3 +460,46 @@ def test_fast_yaml_path_accepts_most_mutations() -> None:
         except Exception:
             pass
     assert accepted > 20
+
+
+# --- the nesting bound -------------------------------------------------------------------------
+
+
+def _loop_only(text: str, fmt: Format) -> int | None:
+    saved = load._certainly_shallow
+    load._certainly_shallow = lambda text, fmt: False  # type: ignore[assignment]
+    try:
+        return load._over_deep_offset(text, fmt)
+    finally:
+        load._certainly_shallow = saved  # type: ignore[assignment]
+
+
+_NESTING = ["[", "]", "{", "}", "[" * 20, "]" * 20, "{" * 20, '"', "'", "\\", "#", "\n", ".",
+            "." * 20, "=", ",", "a", " "]  # fmt: skip
+
+
+@FUZZ
+@given(
+    parts=st.lists(st.sampled_from(_NESTING), max_size=80),
+    fmt=st.sampled_from(["json", "yaml", "toml"]),
+)
+def test_shallow_proof_agrees_with_the_loop(parts: list[str], fmt: Format) -> None:
+    text = "".join(parts)
+    if load._certainly_shallow(text, fmt):
+        assert _loop_only(text, fmt) is None, text
+    assert load._over_deep_offset(text, fmt) == _loop_only(text, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
+def test_shallow_proof_holds_for_a_large_fixture(fmt: Format) -> None:
+    """A fixture with many brackets (well past the count that skips the check) and strings
+    holding brackets and quotes is proven shallow without the character loop."""
+    case = _bench_case()
+    case["turns"] = [json.loads(json.dumps(turn)) for turn in case["turns"] * 40]
+    case["description"] = "a [ { \" ' # . ] } string"
+    text = _dump(case, fmt, flow=True).decode()
+    assert text.count("[") + text.count("{") > 100
+    assert load._certainly_shallow(text, fmt)
+    deep = "[" * 65 + "]" * 65
+    assert not load._certainly_shallow(deep, fmt)
+    assert load._over_deep_offset(deep, fmt) == 64
