@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from evalrunner import load
+from evalrunner import load, sourcemap
 from evalrunner.load import RawDocument, parse_document
 from evalrunner.model import AdmissionError, Format
+from evalrunner.sourcemap import SourceMap
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = int(os.environ.get("EVALRUNNER_FUZZ_EXAMPLES", "1000"))
@@ -503,3 +504,104 @@ def test_shallow_proof_holds_for_a_large_fixture(fmt: Format) -> None:
     deep = "[" * 65 + "]" * 65
     assert not load._certainly_shallow(deep, fmt)
     assert load._over_deep_offset(deep, fmt) == 64
+
+
+# --- key positions -----------------------------------------------------------------------------
+
+
+def _shallow_paths(data: Any) -> list[tuple[str, ...]]:
+    """Every key path one or two levels deep that admission could ask about."""
+    paths: list[tuple[str, ...]] = []
+    if not isinstance(data, dict):
+        return paths
+    for key, value in data.items():
+        paths.append((key,))
+        if isinstance(value, dict):
+            paths.extend((key, child) for child in value)
+    return paths
+
+
+def _reference_key_positions(text: str, fmt: Format, paths: list[Any]) -> dict[Any, Any]:
+    """Key positions from the full index (JSON, TOML) or the round-trip parser (YAML)."""
+    source_map = SourceMap(text, fmt)
+    if fmt == "yaml":
+        found = {}
+        for path in paths:
+            node = source_map._yaml_node(path[:-1])
+            try:
+                line, col = node.lc.key(path[-1])
+            except (TypeError, AttributeError, KeyError):
+                continue
+            found[path] = (line + 1, col + 1)
+        return found
+    source_map._index()  # built first, so key_positions reads it
+    return source_map.key_positions(paths)
+
+
+def assert_key_positions(raw: bytes, fmt: Format) -> None:
+    document = parse_document(raw, fmt, Path(f"x.{fmt}"))
+    if not isinstance(document, RawDocument):
+        return
+    text = document.source_map.text
+    paths = _shallow_paths(document.data)
+    expected = _reference_key_positions(text, fmt, paths)
+    assert SourceMap(text, fmt).key_positions(paths) == expected, text
+    # as admission asks: the name and the kinds of checks
+    if isinstance(document.data, dict) and isinstance(document.data.get("expects"), dict):
+        asked = [("name",)] + [("expects", kind) for kind in document.data["expects"]]
+        asked = [path for path in asked if path in expected]
+        wanted = {path: expected[path] for path in asked}
+        assert SourceMap(text, fmt).key_positions(asked) == wanted, text
+
+
+@pytest.mark.parametrize("path", list(_corpus()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_corpus_key_positions(path: Path) -> None:
+    assert_key_positions(path.read_bytes(), load.FIXTURE_SUFFIXES[path.suffix.lower()])
+
+
+@FUZZ
+@given(
+    data=st.dictionaries(st.text(max_size=6), _values, max_size=5),
+    fmt=st.sampled_from(["json", "yaml", "toml"]),
+    flow=st.sampled_from([False, True, None]),
+)
+def test_generated_key_positions(data: dict[str, Any], fmt: Format, flow: bool) -> None:
+    raw = _dumped(data, fmt, flow)
+    if raw is not None:
+        assert_key_positions(raw, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
+def test_key_positions_of_a_bench_case_need_no_full_index(fmt: Format) -> None:
+    case = _bench_case()
+    text = _dump(case, fmt).decode()
+    paths: list[Any] = [("name",)] + [("expects", kind) for kind in case["expects"]]
+    shallow = {
+        "json": sourcemap._json_shallow_keys,
+        "toml": sourcemap._toml_shallow_keys,
+        "yaml": sourcemap._yaml_block_keys,
+    }[fmt](text, paths)
+    assert shallow is not None
+    assert SourceMap(text, fmt).key_positions(paths) == _reference_key_positions(
+        text, fmt, paths
+    )
+
+
+TOML_LAYOUTS = [
+    'name = "n"\n[expects]\na = 1\nb = [\n  [1, 2],\n  { c = "[" },\n]\nc = 2\n',
+    'name = "n"\nexpects = { a = 1 }\n',
+    'name = "n"\nexpects.a = 1\n',
+    'name = "n"\n[expects.a]\nx = 1\n[expects]\nb = 2\n',
+    'name = "n"\n[[expects.a]]\nx = 1\n[[expects.a]]\nx = 2\n[expects]\nb = 1\n',
+    'name = "n"\n[expects.a.deep]\nx = 1\n',
+    'name = "n"\n["expects"]\na = 1\n',
+    'name = "n"\n[expects]\n"a" = 1\n',
+    'name = """\n[expects]\na = 1\n"""\n[expects]\na = 2\n',
+    'x = [\n[1]\n]\nname = "n"\n[expects]\na = 1\n',
+    'name = "n" # [expects]\n  [ expects ]  # c\n  a   =  1\r\n',
+]
+
+
+@pytest.mark.parametrize("text", TOML_LAYOUTS)
+def test_toml_layouts_key_positions(text: str) -> None:
+    assert_key_positions(text.encode(), "toml")
