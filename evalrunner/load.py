@@ -794,6 +794,9 @@ _YAML_NOT_FOR_C = re.compile(
 # libyaml takes "|#..." for a block scalar header and a comment; the pure-Python scanner
 # refuses it, so the C path must not accept it.
 _YAML_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#")
+# In a flow sequence, libyaml takes ["a":b] for a one-pair mapping; the pure-Python parser
+# refuses it (it allows the colon against a quoted key only in a flow mapping).
+_YAML_ADJACENT_VALUE = re.compile(r"[\"'][ \t]*:[^ \t\r\n]")
 _PRINTABLE_ASCII = bytes([10, 13, *range(0x20, 0x7F)])
 _YAML_INT = "tag:yaml.org,2002:int"
 
@@ -867,6 +870,8 @@ def _load_yaml_c(text: str, raw: bytes) -> JSONValue:
         raise _NotPlain("text for the pure-Python loader")
     if b"#" in raw and _YAML_HEADER_COMMENT.search(text):
         raise _NotPlain("a comment against a block scalar header")
+    if b"[" in raw and _YAML_ADJACENT_VALUE.search(text):
+        raise _NotPlain("a quoted key with its value against the colon")
     get_event = _CParser(text).get_event
     get_event()  # stream start
     event = get_event()

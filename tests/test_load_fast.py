@@ -258,6 +258,11 @@ EDGE_CASES: dict[Format, list[str]] = {
         "a: \x00\n",
         "{a: 1, b: [x, y], c: {d: e}}\n",
         '{"a":1}\n',
+        '["a":b]\n',
+        "['a' :1, 'b':2]\n",
+        'x: {"a":["b":c]}\n',
+        '[? "a":b]\n',
+        '["a": b]\n',
         "[a, b]\n",
         "- a\n- b\n",
         "a: 'it''s'\nb: \"q\\tq\"\nc: >\n  folded\n  text\nd: |-\n  kept\n",
@@ -349,6 +354,7 @@ _YAML_SCALARS = [
     "&a x", "*a", "!!str x", "...", "---", "- x", "? x", ": x", "a,b", "a]", '"m\n  l"',
     "'m\n\n  l'", "p\n  c", "\\", '"\\/"', '"\\x41"', '"\\N\\_\\L\\P"', '"\\U0001F600"',
     '"\\ud83d\\ude00"', '"\\udc00"', "\t", "|#", ">-#", "9223372036854775808", "1e400",
+    '["a":b]', "['a':1, b]", '[? "a":b]', '{"a":[1]}',
 ]  # fmt: skip
 
 
@@ -370,6 +376,44 @@ def _yaml_lines(draw: st.DrawFn) -> str:
 @given(text=_yaml_lines())
 def test_generated_yaml_same_outcome(text: str) -> None:
     assert_same(text.encode("utf-8", "surrogatepass"), "yaml")
+
+
+_FLOW_ATOMS = [
+    "a", '"a"', "'a'", "1", '"x y"', "", "b c", '"q\\"q"', "'it''s'", "null", "-1", "~",
+    '"a":b', "'a':b", "a:b", '"a": b', "? a", '? "a"', ": b", "&x", "*x", "-", "#c", " #c",
+]  # fmt: skip
+_FLOW_SEPARATORS = [", ", ",", " ,", ",\n", "\n", " ", ": ", ":", " : ", ",\n  ", "\t"]
+
+
+def _flow_text(items: list[str], mapping: bool, separators: list[str], close: str) -> str:
+    if mapping:
+        pairs = [f"{items[i]}{separators[i]}{items[i + 1]}" for i in range(0, len(items) - 1, 2)]
+        return "{" + ", ".join(pairs) + close.replace("]", "}")
+    listed = "".join(f"{item}{sep}" for item, sep in zip(items, separators, strict=False))
+    return "[" + listed + close
+
+
+_flow = st.recursive(
+    st.sampled_from(_FLOW_ATOMS),
+    lambda inner: st.builds(
+        _flow_text,
+        st.lists(inner, max_size=4),
+        st.booleans(),
+        st.lists(st.sampled_from(_FLOW_SEPARATORS), min_size=4, max_size=4),
+        st.sampled_from(["]", ",]", " ]", "\n]"]),
+    ),
+    max_leaves=10,
+)
+
+
+@FUZZ
+@given(
+    prefix=st.sampled_from(["", "a: ", "- ", "a:\n  ", "? ", "a: b\nc: "]),
+    body=_flow,
+    suffix=st.sampled_from(["", "\n", " # c\n", "\nd: e\n"]),
+)
+def test_generated_flow_yaml_same_outcome(prefix: str, body: str, suffix: str) -> None:
+    assert_same((prefix + body + suffix).encode(), "yaml")
 
 
 _scalars = st.one_of(
