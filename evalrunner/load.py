@@ -797,6 +797,10 @@ _YAML_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#")
 # In a flow sequence, libyaml takes ["a":b] for a one-pair mapping; the pure-Python parser
 # refuses it (it allows the colon against a quoted key only in a flow mapping).
 _YAML_ADJACENT_VALUE = re.compile(r"[\"'][ \t]*:[^ \t\r\n]")
+# A block scalar whose first line holds only spaces: the pure-Python scanner refuses it when a
+# later leading line is indented deeper; libyaml does not check. (Any line holding '|' or '>'
+# followed by such a line is left to the pure-Python loader.)
+_YAML_BLANK_AFTER_HEADER = re.compile(r"[|>][^\n]*[\r\n] +[\r\n]")
 _PRINTABLE_ASCII = bytes([10, 13, *range(0x20, 0x7F)])
 _YAML_INT = "tag:yaml.org,2002:int"
 
@@ -872,6 +876,8 @@ def _load_yaml_c(text: str, raw: bytes) -> JSONValue:
         raise _NotPlain("a comment against a block scalar header")
     if b"[" in raw and _YAML_ADJACENT_VALUE.search(text):
         raise _NotPlain("a quoted key with its value against the colon")
+    if (b"|" in raw or b">" in raw) and _YAML_BLANK_AFTER_HEADER.search(text):
+        raise _NotPlain("a line of spaces opening a block scalar")
     get_event = _CParser(text).get_event
     get_event()  # stream start
     event = get_event()

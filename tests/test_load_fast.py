@@ -240,6 +240,11 @@ EDGE_CASES: dict[Format, list[str]] = {
         "a: |#c\n  x\n",
         "a: |\n  x\n  # not a comment\n",
         "|\n# body\n",
+        "- >+\n   \n      # x\n",
+        "a: |\n  \n    x\n",
+        "a: |\r\n  \r\n    x\r\n",
+        "a: |\n\n    x\n",
+        "a: |\n    \n  x\n",
         "just text\n",
         "",
         "# only a comment\n",
@@ -354,7 +359,7 @@ _YAML_SCALARS = [
     "&a x", "*a", "!!str x", "...", "---", "- x", "? x", ": x", "a,b", "a]", '"m\n  l"',
     "'m\n\n  l'", "p\n  c", "\\", '"\\/"', '"\\x41"', '"\\N\\_\\L\\P"', '"\\U0001F600"',
     '"\\ud83d\\ude00"', '"\\udc00"', "\t", "|#", ">-#", "9223372036854775808", "1e400",
-    '["a":b]', "['a':1, b]", '[? "a":b]', '{"a":[1]}',
+    '["a":b]', "['a':1, b]", '[? "a":b]', '{"a":[1]}', "|\n  ", ">+\n \n   ", "|-\n\n  ",
 ]  # fmt: skip
 
 
