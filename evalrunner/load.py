@@ -10,6 +10,7 @@ read (reading one could block forever).
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -383,7 +384,9 @@ def parse_document(
                 )
             ]
     try:
-        text = raw.decode("utf-8-sig")
+        # Without a byte-order mark the two codecs agree, errors included, and plain "utf-8"
+        # is decoded in C where "utf-8-sig" goes through a Python-level codec.
+        text = raw.decode("utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8")
     except UnicodeDecodeError as exc:
         line, col = _byte_position(raw, exc.start)
         return [
