@@ -6,6 +6,13 @@ keys, anchors and aliases, YAML 1.1 and over-deep or oversized input are all ref
 positions. Nothing in a fixture is ever constructed, executed, fetched or followed, and nothing
 but a regular file is ever opened: a FIFO or a device named like a fixture is refused, never
 read (reading one could block forever).
+
+Nearly every fixture is plain data, and for it loading costs about the parse itself: YAML is
+built from libyaml's events (ruamel.yaml.clib) and JSON and TOML are parsed with hooks that
+notice anything the strict checks would look at. Whatever such a fast path cannot vouch for,
+errors included, is parsed again by the full path (ruamel.yaml's pure-Python loader, the
+walk for values JSON cannot hold), which alone decides refusals, their messages and
+positions. Without ruamel.yaml.clib, every YAML fixture takes the full path.
 """
 
 from __future__ import annotations
