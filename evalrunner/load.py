@@ -6,10 +6,18 @@ keys, anchors and aliases, YAML 1.1 and over-deep or oversized input are all ref
 positions. Nothing in a fixture is ever constructed, executed, fetched or followed, and nothing
 but a regular file is ever opened: a FIFO or a device named like a fixture is refused, never
 read (reading one could block forever).
+
+Nearly every fixture is plain data, and for it loading costs about the parse itself: YAML is
+built from libyaml's events (ruamel.yaml.clib) and JSON and TOML are parsed with hooks that
+notice anything the strict checks would look at. Whatever such a fast path cannot vouch for,
+errors included, is parsed again by the full path (ruamel.yaml's pure-Python loader, the
+walk for values JSON cannot hold), which alone decides refusals, their messages and
+positions. Without ruamel.yaml.clib, every YAML fixture takes the full path.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -25,8 +33,19 @@ from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer, ComposerError
 from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 from ruamel.yaml.nodes import ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
+from ruamel.yaml.resolver import implicit_resolvers
 
 from evalrunner.model import AdmissionError, Format, JSONPath, JSONValue
 from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys, toml_long_integers
@@ -117,16 +136,18 @@ def discover(suite_dir: Path) -> list[Path]:
     time. Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it,
     and ``OSError`` when a directory cannot be listed: a suite never silently shrinks.
     """
-    return [fixture.path for fixture in _discover(suite_dir)]
+    return [fixture.path for fixture, _ in _discover(suite_dir)]
 
 
-def _discover(suite_dir: Path) -> list[Fixture]:
+def _discover(suite_dir: Path) -> list[tuple[Fixture, str]]:
+    """The fixtures of ``suite_dir`` as :func:`discover` finds them, each with its real path
+    (``os.path.realpath``) to tell files reached twice apart."""
     shown = printable_path(suite_dir)
     if suite_dir.exists() and not suite_dir.is_dir():
         raise SuiteNotFound(f"{shown}: {IS_A_FILE}")
     if not suite_dir.is_dir():
         raise SuiteNotFound(f"{shown}: {SUITE_NOT_FOUND}")
-    found: list[tuple[tuple[str, ...], Path]] = []
+    found: list[tuple[tuple[str, ...], Path, str]] = []
     seen: set[tuple[int, int]] = set()
     # Iterative, so that no directory tree is too deep to walk.
     pending: list[tuple[Path, tuple[str, ...]]] = [(suite_dir, ())]
@@ -136,6 +157,9 @@ def _discover(suite_dir: Path) -> list[Fixture]:
         if (info.st_dev, info.st_ino) in seen:  # a link back up the tree, or a second link
             continue
         seen.add((info.st_dev, info.st_ino))
+        # Resolved once per directory: a file in it that is not a link is then resolved by
+        # a join, where realpath would lstat every component of its path again.
+        real_directory = os.path.realpath(directory)
         with os.scandir(directory) as entries:
             listed = sorted(entries, key=lambda entry: entry.name)
         subdirectories = []
@@ -151,7 +175,12 @@ def _discover(suite_dir: Path) -> list[Fixture]:
                     continue  # a loop: the directory holds the link
                 subdirectories.append((directory / entry.name, parts + (entry.name,)))
             elif _is_fixture_name(entry.name):
-                found.append((parts + (entry.name,), directory / entry.name))
+                real = (
+                    os.path.realpath(entry.path)
+                    if entry.is_symlink()
+                    else os.path.join(real_directory, entry.name)
+                )
+                found.append((parts + (entry.name,), directory / entry.name, real))
         # Depth first in name order, so that of two links to one directory the first in
         # suite order is the one searched.
         pending.extend(reversed(subdirectories))
@@ -162,7 +191,7 @@ def _discover(suite_dir: Path) -> list[Fixture]:
             "subdirectories)"
         )
     found.sort(key=lambda item: item[0])
-    return [Fixture(path, "/".join(parts)) for parts, path in found]
+    return [(Fixture(path, "/".join(parts)), real) for parts, path, real in found]
 
 
 def _is_ancestor(link: str, directory: Path) -> bool:
@@ -188,9 +217,8 @@ def find_fixtures(paths: Iterable[Path]) -> list[Fixture]:
         elif not os.path.lexists(given) and given.suffix.lower() not in FIXTURE_SUFFIXES:
             raise SuiteNotFound(f"{printable_path(given)}: {SUITE_NOT_FOUND}")
         else:
-            expanded = [Fixture(given, given.name)]
-        for fixture in expanded:
-            real = os.path.realpath(fixture.path)
+            expanded = [(Fixture(given, given.name), os.path.realpath(given))]
+        for fixture, real in expanded:
             if real not in seen:
                 seen.add(real)
                 fixtures.append(fixture)
@@ -198,7 +226,10 @@ def find_fixtures(paths: Iterable[Path]) -> list[Fixture]:
 
 
 def _is_fixture_name(name: str) -> bool:
-    return not name.startswith(".") and Path(name).suffix.lower() in FIXTURE_SUFFIXES
+    # Path(name).suffix, without building a Path for every file of a suite
+    dot = name.rfind(".")
+    suffix = name[dot:] if 0 < dot < len(name) - 1 else ""
+    return not name.startswith(".") and suffix.lower() in FIXTURE_SUFFIXES
 
 
 def relative_to_cwd(path: Path) -> Path:
@@ -212,8 +243,15 @@ def relative_to_cwd(path: Path) -> Path:
 
 def load_suite(suite_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedSuite:
     """Discover and parse every fixture of ``suite_dir`` (see :func:`discover` for errors)."""
-    discover(suite_dir)  # a missing or empty suite is refused before anything is parsed
-    return load_paths([suite_dir], max_bytes=max_bytes, root=suite_dir)
+    # A missing or empty suite is refused before anything is parsed; the suite is searched
+    # once, and each file kept once, as find_fixtures would.
+    seen: set[str] = set()
+    fixtures = []
+    for fixture, real in _discover(suite_dir):
+        if real not in seen:
+            seen.add(real)
+            fixtures.append(fixture)
+    return _collect((load_document(f.path, max_bytes=max_bytes) for f in fixtures), suite_dir)
 
 
 def iter_documents(
@@ -233,14 +271,18 @@ def load_paths(
     paths: list[Path], *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path | None = None
 ) -> LoadedSuite:
     """Parse fixture files and suite directories (expanded as in :func:`find_fixtures`)."""
+    return _collect(iter_documents(paths, max_bytes=max_bytes), root or Path("."))
+
+
+def _collect(outcomes: Iterable[RawDocument | list[AdmissionError]], root: Path) -> LoadedSuite:
     documents: list[RawDocument] = []
     errors: list[AdmissionError] = []
-    for outcome in iter_documents(paths, max_bytes=max_bytes):
+    for outcome in outcomes:
         if isinstance(outcome, RawDocument):
             documents.append(outcome)
         else:
             errors.extend(outcome)
-    return LoadedSuite(root or Path("."), tuple(documents), tuple(errors))
+    return LoadedSuite(root, tuple(documents), tuple(errors))
 
 
 def load_document(
@@ -259,18 +301,20 @@ def read_fixture(
 ) -> tuple[bytes, Format] | list[AdmissionError]:
     """The bytes of one fixture file (up to one past ``max_bytes``) and its format, or why
     they cannot be read."""
-    shown = printable_path(path)
     fmt = FIXTURE_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
         accepted = ", ".join(FIXTURE_SUFFIXES)
-        return [AdmissionError(shown, f"not a fixture file: expected one of {accepted}")]
+        message = f"not a fixture file: expected one of {accepted}"
+        return [AdmissionError(printable_path(path), message)]
     try:
         # One byte past the cap is enough to know it is over: a huge file is never read.
         return read_regular_file(path, max_bytes + 1), fmt
     except NotARegularFile as exc:
-        return [AdmissionError(shown, f"{exc}; a fixture must be a regular file")]
+        message = f"{exc}; a fixture must be a regular file"
+        return [AdmissionError(printable_path(path), message)]
     except OSError as exc:
-        return [AdmissionError(shown, f"cannot read file: {exc.strerror or exc}")]
+        message = f"cannot read file: {exc.strerror or exc}"
+        return [AdmissionError(printable_path(path), message)]
 
 
 class NotARegularFile(OSError):
@@ -340,11 +384,10 @@ def parse_document(
     table, and a date elsewhere in it is none of our business. ``noun`` names what the file
     is in messages about its encoding.
     """
-    shown = printable_path(path)
     if len(raw) > max_bytes:
         return [
             AdmissionError(
-                shown,
+                printable_path(path),
                 f"file is over the {max_bytes}-byte cap for fixtures; "
                 "split it into smaller cases",
                 1,
@@ -355,7 +398,7 @@ def parse_document(
         if raw.startswith(bom):
             return [
                 AdmissionError(
-                    shown,
+                    printable_path(path),
                     f"file is {encoding} (it starts with a {encoding} byte-order mark); "
                     f"{noun}s must be UTF-8: save it as UTF-8",
                     1,
@@ -363,12 +406,14 @@ def parse_document(
                 )
             ]
     try:
-        text = raw.decode("utf-8-sig")
+        # Without a byte-order mark the two codecs agree, errors included, and plain "utf-8"
+        # is decoded in C where "utf-8-sig" goes through a Python-level codec.
+        text = raw.decode("utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8")
     except UnicodeDecodeError as exc:
         line, col = _byte_position(raw, exc.start)
         return [
             AdmissionError(
-                shown,
+                printable_path(path),
                 f"not valid UTF-8 at byte {exc.start}: {noun}s must be UTF-8 text",
                 line,
                 col,
@@ -380,11 +425,20 @@ def parse_document(
         line, col = LineIndex(text).position(too_deep)
         return [
             AdmissionError(
-                shown, f"nesting deeper than {MAX_DEPTH} levels; flatten the data", line, col
+                printable_path(path),
+                f"nesting deeper than {MAX_DEPTH} levels; flatten the data",
+                line,
+                col,
             )
         ]
     try:
-        parsed = _PARSERS[fmt](text, shown)
+        return RawDocument(path, fmt, _PLAIN_PARSERS[fmt](text, raw), source_map)
+    except Exception:
+        # _NotPlain, or an error: the full parser below refuses the text with its message and
+        # position, or accepts it with every check of the walk below.
+        pass
+    try:
+        parsed = _PARSERS[fmt](text, printable_path(path))
     except _Refused as refused:
         return refused.errors
     document = RawDocument(path, fmt, parsed, source_map)
@@ -448,6 +502,11 @@ def _out_of_range(literal: str) -> str:
         f"{shown} is out of range: integers must be between {INT_MIN} and {INT_MAX} "
         "(64 bits); quote it to make it a string"
     )
+
+
+def _no_digits(literal: str) -> str:
+    shown = literal if len(literal) <= 30 else literal[:27] + "..."
+    return f"number {shown} has no digits; quote it to make it a string"
 
 
 def _too_large(literal: str) -> str:
@@ -652,14 +711,21 @@ class _StrictConstructor(SafeConstructor):
         literal = str(node.value)
         if _significant_digits(literal) > _MAX_INT_DIGITS:
             raise _YAMLRefused(None, None, _out_of_range(literal), node.start_mark)
-        value = super().construct_yaml_int(node)
+        try:
+            value = super().construct_yaml_int(node)
+        except (ValueError, IndexError):
+            # ruamel.yaml's pattern for integers takes underscores for digits: "+_", "0x_"
+            raise _YAMLRefused(None, None, _no_digits(literal), node.start_mark) from None
         if not INT_MIN <= value <= INT_MAX:
             raise _YAMLRefused(None, None, _out_of_range(literal), node.start_mark)
         return value
 
     def construct_yaml_float(self, node: Any) -> Any:
-        value = super().construct_yaml_float(node)
         literal = str(node.value)
+        try:
+            value = super().construct_yaml_float(node)
+        except (ValueError, IndexError):
+            raise _YAMLRefused(None, None, _no_digits(literal), node.start_mark) from None
         special = literal.lstrip("+-").lower() in (".inf", ".nan")
         if not math.isfinite(value) and not special:
             raise _YAMLRefused(None, None, _too_large(literal), node.start_mark)
@@ -731,6 +797,179 @@ def _parse_yaml(text: str, shown: str) -> JSONValue:
     return data
 
 
+# --- YAML through the C parser ------------------------------------------------------------------
+
+# libyaml's parser, as ruamel.yaml.clib builds it; None where it is not installed (PyPy, a
+# platform without a wheel), and then every document takes the pure-Python path.
+try:
+    from _ruamel_yaml import CParser as _CParser  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - depends on the installation
+    _CParser = None
+
+# Text the C path leaves to the pure-Python loader without trying: characters the two readers
+# may judge or break lines at differently (tabs, which the pure-Python scanner refuses in places
+# libyaml allows them; other controls, NEL, the Unicode line and paragraph
+# separators, a byte-order mark inside the text, non-characters), and escapes of UTF-16
+# surrogates, which only the pure-Python loader's refusal explains.
+_YAML_NOT_FOR_C = re.compile(
+    "[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]"
+    r"|\\(?:u|U0000)[dD][89a-fA-F]"
+)
+
+# libyaml takes "|#..." for a block scalar header and a comment; the pure-Python scanner
+# refuses it, so the C path must not accept it.
+_YAML_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#")
+# In a flow sequence, libyaml takes ["a":b] for a one-pair mapping; the pure-Python parser
+# refuses it (it allows the colon against a quoted key only in a flow mapping).
+_YAML_ADJACENT_VALUE = re.compile(r"[\"'][ \t]*:[^ \t\r\n]")
+# A block scalar whose first line holds only spaces: the pure-Python scanner refuses it when a
+# later leading line is indented deeper; libyaml does not check. (Any line holding '|' or '>'
+# followed by such a line is left to the pure-Python loader.)
+_YAML_BLANK_AFTER_HEADER = re.compile(r"[|>][^\n]*[\r\n] +[\r\n]")
+_PRINTABLE_ASCII = bytes([10, 13, *range(0x20, 0x7F)])
+_YAML_INT = "tag:yaml.org,2002:int"
+
+
+def _yaml_plain_resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """ruamel.yaml's YAML 1.2 rules for what a plain scalar is, by its first character: the
+    table its ``VersionedResolver`` builds for 1.2, the version every fixture is read in."""
+    table: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+    for versions, tag, regexp, first in implicit_resolvers:
+        if (1, 2) in versions:
+            # ruamel.yaml compiles these lazily behind a proxy; compiled directly, the same
+            # patterns match without its attribute lookups.
+            pattern = re.compile(regexp.pattern, regexp.flags)
+            for char in first:
+                table.setdefault(char, []).append((tag, pattern))
+    return table
+
+
+_PLAIN_RESOLVERS = _yaml_plain_resolvers()
+_PLAIN_DECIMAL = re.compile(r"[0-9]{1,18}")
+_plain_constructor: _StrictConstructor | None = None
+
+
+class _NotPlain(Exception):
+    """The C path met something only the pure-Python loader may judge or explain."""
+
+
+def _resolved_scalar(tag: str, value: str) -> JSONValue:
+    """The value of a plain scalar that YAML 1.2 resolves to ``tag`` (not a string), exactly as
+    the pure-Python loader builds it; :class:`_NotPlain` for everything fixtures refuse or
+    JSON cannot hold (dates, merge keys, non-finite and out-of-range numbers)."""
+    if tag == _YAML_INT and _PLAIN_DECIMAL.fullmatch(value):
+        return int(value)  # at most 18 digits: within 64 bits, and no base prefix or sign
+    if tag == "tag:yaml.org,2002:null":
+        return None
+    if tag == "tag:yaml.org,2002:bool":
+        return value.lower() == "true"
+    if tag not in (_YAML_INT, "tag:yaml.org,2002:float"):
+        raise _NotPlain(tag)  # a timestamp, the merge key '<<', the value key '='
+    global _plain_constructor
+    if _plain_constructor is None:
+        _plain_constructor = _yaml_loader().constructor
+    node = ScalarNode(tag, value, None, None)
+    try:
+        # The pure path's own constructor: the same bases, underscores and range checks.
+        number: int | float = (
+            _plain_constructor.construct_yaml_int(node)
+            if tag == _YAML_INT
+            else _plain_constructor.construct_yaml_float(node)
+        )
+    except Exception as exc:
+        raise _NotPlain(tag) from exc
+    if isinstance(number, float) and not math.isfinite(number):
+        raise _NotPlain(tag)
+    return number
+
+
+def _load_yaml_c(text: str, raw: bytes) -> JSONValue:
+    """The data of a YAML fixture that is plain data, built straight from libyaml's events.
+
+    Raises :class:`_NotPlain` (or whatever the C parser raises) for anything else, with no
+    attempt to explain: anchors, aliases, tags, directives, several documents, non-string or
+    repeated keys, nesting that reaches :data:`MAX_DEPTH`, values JSON cannot hold, syntax
+    errors. The pure-Python loader then reads the text again and refuses it with the message
+    and position it always gave, so the C path only ever decides that a document is good.
+    """
+    if _CParser is None:
+        raise _NotPlain("no C parser")
+    # Printable ASCII (the common case) is proven in one C pass over the bytes.
+    if raw.translate(None, _PRINTABLE_ASCII) and _YAML_NOT_FOR_C.search(text):
+        raise _NotPlain("text for the pure-Python loader")
+    if b"#" in raw and _YAML_HEADER_COMMENT.search(text):
+        raise _NotPlain("a comment against a block scalar header")
+    if b"[" in raw and _YAML_ADJACENT_VALUE.search(text):
+        raise _NotPlain("a quoted key with its value against the colon")
+    if (b"|" in raw or b">" in raw) and _YAML_BLANK_AFTER_HEADER.search(text):
+        raise _NotPlain("a line of spaces opening a block scalar")
+    get_event = _CParser(text).get_event
+    get_event()  # stream start
+    event = get_event()
+    if type(event) is StreamEndEvent:
+        return None  # no document: the pure-Python loader's answer too
+    if type(event) is not DocumentStartEvent or event.version or event.tags:
+        raise _NotPlain("directives")
+    root: JSONValue = None
+    # Open collections, innermost last; for a mapping, the key whose value comes next
+    # (_NO_KEY while a key is due).
+    open_items: list[Any] = []
+    keys: list[Any] = []
+    while True:
+        event = get_event()
+        kind = type(event)
+        if kind is ScalarEvent:
+            if event.anchor is not None or event.ctag is not None:
+                raise _NotPlain("anchor or tag")
+            value: Any = event.value
+            if event.implicit[0]:  # plain: resolved as the pure-Python loader resolves it
+                resolvers = _PLAIN_RESOLVERS.get(event.value[:1])
+                if resolvers is not None:
+                    for tag, regexp in resolvers:
+                        if regexp.match(event.value):
+                            value = _resolved_scalar(tag, event.value)
+                            break
+        elif kind is MappingStartEvent or kind is SequenceStartEvent:
+            if event.anchor is not None or event.ctag is not None:
+                raise _NotPlain("anchor or tag")
+            if len(open_items) >= MAX_DEPTH:
+                raise _NotPlain("too deep")
+            value = {} if kind is MappingStartEvent else []
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
+            open_items.pop()
+            keys.pop()
+            if open_items:
+                continue
+            break
+        else:
+            raise _NotPlain(kind.__name__)  # an alias; or the end of a scalar document
+        if not open_items:
+            if kind is ScalarEvent:
+                # The scanners differ on a bare block scalar at the top level; and a fixture
+                # is a mapping anyway, so this is never worth a fast path.
+                raise _NotPlain("a scalar document")
+            root = value
+        else:
+            parent = open_items[-1]
+            if type(parent) is list:
+                parent.append(value)
+            else:
+                key = keys[-1]
+                if key is _NO_KEY:
+                    if type(value) is not str or value in parent:
+                        raise _NotPlain("key")  # not a string, or repeated
+                    keys[-1] = value
+                    continue
+                parent[key] = value
+                keys[-1] = _NO_KEY
+        if kind is not ScalarEvent:
+            open_items.append(value)
+            keys.append(_NO_KEY)
+    if type(get_event()) is not DocumentEndEvent or type(get_event()) is not StreamEndEvent:
+        raise _NotPlain("another document")
+    return root
+
+
 def _yaml_message(exc: MarkedYAMLError) -> str:
     problem = (exc.problem or "").strip()
     name = type(exc).__name__
@@ -797,6 +1036,114 @@ def _long_toml_integers(text: str, shown: str) -> list[AdmissionError]:
 _PARSERS = {"json": _parse_json, "yaml": _parse_yaml, "toml": _parse_toml}
 
 
+# --- the plain-data fast path ------------------------------------------------------------------
+#
+# Nearly every fixture is plain data: no duplicate key, no number beyond 64 bits, nothing
+# non-finite, no date, no lone surrogate. For those the parse is the whole of loading, and the
+# walk of _foreign_values would find nothing. Each _plain_* parser returns the data only when a
+# cheap test proves that; otherwise it raises (_NotPlain, or the parser's own error) and the
+# document is parsed again by the full path, which says exactly what it always said.
+
+def _byte_classes(classes: dict[bytes, bytes]) -> bytes:
+    """A ``bytes.translate`` table sending each byte of a key to its class byte, others to a
+    space: a one-pass C scan of the raw text for the shapes below."""
+    table = bytearray(b" " * 256)
+    for members, name in classes.items():
+        for byte in members:
+            table[byte] = name[0]
+    return bytes(table)
+
+
+_HEX_DIGITS = b"0123456789abcdefABCDEF_"
+_LONG_LITERAL = _byte_classes({_HEX_DIGITS: b"x"})
+_DATE_OR_TIME = _byte_classes({b"0123456789": b"d", b":": b":", b"-": b"-"})
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, unless it repeats a key (the dict is then shorter than the pairs)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _NotPlain("duplicate key")
+    return obj
+
+
+def _short_int(literal: str) -> int:
+    if len(literal) > 18:  # the shortest literal that can be out of 64-bit range has 19 digits
+        raise _NotPlain(literal)
+    return int(literal)
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NotPlain(literal)  # TOML's inf and nan, or an overflowing literal such as 1e400
+    return value
+
+
+def _no_constant(literal: str) -> None:
+    raise _NotPlain(literal)  # JSON's NaN, Infinity, -Infinity
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _plain_json(text: str, raw: bytes) -> JSONValue:
+    # A \\u escape into the surrogate range may leave a lone surrogate in a string.
+    if b"\\u" in raw and _SURROGATE_ESCAPE.search(text):
+        raise _NotPlain("a surrogate escape")
+    # Bracket nesting was bounded before parsing, so no container sits at MAX_DEPTH.
+    data: JSONValue = _PLAIN_JSON.decode(text)
+    return data
+
+
+# Built once: json.loads builds a decoder per call when given hooks.
+_PLAIN_JSON = json.JSONDecoder(
+    object_pairs_hook=_unique_object,
+    parse_int=_short_int,
+    parse_float=_finite_float,
+    parse_constant=_no_constant,
+)
+
+
+def _plain_toml(text: str, raw: bytes) -> JSONValue:
+    # The shortest TOML integer that can be out of 64-bit range has 16 hex, 19 decimal, 22
+    # octal or 64 binary digits: each is a run of 16 hex digits and underscores. Every date
+    # and time holds "dddd-dd" or "dd:dd".
+    if b"x" * 16 in raw.translate(_LONG_LITERAL):
+        raise _NotPlain("a long number")
+    shapes = raw.translate(_DATE_OR_TIME)
+    if b"dd:dd" in shapes or b"dddd-dd" in shapes:
+        raise _NotPlain("a date or a time")
+    data: JSONValue = tomllib.loads(text, parse_float=_finite_float)
+    # Every level of nesting in TOML data is opened by a '[', a '{' or a '.' (in a header or a
+    # dotted key), except the first key of a line; with few of them, nothing reaches
+    # MAX_DEPTH and the walk's depth check has nothing to find.
+    brackets = text.count("[") + text.count("{") + text.count(".")
+    if brackets >= MAX_DEPTH - 1 and _reaches_max_depth(data):
+        raise _NotPlain("deep nesting")
+    return data
+
+
+def _reaches_max_depth(data: JSONValue) -> bool:
+    """Whether a container sits at a path of :data:`MAX_DEPTH` or more steps."""
+    stack: list[tuple[int, JSONValue]] = [(0, data)]
+    while stack:
+        depth, value = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if isinstance(children, list) or isinstance(value, dict):
+            if depth >= MAX_DEPTH:
+                return True
+            stack.extend(
+                (depth + 1, item)
+                for item in children  # type: ignore[union-attr]
+                if isinstance(item, dict | list)
+            )
+    return False
+
+
+_PLAIN_PARSERS = {"json": _plain_json, "yaml": _load_yaml_c, "toml": _plain_toml}
+
+
 # --- shared checks -----------------------------------------------------------------------------
 
 
@@ -812,6 +1159,8 @@ def _over_deep_offset(text: str, fmt: Format) -> int | None:
     """
     dotted = fmt == "toml"
     if text.count("[") + text.count("{") + (text.count(".") if dotted else 0) <= MAX_DEPTH:
+        return None
+    if _certainly_shallow(text, fmt):
         return None
     depth = 0
     dots = 0
@@ -846,6 +1195,37 @@ def _over_deep_offset(text: str, fmt: Format) -> int | None:
             dots = 0
         i += 1
     return None
+
+
+# Strings and comments exactly as _over_deep_offset skips them: a double-quoted string with
+# backslash escapes; in YAML and TOML also a single-quoted one and a comment to the line end.
+_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_STRINGS_AND_COMMENTS = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'|#[^\n]*""", re.DOTALL)
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+_AS_PARENTHESES = str.maketrans("[{]}", "(())")
+_MANY_DOTS = re.compile(r"\.(?:[^.\n=,]*\.){" + str(MAX_DEPTH) + "}")
+
+
+def _certainly_shallow(text: str, fmt: Format) -> bool:
+    """Whether :func:`_over_deep_offset` would find nothing, proven with C-speed string work
+    instead of its loop over every character; ``False`` means only "not proven".
+
+    Strings and comments are cut out as the loop skips them; what brackets remain must close
+    one level per pass of removing every empty pair, within :data:`MAX_DEPTH` passes. (An
+    unclosed string leaves extra text in, which can only make the proof fail.)
+    """
+    stripped = (_JSON_STRINGS if fmt == "json" else _STRINGS_AND_COMMENTS).sub("", text)
+    if fmt == "toml" and _MANY_DOTS.search(stripped):
+        return False
+    brackets = _NOT_A_BRACKET.sub("", stripped).translate(_AS_PARENTHESES)
+    for _ in range(MAX_DEPTH):
+        if not brackets:
+            return True
+        shorter = brackets.replace("()", "")
+        if len(shorter) == len(brackets):
+            return False  # unbalanced
+        brackets = shorter
+    return not brackets
 
 
 _NO_KEY = object()

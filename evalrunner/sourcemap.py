@@ -19,7 +19,7 @@ import json.decoder
 import json.scanner
 import re
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,16 +38,34 @@ class _Spot:
 class LineIndex:
     """Turns character offsets into 1-based (line, column); CRLF counts as one line break."""
 
+    # Up to this many positions are counted straight off the text; past it, an index of line
+    # starts pays for itself. Most documents are asked for a handful, or none.
+    _COUNTED = 16
+
     def __init__(self, text: str) -> None:
-        self._starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                self._starts.append(i + 1)
+        self._text = text
+        self._starts: list[int] | None = None
+        self._counted = 0
 
     def position(self, offset: int) -> Position:
         """1-based (line, column) of a character offset."""
+        if self._starts is None:
+            if self._counted < self._COUNTED:
+                self._counted += 1
+                line_start = self._text.rfind("\n", 0, offset) + 1
+                return self._text.count("\n", 0, offset) + 1, offset - line_start + 1
+            self._starts = self._line_starts()
         line = bisect.bisect_right(self._starts, offset) - 1
         return line + 1, offset - self._starts[line] + 1
+
+    def _line_starts(self) -> list[int]:
+        starts = [0]
+        find = self._text.find
+        at = find("\n")
+        while at >= 0:  # one step per line, not per character
+            starts.append(at + 1)
+            at = find("\n", at + 1)
+        return starts
 
 
 @dataclass
@@ -109,6 +127,15 @@ class SourceMap:
         parent; anything else (flow style, odd quoting) takes the parser's positions.
         """
         wanted = list(paths)
+        if self.format != "yaml" and self._spots is None:
+            shallow = (
+                _json_shallow_keys(self.text, wanted)
+                if self.format == "json"
+                else _toml_shallow_keys(self.text, wanted)
+            )
+            if shallow is not None:
+                lines = self._line_index()
+                return {path: lines.position(at) for path, at in shallow.items()}
         if self.format != "yaml":
             spots = self._index()
             return {
@@ -226,6 +253,12 @@ def _yaml_block_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, Positio
             if match is None:
                 if stripped.startswith(("---", "%")):
                     continue  # the document start, a directive
+                if stripped == "-" or stripped.startswith("- "):
+                    # An item of a sequence written at the indentation of the key it belongs
+                    # to (``turns:`` then ``- steps:``, as most YAML writers put it): what
+                    # follows, up to the next top-level key, is inside that sequence.
+                    parent, child_indent = None, None
+                    continue
                 return None  # not a block mapping at the top
             key = next(g for g in match.groups() if g is not None)
             if (key,) in found:
@@ -323,6 +356,61 @@ class _JSONScanner:
         raise ValueError(f"unexpected character at {i}")
 
 
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+# The stdlib's C scanner, to step over a value in one call where _JSONScanner would walk it.
+_json_value_end = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _json_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] | None:
+    """Offsets of the keys naming ``paths`` (one or two string levels deep) in JSON text, as
+    :class:`_JSONScanner` records them, found by walking only the top object and the objects
+    the paths go into; ``None`` for other paths or text this walk does not follow."""
+    if any(not 1 <= len(p) <= 2 or not all(isinstance(k, str) for k in p) for p in paths):
+        return None
+    wanted = set(paths)
+    parents = {p[0] for p in paths if len(p) == 2}
+    found: dict[JSONPath, int] = {}
+    try:
+        i = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]
+        if text[i] != "{":
+            return None
+        for key, key_at, value_at in _json_members(text, i):
+            if (key,) in wanted:
+                found[(key,)] = key_at
+            if key in parents and text[value_at] == "{":
+                for child, child_at, _ in _json_members(text, value_at):
+                    if (key, child) in wanted:
+                        found[(key, child)] = child_at
+    except (ValueError, IndexError, StopIteration, RecursionError):
+        return None
+    return found
+
+
+def _json_members(text: str, i: int) -> Iterator[tuple[str, int, int]]:
+    """Each member of the JSON object starting at ``i``: its key, the key's offset and the
+    value's offset. A value is stepped over by the C scanner unless the caller descends."""
+    space = _JSON_SPACE.match
+    i = space(text, i + 1).end()  # type: ignore[union-attr]
+    if text[i] == "}":
+        return
+    while True:
+        if text[i] != '"':
+            raise ValueError(f"expected a key at {i}")
+        key, after = _scanstring(text, i + 1)
+        colon = space(text, after).end()  # type: ignore[union-attr]
+        if text[colon] != ":":
+            raise ValueError(f"expected ':' at {colon}")
+        value_at = space(text, colon + 1).end()  # type: ignore[union-attr]
+        yield key, i, value_at
+        _, end = _json_value_end(text, value_at)
+        i = space(text, end).end()  # type: ignore[union-attr]
+        if text[i] == "}":
+            return
+        if text[i] != ",":
+            raise ValueError(f"expected ',' at {i}")
+        i = space(text, i + 1).end()  # type: ignore[union-attr]
+
+
 def json_duplicate_keys(text: str) -> list[tuple[JSONPath, Position]]:
     """Every repeated key in a JSON object, with the position of the repeat."""
     scanner = _JSONScanner(text)
@@ -332,6 +420,99 @@ def json_duplicate_keys(text: str) -> list[tuple[JSONPath, Position]]:
 
 
 # --- TOML --------------------------------------------------------------------------------------
+
+# A line giving a bare key a value; a table or array-of-tables header of bare keys, alone on
+# its line; strings and a comment on one line.
+_TOML_KEY_LINE = re.compile(r"[ \t]*([A-Za-z0-9_-]+)[ \t]*=")
+_TOML_HEADER = re.compile(
+    r"(\[\[?)[ \t]*([A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*)[ \t]*\]\]?[ \t]*(?:#.*)?\r?$"
+)
+_TOML_LINE_STRINGS = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'|#.*""")
+
+
+def _bracket_balance(value: str) -> int:
+    """Brackets and braces a line of TOML opens, less those it closes, outside its strings and
+    comment."""
+    if "[" not in value and "{" not in value and "]" not in value and "}" not in value:
+        return 0
+    if '"' in value or "'" in value or "#" in value:
+        value = _TOML_LINE_STRINGS.sub("", value)
+    return value.count("[") + value.count("{") - value.count("]") - value.count("}")
+
+
+def _toml_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] | None:
+    """Offsets of the keys naming ``paths`` (one or two string levels deep) in valid TOML
+    text, as :class:`_TOMLScanner` records them, read off its lines; ``None`` for other paths
+    or text not plainly of the shape this reads (multi-line strings, quoted or dotted keys
+    where the paths lead, headers it cannot read).
+
+    Without multi-line strings every line is TOML's own, except the lines of an array that
+    spans several, which are skipped by counting its brackets. Top-level keys come before the
+    first header; ``[P]`` opens the keys of ``P``; ``[P.k]``, ``[[P.k]]`` and deeper headers
+    name ``(P, k)`` at the header's first key, the first time (an explicit ``[P.k]`` table
+    can only be defined once).
+    """
+    if any(not 1 <= len(p) <= 2 or not all(isinstance(k, str) for k in p) for p in paths):
+        return None
+    if '"""' in text or "'''" in text:
+        return None
+    wanted = set(paths)
+    parents = {str(p[0]) for p in paths if len(p) == 2}
+    found: dict[JSONPath, int] = {}
+    table: str | None = ""  # "" at the top, a parent's name, None in any other table
+    opened: set[str] = set()
+    open_brackets = 0  # of an array that spans lines
+    offset = 0
+    for line in text.split("\n"):
+        start, offset = offset, offset + len(line) + 1
+        if open_brackets:
+            open_brackets += _bracket_balance(line)
+            continue
+        key_line = _TOML_KEY_LINE.match(line)
+        if key_line is not None:
+            open_brackets = _bracket_balance(line[key_line.end() :])
+            if table is None:
+                continue
+            key = key_line.group(1)
+            path: JSONPath = (key,) if table == "" else (table, key)
+            if path in found:
+                return None
+            if path in wanted:
+                found[path] = start + key_line.start(1)
+            continue
+        if not line.lstrip(" \t").startswith("["):
+            continue  # blank, a comment
+        header = _TOML_HEADER.match(line)
+        if header is None:
+            return None
+        parts = [part.strip(" \t") for part in header.group(2).split(".")]
+        is_array = header.group(1) == "[["
+        name_at = start + header.start(2)
+        table = None
+        if parts[0] not in parents and (parts[0],) not in wanted:
+            continue
+        if len(parts) == 1:
+            if is_array or parts[0] in opened:
+                return None
+            opened.add(parts[0])
+            table = parts[0] if parts[0] in parents else None
+            if (parts[0],) in wanted:
+                found[(parts[0],)] = name_at
+            continue
+        if (parts[0],) in wanted:
+            found.setdefault((parts[0],), name_at)
+        child = (parts[0], parts[1])
+        if len(parts) == 2 and not is_array:
+            if child in found:
+                return None
+            if child in wanted:
+                found[child] = name_at
+        elif child in wanted:
+            found.setdefault(child, name_at)
+    if set(found) != wanted:
+        return None
+    return found
+
 
 _TOML_INTEGER = re.compile(r"[+-]?[0-9][0-9_]*(?![0-9_.eExob:-])")
 
@@ -359,7 +540,13 @@ def toml_long_integers(text: str, max_digits: int) -> list[tuple[JSONPath, Posit
     return sorted(found, key=lambda item: item[1])
 
 
-_BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+# Each a match that always succeeds, stepping in C over what the scanner would walk: blanks
+# and comments (a comment stops before its line break), with or without line breaks; a bare
+# key; a number, boolean or date up to what ends it.
+_TOML_BLANK = re.compile(r"(?:[ \t]|#[^\n]*)*")
+_TOML_BLANK_LINES = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")
+_TOML_BARE_KEY = re.compile(r"[A-Za-z0-9_-]*")
+_TOML_SCALAR = re.compile(r"[^,\]}#\r\n]*")
 
 
 class _TOMLScanner:
@@ -389,17 +576,10 @@ class _TOMLScanner:
         return self.spots
 
     def _skip_blank(self, i: int, *, newlines: bool) -> int:
-        text = self.text
-        while i < len(text):
-            ch = text[i]
-            if ch in " \t" or (newlines and ch in "\r\n"):
-                i += 1
-            elif ch == "#":
-                while i < len(text) and text[i] != "\n":
-                    i += 1
-            else:
-                break
-        return i
+        """Past spaces, tabs and comments (a comment ends before its line break), and line
+        breaks too with ``newlines``."""
+        blank = _TOML_BLANK_LINES if newlines else _TOML_BLANK
+        return blank.match(self.text, i).end()  # type: ignore[union-attr]
 
     def _resolve(self, keys: list[str]) -> JSONPath:
         """Concrete path of a dotted header, descending into the last element of arrays."""
@@ -447,8 +627,7 @@ class _TOMLScanner:
                 i = end
             else:
                 start = i
-                while i < len(text) and text[i] in _BARE:
-                    i += 1
+                i = _TOML_BARE_KEY.match(text, i).end()  # type: ignore[union-attr]
                 keys.append(text[start:i])
             i = self._skip_blank(i, newlines=False)
             if i < len(text) and text[i] == ".":
@@ -489,9 +668,7 @@ class _TOMLScanner:
             return i + 1
         if ch in "\"'":
             return self._string_end(i)
-        while i < len(text) and text[i] not in ",]}#\r\n":
-            i += 1
-        return i
+        return _TOML_SCALAR.match(text, i).end()  # type: ignore[union-attr]
 
     def _string_end(self, i: int) -> int:
         text = self.text
