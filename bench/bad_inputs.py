@@ -633,7 +633,9 @@ def terminal_text(tally: Tally, rng: random.Random, count: int) -> None:
             table.encode("utf-8")
             data.encode("utf-8")
             clean = not _TERMINAL_ACTS_ON.search(table.replace("\n", "") + data.replace("\n", ""))
-            return clean and len(table.splitlines()) == 10 and bool(json.loads(data))
+            # A run error's own lines (split at "\n") are shown one per row, indented.
+            rows = 10 + text.count("\n")
+            return clean and len(table.split("\n")) - 1 == rows and bool(json.loads(data))
 
         attempt(tally, f"report #{i}", check)
         name = hostile(rng.randint(1, 10)).replace("\ud800", "").replace("\udfff", "")
