@@ -1,5 +1,28 @@
-"""``python -m evalrunner``: the same command line as the ``evalrunner`` script."""
+"""``python -m evalrunner`` and the ``evalrunner`` script: the command line.
 
-from evalrunner.cli import main
+``--version`` is answered here, before the command line (typer, rich, the pipeline) is
+imported: a version check in a CI step costs a Python start and nothing more.
+"""
 
-main()
+import sys
+
+
+def main() -> None:
+    """Console-script entry point."""
+    if sys.argv[1:] == ["--version"]:
+        from evalrunner import __version__
+
+        try:
+            sys.stdout.write(f"evalrunner {__version__}\n")
+            sys.stdout.flush()
+        except (OSError, AttributeError):  # closed or full: the full command line says so
+            pass
+        else:
+            return
+    from evalrunner.cli import main as command_line
+
+    command_line()
+
+
+if __name__ == "__main__":
+    main()
