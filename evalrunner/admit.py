@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -241,19 +241,15 @@ class KeyPositions(Mapping[str, tuple[int, int]]):
 
 
 def _response(raw: Mapping[str, Any]) -> ModelResponse:
-    tokens = {
-        "input_tokens": raw.get("input_tokens", 0),
-        "output_tokens": raw.get("output_tokens", 0),
-    }
+    input_tokens = raw.get("input_tokens", 0)
+    output_tokens = raw.get("output_tokens", 0)
     if raw["type"] == "text":
-        return TextResponse(content=raw["content"], **tokens)
-    return ToolCallsResponse(
-        tool_calls=tuple(
-            ToolCall(id=call["id"], name=call["name"], arguments=argument_text(call["arguments"]))
-            for call in raw["tool_calls"]
-        ),
-        **tokens,
-    )
+        return TextResponse(raw["content"], input_tokens, output_tokens)
+    calls = [
+        ToolCall(call["id"], call["name"], argument_text(call["arguments"]))
+        for call in raw["tool_calls"]
+    ]
+    return ToolCallsResponse(tuple(calls), input_tokens, output_tokens)
 
 
 def argument_text(arguments: object) -> str:
@@ -263,7 +259,12 @@ def argument_text(arguments: object) -> str:
     """
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ARGUMENT_ENCODER.encode(arguments)
+
+
+_ARGUMENT_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What ``json.dumps`` with these options builds on every call (an encoder keeps no state
+between calls), built once."""
 
 
 def _expectations(raw: Mapping[str, Any]) -> Expectations:
@@ -394,7 +395,7 @@ def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[Adm
             errors.append(
                 document.error(
                     f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
-                    f"({'; '.join(reasons)}); no run can satisfy them all; "
+                    f"({'; '.join(reasons())}); no run can satisfy them all; "
                     f"raise it to {needed} or drop one of those checks",
                     here + (kind,),
                 )
@@ -402,27 +403,34 @@ def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[Adm
     return errors
 
 
-def _calls_needed(expects: Expectations) -> tuple[int, list[str]]:
-    """The fewest dispatches a run needs to pass the checks that name tools, and the reasons.
+def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
+    """The fewest dispatches a run needs to pass the checks that name tools, and a function
+    that words the reasons (called only when a cap is below the need).
 
     Each tool needs as many calls as its most demanding check (one for ``tools_used`` or a
     payload check, ``call_index + 1`` with an index); calls to different tools are different
     dispatches. ``all_tools_succeeded: false`` needs one call that failed.
     """
-    need: dict[str, tuple[int, str]] = {}
+    # tool → (calls, kind, index, call_index) of the check that needs the most calls of it.
+    need: dict[str, tuple[int, str, int, int | None]] = {}
     for i, name in enumerate(expects.tools_used or ()):
-        need.setdefault(name, (1, f"expects.tools_used[{i}]"))
+        need.setdefault(name, (1, "tools_used", i, None))
     for kind, i, entry in _payload_entries(expects):
         calls = (entry.call_index or 0) + 1
-        if calls > need.get(entry.tool, (0, ""))[0]:
-            index = "" if entry.call_index is None else f" with call_index {entry.call_index}"
-            need[entry.tool] = (calls, f"expects.{kind}[{i}]{index}")
-    total = sum(calls for calls, _ in need.values())
+        if calls > need.get(entry.tool, (0,))[0]:
+            need[entry.tool] = (calls, kind, i, entry.call_index)
+    total = sum(needed[0] for needed in need.values())
     if total == 0 and expects.all_tools_succeeded is False:
-        return 1, ["a failed one for expects.all_tools_succeeded: false"]
-    return total, [
-        f"{calls} to {quote(tool)} for {because}" for tool, (calls, because) in need.items()
-    ]
+        return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
+
+    def reasons() -> list[str]:
+        worded = []
+        for tool, (calls, kind, i, call_index) in need.items():
+            index = "" if call_index is None else f" with call_index {call_index}"
+            worded.append(f"{calls} to {quote(tool)} for expects.{kind}[{i}]{index}")
+        return worded
+
+    return total, reasons
 
 
 def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadNeedle]]:

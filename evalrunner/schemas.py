@@ -178,13 +178,20 @@ _ANNOTATIONS = frozenset(
 
 
 def _is_number(instance: object) -> bool:
+    kind = type(instance)
+    if kind is int or kind is float:  # what loaders give, without the ABC's slower check
+        return True
     return isinstance(instance, numbers.Number) and not isinstance(instance, bool)
+
+
+def _is_strict_integer(instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
 
 
 TYPE_CHECKS: dict[str, Check] = {
     "array": lambda instance: isinstance(instance, list),
     "boolean": lambda instance: isinstance(instance, bool),
-    "integer": lambda instance: _is_integer(None, instance),
+    "integer": _is_strict_integer,
     "null": lambda instance: instance is None,
     "number": _is_number,
     "object": lambda instance: isinstance(instance, dict),
@@ -389,13 +396,12 @@ class _Compiler:
             return None
         low = _bound(schema["minimum"], "minimum") if "minimum" in schema else None
         high = _bound(schema["maximum"], "maximum") if "maximum" in schema else None
-        is_type = TYPE_CHECKS[typed] if typed is not None else None
+        # With the type declared, an instance of that type is a number: one test, not two.
+        is_type = TYPE_CHECKS[typed] if typed is not None else _is_number
 
         def check(instance: Any) -> bool:
-            if is_type is not None and not is_type(instance):
-                return False
-            if not _is_number(instance):
-                return True
+            if not is_type(instance):
+                return typed is None
             # Written as jsonschema tests it ("instance < minimum" is the error), so that a
             # value no comparison holds for (NaN) gets the same verdict.
             return not (

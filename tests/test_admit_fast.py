@@ -453,3 +453,21 @@ def test_positions_survive_pickling_before_and_after_they_are_found() -> None:
     assert dict(before.positions) == expected == dict(after.positions)
     assert type(after.positions) is dict
     assert expected["name"][0] >= 1
+
+
+# --- the argument text is what json.dumps writes ---------------------------------------------
+
+_arguments = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@SETTINGS
+@given(arguments=st.dictionaries(st.text(max_size=6), _arguments, max_size=4))
+def test_argument_text_is_compact_sorted_json(arguments: dict[str, Any]) -> None:
+    expected = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert admission.argument_text(arguments) == expected
