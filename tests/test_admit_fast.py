@@ -99,6 +99,32 @@ def test_a_schema_tree_with_an_unknown_keyword_has_no_fast_check() -> None:
     assert replace(tree, registry=registry).check(CASE_ID) is None
 
 
+def _tree_with_a_new_kind(kind_schema: dict[str, Any]) -> Any:
+    """The shipped schema tree, with one more expectation kind, ``response_length``."""
+    tree = schema_tree()
+    contents = copy.deepcopy(tree.registry.contents(CASE_ID))
+    contents["$defs"]["expects"]["properties"]["response_length"] = kind_schema
+    registry = tree.registry.with_resource(CASE_ID, DRAFT202012.create_resource(contents))
+    return replace(tree, registry=registry)
+
+
+def test_a_kind_added_to_the_schema_is_checked_as_the_schema_says() -> None:
+    tree = _tree_with_a_new_kind({"type": "integer", "minimum": 1})
+    check = tree.check(CASE_ID)
+    assert check is not None
+    reference = tree.validator(CASE_ID)
+    seed = copy.deepcopy(SEEDS[0])
+    for value in [0, 1, 7, 1.0, True, "3", None]:
+        seed["expects"]["response_length"] = value
+        assert check(seed) is reference.is_valid(seed), value
+    seed["expects"]["response_length"] = 0
+    assert check(seed) is False
+
+
+def test_a_kind_added_with_a_keyword_it_does_not_know_leaves_no_fast_check() -> None:
+    assert _tree_with_a_new_kind({"type": "integer", "exclusiveMinimum": 0}).check(CASE_ID) is None
+
+
 def test_the_type_checks_are_the_strict_validators() -> None:
     checker = StrictValidator.TYPE_CHECKER
     # The seven types of JSON Schema, each defined by the validator's checker.
