@@ -298,7 +298,8 @@ class _Compiler:
             self._string(schema, only == "string"),
             self._number(schema, only if only in {"integer", "number"} else None),
         ]
-        folded = only in {"object", "array", "string", "integer", "number"} and any(shaped)
+        home = {"object": 0, "array": 1, "string": 2, "integer": 3, "number": 3}.get(only or "")
+        folded = home is not None and shaped[home] is not None
         parts = [
             None if folded or names is None else self._type(names),
             self._values(schema),

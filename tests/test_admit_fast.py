@@ -500,3 +500,80 @@ _arguments = st.recursive(
 def test_argument_text_is_compact_sorted_json(arguments: dict[str, Any]) -> None:
     expected = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert admission.argument_text(arguments) == expected
+
+
+# --- the compiler on its own: any schema of the keywords it knows ----------------------------
+
+_PATTERNS = ["\\S", "^a", "b$", "^[a-z]+$", "x|", ""]
+_TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
+_KEYS = ["a", "b", "type", "name"]
+
+
+def _schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keyword = st.one_of(
+        st.builds(lambda t: {"type": t}, st.one_of(st.sampled_from(_TYPES), st.lists(
+            st.sampled_from(_TYPES), min_size=1, max_size=3, unique=True))),
+        st.builds(lambda v: {"enum": v}, st.lists(st.sampled_from(_KEYS), min_size=1)),
+        st.builds(lambda v: {"const": v}, st.sampled_from(_KEYS)),
+        st.builds(lambda n: {"minLength": n}, st.integers(0, 3)),
+        st.builds(lambda n: {"maxLength": n}, st.integers(0, 3)),
+        st.builds(lambda p: {"pattern": p}, st.sampled_from(_PATTERNS)),
+        st.builds(lambda n: {"minimum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))),
+        st.builds(lambda n: {"maximum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))),
+        st.builds(lambda n: {"minItems": n}, st.integers(0, 2)),
+        st.builds(lambda n: {"maxItems": n}, st.integers(0, 2)),
+        st.builds(lambda r: {"required": r}, st.lists(st.sampled_from(_KEYS), unique=True)),
+        st.builds(lambda p: {"properties": p}, st.dictionaries(st.sampled_from(_KEYS), inner)),
+        st.builds(lambda a: {"additionalProperties": a}, inner),
+        st.builds(lambda i: {"items": i}, inner),
+        st.builds(lambda c: {"allOf": c}, st.lists(inner, min_size=1, max_size=2)),
+        st.builds(lambda c: {"anyOf": c}, st.lists(inner, min_size=1, max_size=2)),
+        st.builds(lambda c: {"oneOf": c}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda n: {"not": n}, inner),
+        st.builds(lambda i, t, e: {"if": i, "then": t, "else": e}, inner, inner, inner),
+        st.builds(lambda t: {"then": t}, inner),
+    )
+    return st.lists(keyword, min_size=1, max_size=4).map(
+        lambda parts: {k: v for part in parts for k, v in part.items()}
+    )
+
+
+_any_schema = st.recursive(st.one_of(st.booleans(), st.just({})), _schemas, max_leaves=8)
+_instances = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(-3, 3), st.floats(-3, 3), st.sampled_from(
+            [1.0, 0.0, -0.0, math.nan, "", " ", "\x1c", "a", "ab", "b", "abc", "type", "name"]
+        ),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(SETTINGS, max_examples=1500)
+@given(schema=_any_schema, instances=st.lists(_instances, min_size=1, max_size=5))
+def test_any_schema_of_known_keywords_gets_the_same_verdicts(
+    schema: Any, instances: list[Any]
+) -> None:
+    check = compile_check(schema, Registry().resolver())
+    reference = StrictValidator(schema, registry=Registry())
+    for instance in instances:
+        assert check(instance) is reference.is_valid(instance), (schema, instance)
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance"),
+    [
+        ({"type": "object", "items": {"type": "string"}}, "x"),
+        ({"type": "integer", "minLength": 1}, "x"),
+        ({"type": "string", "minimum": 1}, 5),
+        ({"type": "array", "required": ["a"]}, {"a": 1}),
+    ],
+)
+def test_a_declared_type_is_checked_beside_other_types_keywords(
+    schema: dict[str, Any], instance: object
+) -> None:
+    assert compile_check(schema, Registry().resolver())(instance) is False
+    assert not StrictValidator(schema, registry=Registry()).is_valid(instance)
