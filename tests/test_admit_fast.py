@@ -15,6 +15,7 @@ import copy
 import json
 import math
 import pickle
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -241,7 +242,9 @@ def test_same_verdict_with_each_key_dropped_or_doubled() -> None:
 # A generator of cases from the schema's own vocabulary: valid by construction, and then
 # mutated by the draw.
 
-_names = st.text(min_size=1, max_size=12)
+# Names, needles and tool names must hold a character that is not whitespace (the schema's "\S",
+# in Python's sense of whitespace).
+_names = st.text(min_size=1, max_size=12).filter(lambda text: re.search(r"\S", text) is not None)
 _needles = st.one_of(_names, st.sampled_from([" ", "\u3000", "\x1c", "a b", "\u200b"]))
 _counts = st.one_of(st.integers(min_value=-1, max_value=4), st.sampled_from([1.0, 0.0, True]))
 
@@ -315,7 +318,7 @@ def valid_cases(draw: st.DrawFn) -> dict[str, Any]:
         case["$schema"] = "../schemas/case.schema.json"
     case["turns"] = [
         {
-            "user_input": draw(st.text(min_size=1, max_size=8).filter(str.strip)),
+            "user_input": draw(_names),
             "steps": [{"response": r} for r in draw(st.lists(_response(), min_size=1, max_size=3))],
         }
         for _ in range(draw(st.integers(min_value=1, max_value=2)))
