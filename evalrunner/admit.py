@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, cast
 
 from jsonschema.exceptions import ValidationError
 
-from evalrunner.grade import grade
+from evalrunner.grade import KINDS, grade
 from evalrunner.grade._format import nfc, quote
 from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.load import LoadedSuite, RawDocument
@@ -35,8 +37,9 @@ from evalrunner.model import (
     ToolCallsResponse,
     Turn,
 )
-from evalrunner.schemas import case_validator
-from evalrunner.text import name_problem, printable
+from evalrunner.schemas import case_check, case_validator
+from evalrunner.sourcemap import SourceMap
+from evalrunner.text import name_problem, printable, printable_path
 
 
 @dataclass(frozen=True)
@@ -60,25 +63,29 @@ def admit_suite(loaded: LoadedSuite) -> Admission:
 def admit_documents(outcomes: Iterable[RawDocument | list[AdmissionError]]) -> Admission:
     """Admit a stream of loaded documents (or their load errors), one at a time.
 
-    Only admitted cases and errors are kept, so memory does not grow with the documents'
-    text. Case names must be unique across the stream (SPEC §4 rule 8).
+    Only admitted cases and errors are kept: not the parsed documents, only each admitted
+    case's text, for the positions a report may ask for (:class:`KeyPositions`; about 3 MiB
+    per 1,000 fixtures of 2 KB). Case names must be unique across the stream (SPEC §4 rule 8).
     """
     errors: list[AdmissionError] = []
     cases: list[Case] = []
-    named: dict[str, str] = {}
+    # Name → a one-element tuple made for the document that used it first: identity tells the
+    # first use from a repeat even when the same document comes twice, and the path is only
+    # made printable when there is a repeat to report.
+    named: dict[str, tuple[Path]] = {}
     for document in outcomes:
         if not isinstance(document, RawDocument):
             errors.extend(document)
             continue
         outcome = admit(document)
         if isinstance(outcome, Case):
-            shown = document.display_path
-            first = named.setdefault(outcome.name, shown)
-            if first is not shown:
+            mine = (document.path,)
+            first = named.setdefault(outcome.name, mine)
+            if first is not mine:
                 errors.append(
                     document.error(
                         f"case name {json.dumps(outcome.name, ensure_ascii=False)} is already "
-                        f"used by {first}; names must be unique in a suite",
+                        f"used by {printable_path(first[0])}; names must be unique in a suite",
                         (_name_key(document.data),),
                     )
                 )
@@ -95,13 +102,20 @@ def _name_key(data: object) -> str:
 
 def admit(document: RawDocument) -> Case | list[AdmissionError]:
     """Admit one document: a :class:`Case`, or the sorted list of everything wrong with it."""
-    schema_errors = [
-        problem
-        for error in case_validator().iter_errors(document.data)
-        for problem in _explain(document, error)
-    ]
+    fast = case_check()
+    # The compiled check only ever says "valid" when jsonschema would; anything else (invalid,
+    # or no compiled check at all) goes to jsonschema, the only source of schema messages.
+    if fast is not None and fast(document.data):
+        schema_errors: list[AdmissionError] = []
+    else:
+        schema_errors = [
+            problem
+            for error in case_validator().iter_errors(document.data)
+            for problem in _explain(document, error)
+        ]
     errors = list(schema_errors) + _name_characters(document)
     data = document.data
+    expects: Expectations | None = None
     if isinstance(data, dict):
         # The rules beyond the schema need well-formed input; each part that is well-formed is
         # still checked, so one pass reports every problem.
@@ -109,7 +123,9 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
             return key in data and not any(e.json_path[:1] == (key,) for e in schema_errors)
 
         if clean("expects"):
-            errors.extend(check_expects(cast(dict[str, Any], data["expects"]), document))
+            declared = cast(dict[str, Any], data["expects"])
+            expects = _expectations(declared)
+            errors.extend(_check_expects(expects, declared, document, partial=False))
         elif isinstance(data.get("expects"), dict):
             # Some kinds are malformed: the well-formed ones are still checked among
             # themselves; the rules about the case as a whole wait for the rest.
@@ -125,7 +141,7 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
             errors.extend(_duplicate_ids(cast(list[Any], data["turns"]), document))
     if errors:
         return _unique_sorted(errors)
-    return build_case(cast(dict[str, Any], data), document)
+    return build_case(cast(dict[str, Any], data), document, expects)
 
 
 _KIND_NAMES = frozenset(f.name for f in fields(Expectations))
@@ -156,8 +172,11 @@ def _unique_sorted(errors: Iterable[AdmissionError]) -> list[AdmissionError]:
 # --- building the case -------------------------------------------------------------------------
 
 
-def build_case(data: Mapping[str, Any], document: RawDocument) -> Case:
-    """Normalize schema-valid fixture data into a :class:`Case`."""
+def build_case(
+    data: Mapping[str, Any], document: RawDocument, expects: Expectations | None = None
+) -> Case:
+    """Normalize schema-valid fixture data into a :class:`Case` (``expects``: its
+    expectations, when already built from ``data["expects"]``)."""
     turns = tuple(
         Turn(
             user_input=turn["user_input"],
@@ -168,38 +187,70 @@ def build_case(data: Mapping[str, Any], document: RawDocument) -> Case:
     return Case(
         name=data["name"] if "name" in data else data["model_name"],
         turns=turns,
-        expects=_expectations(data["expects"]),
+        expects=_expectations(data["expects"]) if expects is None else expects,
         description=data.get("description"),
         case_class=cast(CaseClass | None, data.get("class")),
         source=document.path,
-        positions=_positions(data, document),
+        positions=KeyPositions(document.source_map, _name_key(data), tuple(data["expects"])),
     )
 
 
-def _positions(data: Mapping[str, Any], document: RawDocument) -> dict[str, tuple[int, int]]:
+class KeyPositions(Mapping[str, tuple[int, int]]):
     """Where the case's name and each expectation kind are written: ``{"name": (line, col),
-    "expects.<kind>": ...}``, so reports can point at the check that failed."""
-    name_key = _name_key(data)
-    paths: dict[JSONPath, str] = {(name_key,): "name"}
-    paths.update({("expects", kind): f"expects.{kind}" for kind in data["expects"]})
-    found = document.source_map.key_positions(paths)
-    return {paths[path]: position for path, position in found.items()}
+    "expects.<kind>": ...}``, so reports can point at the check that failed.
+
+    Found in the text on first use, not at admission: only reports of failed cases read them,
+    and indexing every admitted case's text would cost more than the rest of admitting it.
+    Once found, the source map is let go; a copy pickled before then (to a ``--jobs``
+    worker) carries the source map along and finds them there.
+    """
+
+    __slots__ = ("_found", "_kinds", "_name_key", "_source_map")
+
+    def __init__(self, source_map: SourceMap, name_key: str, kinds: tuple[str, ...]) -> None:
+        self._source_map: SourceMap | None = source_map
+        self._name_key = name_key
+        self._kinds = kinds
+        self._found: dict[str, tuple[int, int]] | None = None
+
+    def _positions(self) -> dict[str, tuple[int, int]]:
+        if self._found is None:
+            assert self._source_map is not None
+            paths: dict[JSONPath, str] = {(self._name_key,): "name"}
+            paths.update({("expects", kind): f"expects.{kind}" for kind in self._kinds})
+            found = self._source_map.key_positions(paths)
+            self._found = {paths[path]: position for path, position in found.items()}
+            self._source_map = None
+        return self._found
+
+    def __getitem__(self, key: str) -> tuple[int, int]:
+        return self._positions()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._positions())
+
+    def __len__(self) -> int:
+        return len(self._positions())
+
+    def __repr__(self) -> str:
+        return repr(self._positions())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._found is not None:
+            return dict, (self._found,)
+        return KeyPositions, (self._source_map, self._name_key, self._kinds)
 
 
 def _response(raw: Mapping[str, Any]) -> ModelResponse:
-    tokens = {
-        "input_tokens": raw.get("input_tokens", 0),
-        "output_tokens": raw.get("output_tokens", 0),
-    }
+    input_tokens = raw.get("input_tokens", 0)
+    output_tokens = raw.get("output_tokens", 0)
     if raw["type"] == "text":
-        return TextResponse(content=raw["content"], **tokens)
-    return ToolCallsResponse(
-        tool_calls=tuple(
-            ToolCall(id=call["id"], name=call["name"], arguments=argument_text(call["arguments"]))
-            for call in raw["tool_calls"]
-        ),
-        **tokens,
-    )
+        return TextResponse(raw["content"], input_tokens, output_tokens)
+    calls = [
+        ToolCall(call["id"], call["name"], argument_text(call["arguments"]))
+        for call in raw["tool_calls"]
+    ]
+    return ToolCallsResponse(tuple(calls), input_tokens, output_tokens)
 
 
 def argument_text(arguments: object) -> str:
@@ -209,7 +260,12 @@ def argument_text(arguments: object) -> str:
     """
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ARGUMENT_ENCODER.encode(arguments)
+
+
+_ARGUMENT_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What ``json.dumps`` with these options builds on every call (an encoder keeps no state
+between calls), built once."""
 
 
 def _expectations(raw: Mapping[str, Any]) -> Expectations:
@@ -238,7 +294,12 @@ def check_expects(
     ``partial``: ``declared`` holds only the well-formed kinds of an ``expects`` with schema
     errors; the rules about the whole case (at least one check, falsifiability) are left out.
     """
-    expects = _expectations(declared)
+    return _check_expects(_expectations(declared), declared, document, partial=partial)
+
+
+def _check_expects(
+    expects: Expectations, declared: Mapping[str, Any], document: RawDocument, *, partial: bool
+) -> list[AdmissionError]:
     here = ("expects",)
     errors: list[AdmissionError] = []
 
@@ -267,7 +328,7 @@ def check_expects(
         effective
         and not partial
         and not pattern_errors
-        and all(g.passed for g in grade(expects, RunRecord.empty()))
+        and _passes_on_the_empty_run(expects)
     ):
         errors.append(
             document.error(
@@ -279,6 +340,21 @@ def check_expects(
             )
         )
     return errors
+
+
+def _passes_on_the_empty_run(expects: Expectations) -> bool:
+    """Whether every check passes on :meth:`RunRecord.empty`, as grading the whole
+    ``expects`` against it would say; graded kind by kind (a kind's results depend on it
+    alone), stopping at the first failure, which for nearly every case is the first kind."""
+    run = RunRecord.empty()
+    for kind in KINDS:
+        value = getattr(expects, kind.name)
+        if value is None:
+            continue
+        alone = Expectations(**{kind.name: value})
+        if not all(g.passed for g in grade(alone, run)):
+            return False
+    return True
 
 
 def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
@@ -312,13 +388,15 @@ def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[Adm
                     here + ("exact_tool_calls",),
                 )
             )
+    if high is None and exact is None:
+        return errors  # nothing caps the calls, so no other check can need too many
     needed, reasons = _calls_needed(expects)
     for kind, limit in (("max_tool_calls", high), ("exact_tool_calls", exact)):
         if limit is not None and limit < needed:
             errors.append(
                 document.error(
                     f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
-                    f"({'; '.join(reasons)}); no run can satisfy them all; "
+                    f"({'; '.join(reasons())}); no run can satisfy them all; "
                     f"raise it to {needed} or drop one of those checks",
                     here + (kind,),
                 )
@@ -326,27 +404,34 @@ def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[Adm
     return errors
 
 
-def _calls_needed(expects: Expectations) -> tuple[int, list[str]]:
-    """The fewest dispatches a run needs to pass the checks that name tools, and the reasons.
+def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
+    """The fewest dispatches a run needs to pass the checks that name tools, and a function
+    that words the reasons (called only when a cap is below the need).
 
     Each tool needs as many calls as its most demanding check (one for ``tools_used`` or a
     payload check, ``call_index + 1`` with an index); calls to different tools are different
     dispatches. ``all_tools_succeeded: false`` needs one call that failed.
     """
-    need: dict[str, tuple[int, str]] = {}
+    # tool → (calls, kind, index, call_index) of the check that needs the most calls of it.
+    need: dict[str, tuple[int, str, int, int | None]] = {}
     for i, name in enumerate(expects.tools_used or ()):
-        need.setdefault(name, (1, f"expects.tools_used[{i}]"))
+        need.setdefault(name, (1, "tools_used", i, None))
     for kind, i, entry in _payload_entries(expects):
         calls = (entry.call_index or 0) + 1
-        if calls > need.get(entry.tool, (0, ""))[0]:
-            index = "" if entry.call_index is None else f" with call_index {entry.call_index}"
-            need[entry.tool] = (calls, f"expects.{kind}[{i}]{index}")
-    total = sum(calls for calls, _ in need.values())
+        if calls > need.get(entry.tool, (0,))[0]:
+            need[entry.tool] = (calls, kind, i, entry.call_index)
+    total = sum(needed[0] for needed in need.values())
     if total == 0 and expects.all_tools_succeeded is False:
-        return 1, ["a failed one for expects.all_tools_succeeded: false"]
-    return total, [
-        f"{calls} to {quote(tool)} for {because}" for tool, (calls, because) in need.items()
-    ]
+        return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
+
+    def reasons() -> list[str]:
+        worded = []
+        for tool, (calls, kind, i, call_index) in need.items():
+            index = "" if call_index is None else f" with call_index {call_index}"
+            worded.append(f"{calls} to {quote(tool)} for expects.{kind}[{i}]{index}")
+        return worded
+
+    return total, reasons
 
 
 def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadNeedle]]:
@@ -370,7 +455,7 @@ def _bad_patterns(expects: Expectations, document: RawDocument) -> list[Admissio
         except PatternError as exc:
             errors.append(document.error(_pattern_message(pattern, str(exc)), where))
             continue
-        if matches_every_text(pattern):
+        if _matches_every_text(pattern):
             errors.append(
                 document.error(
                     f"pattern {quote(pattern)} matches every reply, because it can match the "
@@ -381,6 +466,11 @@ def _bad_patterns(expects: Expectations, document: RawDocument) -> list[Admissio
                 )
             )
     return errors
+
+
+_matches_every_text = lru_cache(maxsize=1024)(matches_every_text)
+"""Suites repeat their patterns; each verdict takes several RE2 searches (bounded like the
+compiled patterns :func:`compile_pattern` keeps)."""
 
 
 def _contradictions(expects: Expectations, document: RawDocument) -> list[AdmissionError]:

@@ -8,18 +8,23 @@ Validation never touches the network: the registry holds every schema and has no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import numbers
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.validators import extend
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+if TYPE_CHECKING:
+    from referencing._core import Resolver
 
 BASE_URI = "https://evalrunner.dev/schemas/v1/"
 """Every ``$id`` is this prefix plus the schema's path under ``schemas/``."""
@@ -92,6 +97,14 @@ class SchemaTree:
         with strict integers (:data:`StrictValidator`)."""
         return StrictValidator({"$ref": schema_id}, registry=self.registry)
 
+    def check(self, schema_id: str) -> Check | None:
+        """A compiled :data:`Check` for the schema with this ``$id``, or ``None`` when the
+        schema uses a keyword (or a form of one) that :func:`compile_check` does not know."""
+        try:
+            return compile_check({"$ref": schema_id}, self.registry.resolver())
+        except UnsupportedSchema:
+            return None
+
 
 def _refs(node: object) -> Iterator[str]:
     if isinstance(node, dict):
@@ -138,6 +151,393 @@ def schema_tree() -> SchemaTree:
             except Exception as exc:
                 raise SchemaTreeError(f"schemas/{rel}: $ref {ref!r} does not resolve") from exc
     return SchemaTree(documents, registry)
+
+
+# --- a compiled yes/no check ------------------------------------------------------------------
+#
+# jsonschema walks a schema anew for every instance, through $ref lookups and a validator object
+# per subschema, to collect errors; that is most of the cost of admitting a case. Deciding only
+# *whether* an instance is valid needs none of that: the schema is turned once into nested
+# closures. The closures must agree exactly with StrictValidator, because a "yes" here skips
+# jsonschema altogether; so every keyword is implemented as jsonschema 4 defines it, and a
+# keyword (or form of one) not implemented here refuses to compile rather than being ignored.
+
+Check = Callable[[object], bool]
+"""Whether an instance is valid against a schema, as :data:`StrictValidator` would say."""
+
+
+class UnsupportedSchema(Exception):
+    """The schema uses a keyword, or a form of one, that :func:`compile_check` cannot decide."""
+
+
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "$defs", "deprecated",
+     "readOnly", "writeOnly"}
+)
+"""Keywords that never make an instance invalid ($defs only holds targets for $ref)."""
+
+
+def _is_number(instance: object) -> bool:
+    kind = type(instance)
+    if kind is int or kind is float:  # what loaders give, without the ABC's slower check
+        return True
+    return isinstance(instance, numbers.Number) and not isinstance(instance, bool)
+
+
+def _is_strict_integer(instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+TYPE_CHECKS: dict[str, Check] = {
+    "array": lambda instance: isinstance(instance, list),
+    "boolean": lambda instance: isinstance(instance, bool),
+    "integer": _is_strict_integer,
+    "null": lambda instance: instance is None,
+    "number": _is_number,
+    "object": lambda instance: isinstance(instance, dict),
+    "string": lambda instance: isinstance(instance, str),
+}
+"""Each JSON type as :data:`StrictValidator`'s type checker defines it (a test holds them
+together)."""
+
+
+def _always(instance: object) -> bool:
+    return True
+
+
+def _never(instance: object) -> bool:
+    return False
+
+
+def _all_of(checks: list[Check]) -> Check:
+    # Here and in the other hot loops, a plain loop rather than all()/any() over a generator,
+    # which would cost a generator object per call: these run for every value of every case.
+    if not checks:
+        return _always
+    if len(checks) == 1:
+        return checks[0]
+    frozen = tuple(checks)
+
+    def check(instance: object) -> bool:
+        for part in frozen:  # noqa: SIM110 (see _all_of)
+            if not part(instance):
+                return False
+        return True
+
+    return check
+
+
+def _any_of(checks: tuple[Check, ...]) -> Check:
+    def check(instance: object) -> bool:
+        for part in checks:  # noqa: SIM110 (see _all_of)
+            if part(instance):
+                return True
+        return False
+
+    return check
+
+
+def _one_of(checks: tuple[Check, ...]) -> Check:
+    def check(instance: object) -> bool:
+        passed = 0
+        for part in checks:
+            if part(instance):
+                passed += 1
+                if passed > 1:
+                    return False
+        return passed == 1
+
+    return check
+
+
+def _string_list(value: object, keyword: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UnsupportedSchema(f"{keyword}: {value!r}")
+    return tuple(value)
+
+
+def _count(value: object, keyword: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UnsupportedSchema(f"{keyword}: {value!r}")
+    return value
+
+
+def _bound(value: object, keyword: str) -> float:
+    if not _is_number(value) or not isinstance(value, (int, float)):
+        raise UnsupportedSchema(f"{keyword}: {value!r}")
+    return value
+
+
+class _Compiler:
+    """Compiles one schema and everything it refers to; each ``$ref`` target once."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[int, Check] = {}
+        self._keep: list[object] = []  # the targets whose id() keys _compiled stay alive
+
+    def node(self, schema: object, resolver: Resolver[Any]) -> Check:
+        if schema is True:
+            return _always
+        if schema is False:
+            return _never
+        if not isinstance(schema, dict):
+            raise UnsupportedSchema(f"not a schema: {schema!r}")
+        unknown = schema.keys() - _KEYWORDS - _ANNOTATIONS
+        if unknown:
+            raise UnsupportedSchema(f"keyword(s) {sorted(unknown)}")
+        if "$id" in schema:
+            # As jsonschema does on entering any subschema: an $id moves the base URI.
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
+        # A single declared type is folded into that type's keyword check, when there is one,
+        # saving a call per value on the common path.
+        names = self._type_names(schema)
+        only = names[0] if names is not None and len(names) == 1 else None
+        shaped = [
+            self._object(schema, resolver, only == "object"),
+            self._array(schema, resolver, only == "array"),
+            self._string(schema, only == "string"),
+            self._number(schema, only if only in {"integer", "number"} else None),
+        ]
+        home = {"object": 0, "array": 1, "string": 2, "integer": 3, "number": 3}.get(only or "")
+        folded = home is not None and shaped[home] is not None
+        parts = [
+            None if folded or names is None else self._type(names),
+            self._values(schema),
+            *shaped,
+            self._ref(schema, resolver),
+            *self._logic(schema, resolver),
+        ]
+        return _all_of([part for part in parts if part is not None])
+
+    def _ref(self, schema: dict[str, Any], resolver: Resolver[Any]) -> Check | None:
+        if "$ref" not in schema:
+            return None
+        ref = schema["$ref"]
+        if not isinstance(ref, str):
+            raise UnsupportedSchema(f"$ref: {ref!r}")
+        try:
+            resolved = resolver.lookup(ref)
+        except Exception as exc:
+            raise UnsupportedSchema(f"$ref {ref!r} does not resolve") from exc
+        key = id(resolved.contents)
+        if key not in self._compiled:
+            # A schema that refers back to itself reaches the placeholder, which calls the
+            # finished check once it exists.
+            slot: list[Check] = []
+            self._compiled[key] = lambda instance: slot[0](instance)
+            self._keep.append(resolved.contents)
+            slot.append(self.node(resolved.contents, resolved.resolver))
+            self._compiled[key] = slot[0]
+        return self._compiled[key]
+
+    @staticmethod
+    def _type_names(schema: dict[str, Any]) -> list[str] | None:
+        if "type" not in schema:
+            return None
+        declared = schema["type"]
+        names = declared if isinstance(declared, list) else [declared]
+        if not names or any(not isinstance(n, str) or n not in TYPE_CHECKS for n in names):
+            raise UnsupportedSchema(f"type: {declared!r}")
+        return names
+
+    @staticmethod
+    def _type(names: list[str]) -> Check:
+        checks = tuple(TYPE_CHECKS[n] for n in names)
+        if len(checks) == 1:
+            return checks[0]
+
+        def check(instance: object) -> bool:
+            for one in checks:  # noqa: SIM110 (see _all_of)
+                if one(instance):
+                    return True
+            return False
+
+        return check
+
+    def _values(self, schema: dict[str, Any]) -> Check | None:
+        # jsonschema compares a string with anything by ==, so for string-only enums and consts
+        # membership is exact; other values (1 vs 1.0 vs True) would need its equal().
+        allowed: set[str] | None = None
+        if "enum" in schema:
+            allowed = set(_string_list(schema["enum"], "enum"))
+        if "const" in schema:
+            const = schema["const"]
+            if not isinstance(const, str):
+                raise UnsupportedSchema(f"const: {const!r}")
+            allowed = {const} if allowed is None else allowed & {const}
+        if allowed is None:
+            return None
+        frozen = frozenset(allowed)
+        return lambda instance: isinstance(instance, str) and instance in frozen
+
+    def _string(self, schema: dict[str, Any], typed: bool) -> Check | None:
+        if not {"minLength", "maxLength", "pattern"} & schema.keys():
+            return None
+        low = _count(schema.get("minLength", 0), "minLength")
+        high = _count(schema["maxLength"], "maxLength") if "maxLength" in schema else None
+        search = None
+        if "pattern" in schema:
+            if not isinstance(schema["pattern"], str):
+                raise UnsupportedSchema(f"pattern: {schema['pattern']!r}")
+            # jsonschema calls re.search(pattern, instance): the same compiled pattern.
+            search = re.compile(schema["pattern"]).search
+
+        def check(instance: object) -> bool:
+            if not isinstance(instance, str):
+                return not typed
+            size = len(instance)
+            if size < low or (high is not None and size > high):
+                return False
+            return search is None or search(instance) is not None
+
+        return check
+
+    def _number(self, schema: dict[str, Any], typed: str | None) -> Check | None:
+        if not {"minimum", "maximum"} & schema.keys():
+            return None
+        low = _bound(schema["minimum"], "minimum") if "minimum" in schema else None
+        high = _bound(schema["maximum"], "maximum") if "maximum" in schema else None
+        # With the type declared, an instance of that type is a number: one test, not two.
+        is_type = TYPE_CHECKS[typed] if typed is not None else _is_number
+
+        def check(instance: Any) -> bool:
+            if not is_type(instance):
+                return typed is None
+            # Written as jsonschema tests it ("instance < minimum" is the error), so that a
+            # value no comparison holds for (NaN) gets the same verdict.
+            return not (
+                (low is not None and instance < low) or (high is not None and instance > high)
+            )
+
+        return check
+
+    def _object(
+        self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool
+    ) -> Check | None:
+        if not {"properties", "additionalProperties", "required"} & schema.keys():
+            return None
+        declared = schema.get("properties", {})
+        if not isinstance(declared, dict):
+            raise UnsupportedSchema(f"properties: {declared!r}")
+        properties = {name: self.node(sub, resolver) for name, sub in declared.items()}
+        extra = schema.get("additionalProperties", True)
+        other = None if extra is True else self.node(extra, resolver)
+        required = frozenset(_string_list(schema.get("required", []), "required"))
+
+        if other is None:
+            # Open: only the declared properties are looked at, however many keys there are
+            # (an "if" that tests one property of a large object stays cheap).
+            pairs = tuple(properties.items())
+
+            def open_check(instance: object) -> bool:
+                if not isinstance(instance, dict):
+                    return not typed
+                if not instance.keys() >= required:
+                    return False
+                for name, known in pairs:
+                    if name in instance and not known(instance[name]):
+                        return False
+                return True
+
+            return open_check
+
+        def closed_check(instance: object) -> bool:
+            if not isinstance(instance, dict):
+                return not typed
+            if not instance.keys() >= required:
+                return False
+            for key, value in instance.items():
+                known = properties.get(key)
+                if known is None:
+                    if not other(value):
+                        return False
+                elif not known(value):
+                    return False
+            return True
+
+        return closed_check
+
+    def _array(
+        self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool
+    ) -> Check | None:
+        if not {"items", "minItems", "maxItems"} & schema.keys():
+            return None
+        item = self.node(schema["items"], resolver) if "items" in schema else _always
+        low = _count(schema.get("minItems", 0), "minItems")
+        high = _count(schema["maxItems"], "maxItems") if "maxItems" in schema else None
+
+        def check(instance: object) -> bool:
+            if not isinstance(instance, list):
+                return not typed
+            if len(instance) < low or (high is not None and len(instance) > high):
+                return False
+            for value in instance:  # noqa: SIM110 (see _all_of)
+                if not item(value):
+                    return False
+            return True
+
+        return check
+
+    def _logic(self, schema: dict[str, Any], resolver: Resolver[Any]) -> list[Check]:
+        parts: list[Check] = []
+        for keyword in ("allOf", "anyOf", "oneOf"):
+            if keyword not in schema:
+                continue
+            subs = schema[keyword]
+            if not isinstance(subs, list) or not subs:
+                raise UnsupportedSchema(f"{keyword}: {subs!r}")
+            checks = tuple(self.node(sub, resolver) for sub in subs)
+            if keyword == "allOf":
+                parts.extend(checks)
+            elif keyword == "anyOf":
+                parts.append(_any_of(checks))
+            else:
+                parts.append(_one_of(checks))
+        if "not" in schema:
+            negated = self.node(schema["not"], resolver)
+            parts.append(lambda instance: not negated(instance))
+        if "if" in schema:
+            condition = self.node(schema["if"], resolver)
+            then = self.node(schema["then"], resolver) if "then" in schema else _always
+            otherwise = self.node(schema["else"], resolver) if "else" in schema else _always
+            parts.append(
+                lambda instance: then(instance) if condition(instance) else otherwise(instance)
+            )
+        # then/else without if are ignored by jsonschema too: nothing to add.
+        return parts
+
+
+_KEYWORDS = frozenset(
+    {"$id", "$ref", "type", "enum", "const", "minLength", "maxLength", "pattern", "minimum",
+     "maximum", "properties", "additionalProperties", "required", "items", "minItems",
+     "maxItems", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"}
+)
+"""The keywords :class:`_Compiler` decides; any other one makes a schema unsupported."""
+
+
+def compile_check(schema: object, resolver: Resolver[Any]) -> Check:
+    """Compile ``schema`` (its ``$ref`` resolved through ``resolver``) into a :data:`Check`.
+
+    Raises :class:`UnsupportedSchema` for anything it cannot decide exactly as jsonschema
+    does. The check itself never raises: an instance it cannot judge (a comparison that
+    fails) is reported invalid, so that jsonschema looks at it.
+    """
+    compiled = _Compiler().node(schema, resolver)
+
+    def check(instance: object) -> bool:
+        try:
+            return compiled(instance)
+        except Exception:
+            return False
+
+    return check
+
+
+@cache
+def case_check() -> Check | None:
+    """The compiled check of the case schema (``None`` if it cannot be compiled): ``True`` means
+    :func:`case_validator` would find no error; ``False`` means ask it."""
+    return schema_tree().check(CASE_ID)
 
 
 @cache

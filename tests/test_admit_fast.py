@@ -1,0 +1,582 @@
+"""The compiled schema check (admission's fast path) against jsonschema, the reference.
+
+Admission skips jsonschema when :func:`evalrunner.schemas.case_check` says a document is valid,
+so that check must never say "valid" where jsonschema finds an error; here it must give the
+very same verdict, both ways, on every fixture in the repository, on generated valid cases and
+on mutations of them. A schema keyword the compiler does not know makes it refuse to compile
+(admission then asks jsonschema about everything), and a test here fails so that the drift is
+seen. The positions an admitted case carries are found only when read, and equal those found
+eagerly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import pickle
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
+
+import evalrunner.admit as admission
+from evalrunner.admit import KeyPositions, admit, admit_documents
+from evalrunner.load import RawDocument, iter_documents, load_document
+from evalrunner.model import Case
+from evalrunner.schemas import (
+    CASE_ID,
+    TYPE_CHECKS,
+    StrictValidator,
+    UnsupportedSchema,
+    case_check,
+    case_validator,
+    compile_check,
+    schema_tree,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = settings(
+    max_examples=400,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def fast() -> Any:
+    check = case_check()
+    assert check is not None, "the case schema does not compile: see test_the_case_schema_compiles"
+    return check
+
+
+def same_verdict(data: object) -> None:
+    expected = case_validator().is_valid(data)
+    assert fast()(data) is expected, f"jsonschema says valid={expected} for {data!r}"
+
+
+# --- the check is there, and knows what it decides ---------------------------------------------
+
+
+def test_the_case_schema_compiles() -> None:
+    """Fails when a keyword (or a form of one) enters the case schema that the compiled check
+    does not implement: admission stays correct, asking jsonschema about every document, but
+    loses its fast path until the compiler learns the keyword (with a test here)."""
+    assert case_check() is not None
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+        {"type": "string", "format": "email"},
+        {"properties": {"a": {"type": "integer", "exclusiveMinimum": 0}}},
+        {"enum": ["a", 1]},
+        {"const": True},
+        {"type": "money"},
+        {"items": {"prefixItems": [{"type": "string"}]}},
+        {"$ref": "https://example.invalid/nowhere.json"},
+        {"unevaluatedProperties": False},
+        {"minLength": 1.5},
+        {"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    ],
+)
+def test_a_keyword_it_does_not_know_makes_it_refuse_to_compile(schema: dict[str, Any]) -> None:
+    with pytest.raises(UnsupportedSchema):
+        compile_check(schema, Registry().resolver())
+
+
+def test_a_schema_tree_with_an_unknown_keyword_has_no_fast_check() -> None:
+    tree = schema_tree()
+    contents = copy.deepcopy(tree.registry.contents(CASE_ID))
+    contents["properties"]["name"]["format"] = "hostname"
+    registry = tree.registry.with_resource(CASE_ID, DRAFT202012.create_resource(contents))
+    assert replace(tree, registry=registry).check(CASE_ID) is None
+
+
+def _tree_with_a_new_kind(kind_schema: dict[str, Any]) -> Any:
+    """The shipped schema tree, with one more expectation kind, ``response_length``."""
+    tree = schema_tree()
+    contents = copy.deepcopy(tree.registry.contents(CASE_ID))
+    contents["$defs"]["expects"]["properties"]["response_length"] = kind_schema
+    registry = tree.registry.with_resource(CASE_ID, DRAFT202012.create_resource(contents))
+    return replace(tree, registry=registry)
+
+
+def test_a_kind_added_to_the_schema_is_checked_as_the_schema_says() -> None:
+    tree = _tree_with_a_new_kind({"type": "integer", "minimum": 1})
+    check = tree.check(CASE_ID)
+    assert check is not None
+    reference = tree.validator(CASE_ID)
+    seed = copy.deepcopy(SEEDS[0])
+    for value in [0, 1, 7, 1.0, True, "3", None]:
+        seed["expects"]["response_length"] = value
+        assert check(seed) is reference.is_valid(seed), value
+    seed["expects"]["response_length"] = 0
+    assert check(seed) is False
+
+
+def test_a_kind_added_with_a_keyword_it_does_not_know_leaves_no_fast_check() -> None:
+    assert _tree_with_a_new_kind({"type": "integer", "exclusiveMinimum": 0}).check(CASE_ID) is None
+
+
+def test_the_type_checks_are_the_strict_validators() -> None:
+    checker = StrictValidator.TYPE_CHECKER
+    # The seven types of JSON Schema, each defined by the validator's checker.
+    assert set(TYPE_CHECKS) == {"array", "boolean", "integer", "null", "number", "object", "string"}
+    samples: list[object] = [
+        None, True, False, 0, 1, -3, 2**70, 0.0, 1.0, 1.5, math.nan, math.inf, "", "x", [], [1],
+        {}, {"a": 1}, (), b"x", 1j, object(),
+    ]
+    for name, check in TYPE_CHECKS.items():
+        for value in samples:
+            assert check(value) is checker.is_type(value, name), (name, value)
+
+
+# --- same verdict as jsonschema ------------------------------------------------------------------
+
+
+def _fixture_files() -> list[Path]:
+    """Every fixture file of the repository: the broken ones, the examples, the suite."""
+    suffixes = {".json", ".yaml", ".yml", ".toml"}
+    roots = [ROOT / "tests", ROOT / "evals", ROOT / "examples"]
+    return sorted(
+        path
+        for root in roots
+        for path in root.rglob("*")
+        if path.suffix in suffixes and path.is_file() and "node_modules" not in path.parts
+        and path.name not in {"package.json", "package-lock.json", "evalrunner.toml"}
+    )
+
+
+def test_there_are_fixtures_to_compare() -> None:
+    names = {path.name for path in _fixture_files()}
+    assert {"r2_unknown_key.json", "r2_wrong_type.toml", "multi_turn_tool_loop.toml"} <= names
+
+
+@pytest.mark.parametrize("path", _fixture_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_same_verdict_on_every_fixture_file(path: Path) -> None:
+    document = load_document(path)
+    if isinstance(document, RawDocument):
+        same_verdict(document.data)
+
+
+SEEDS = [
+    document.data
+    for document in iter_documents([ROOT / "evals" / "regression", ROOT / "examples"])
+    if isinstance(document, RawDocument)
+]
+
+# Values chosen to sit on each keyword's edge: the wrong JSON type, integers that are floats or
+# booleans, empty and blank strings (including whitespace \S refuses but other engines accept),
+# values outside an enum, bounds.
+TRICKY: list[object] = [
+    None, True, False, 0, 1, -1, 1.0, 0.0, -0.0, 2.5, math.nan, 2**64, "", " ", "\t",
+    "\x1c", "\u3000", "\u200b", "x", "text", "tool_calls", "positive", "TEXT", [], [""], ["x"],
+    [1], {}, {"type": "text"}, {"type": "text", "content": "x"},
+]
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, prefix + (index,))
+    return found
+
+
+def _replaced(data: Any, path: tuple[Any, ...], value: object) -> Any:
+    if not path:
+        return value
+    out = copy.deepcopy(data)
+    node = out
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return out
+
+
+def test_same_verdict_with_each_tricky_value_at_each_place() -> None:
+    """Every place of every seed fixture, given each edge value in turn (deterministic)."""
+    compared = 0
+    for seed in SEEDS:
+        for path in _paths(seed):
+            for value in TRICKY:
+                same_verdict(_replaced(seed, path, value))
+                compared += 1
+    assert compared > 1000
+
+
+def test_same_verdict_with_each_key_dropped_or_doubled() -> None:
+    for seed in SEEDS:
+        for path in _paths(seed):
+            if not path:
+                continue
+            parent = path[:-1]
+            container = seed
+            for part in parent:
+                container = container[part]
+            if isinstance(container, dict):
+                dropped = copy.deepcopy(seed)
+                target = dropped
+                for part in parent:
+                    target = target[part]
+                del target[path[-1]]
+                same_verdict(dropped)
+                same_verdict(_replaced(seed, parent, {**container, "model_name": "m"}))
+                same_verdict(_replaced(seed, parent, {**container, path[-1] + "_": 1}))
+            else:
+                same_verdict(_replaced(seed, parent, [*container, container[path[-1]]]))
+                same_verdict(_replaced(seed, parent, []))
+
+
+# A generator of cases from the schema's own vocabulary: valid by construction, and then
+# mutated by the draw.
+
+# Names, needles and tool names must hold a character that is not whitespace (the schema's "\S",
+# in Python's sense of whitespace).
+_names = st.text(min_size=1, max_size=12).filter(lambda text: re.search(r"\S", text) is not None)
+_needles = st.one_of(_names, st.sampled_from([" ", "\u3000", "\x1c", "a b", "\u200b"]))
+_counts = st.one_of(st.integers(min_value=-1, max_value=4), st.sampled_from([1.0, 0.0, True]))
+
+
+@st.composite
+def _tool_call(draw: st.DrawFn) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "id": draw(_names),
+        "name": draw(_names),
+        "arguments": draw(
+            st.one_of(st.text(max_size=8), st.dictionaries(_names, st.integers(), max_size=2))
+        ),
+    }
+    return call
+
+
+@st.composite
+def _response(draw: st.DrawFn) -> dict[str, Any]:
+    response: dict[str, Any]
+    if draw(st.booleans()):
+        response = {"type": "text", "content": draw(st.text(max_size=10))}
+    else:
+        response = {
+            "type": "tool_calls",
+            "tool_calls": draw(st.lists(_tool_call(), min_size=1, max_size=2)),
+        }
+    for key in ("input_tokens", "output_tokens"):
+        if draw(st.booleans()):
+            response[key] = draw(st.integers(min_value=0, max_value=100))
+    return response
+
+
+@st.composite
+def _payloads(draw: st.DrawFn) -> list[dict[str, Any]]:
+    entries = []
+    for _ in range(draw(st.integers(min_value=0, max_value=2))):
+        entry: dict[str, Any] = {"tool": draw(_names), "needle": draw(_names)}
+        if draw(st.booleans()):
+            entry["call_index"] = draw(st.integers(min_value=0, max_value=3))
+        entries.append(entry)
+    return entries
+
+
+@st.composite
+def _expects(draw: st.DrawFn) -> dict[str, Any]:
+    makers: dict[str, st.SearchStrategy[Any]] = {
+        "response_contains": st.lists(_names, max_size=2),
+        "response_not_contains": st.lists(_names, max_size=2),
+        "response_matches": st.lists(_names, max_size=2),
+        "tools_used": st.lists(_names, max_size=2),
+        "tools_not_used": st.lists(_names, max_size=2),
+        "max_tool_calls": st.integers(min_value=0, max_value=5),
+        "min_tool_calls": st.integers(min_value=1, max_value=5),
+        "exact_tool_calls": st.integers(min_value=0, max_value=5),
+        "all_tools_succeeded": st.booleans(),
+        "tool_arguments_contain": _payloads(),
+        "tool_results_contain": _payloads(),
+    }
+    kinds = draw(st.lists(st.sampled_from(sorted(makers)), unique=True, max_size=5))
+    return {kind: draw(makers[kind]) for kind in kinds}
+
+
+@st.composite
+def valid_cases(draw: st.DrawFn) -> dict[str, Any]:
+    case: dict[str, Any] = {draw(st.sampled_from(["name", "model_name"])): draw(_names)}
+    if draw(st.booleans()):
+        case["description"] = draw(st.text(max_size=10))
+    if draw(st.booleans()):
+        case["class"] = draw(st.sampled_from(["positive", "negative"]))
+    if draw(st.booleans()):
+        case["$schema"] = "../schemas/case.schema.json"
+    case["turns"] = [
+        {
+            "user_input": draw(_names),
+            "steps": [{"response": r} for r in draw(st.lists(_response(), min_size=1, max_size=3))],
+        }
+        for _ in range(draw(st.integers(min_value=1, max_value=2)))
+    ]
+    case["expects"] = draw(_expects())
+    return case
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    )
+
+
+_any_json = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6),
+        st.sampled_from(TRICKY),
+    ),
+    _containers,
+    max_leaves=6,
+)
+
+
+@st.composite
+def mutated_cases(draw: st.DrawFn) -> Any:
+    data = draw(st.one_of(valid_cases(), st.sampled_from(SEEDS).map(copy.deepcopy)))
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        path = draw(st.sampled_from(_paths(data)))
+        operation = draw(st.sampled_from(["replace", "drop", "add", "needle", "count"]))
+        parent: Any = data
+        for part in path[:-1]:
+            parent = parent[part]
+        if operation == "replace":
+            data = _replaced(data, path, draw(_any_json))
+        elif operation == "drop" and path:
+            del parent[path[-1]]
+        elif operation == "add" and isinstance(parent, dict):
+            parent[draw(st.sampled_from([*TRICKY[17:20], "name", "model_name", "type", "id"]))] = (
+                draw(_any_json)
+            )
+        elif operation == "needle":
+            data = _replaced(data, path, draw(_needles))
+        elif operation == "count":
+            data = _replaced(data, path, draw(_counts))
+    return data
+
+
+@SETTINGS
+@given(data=valid_cases())
+def test_generated_cases_are_valid_for_both(data: dict[str, Any]) -> None:
+    assert case_validator().is_valid(data), data  # the generator's own promise
+    assert fast()(data) is True
+
+
+@SETTINGS
+@given(data=mutated_cases())
+def test_same_verdict_on_mutated_cases(data: Any) -> None:
+    same_verdict(data)
+
+
+@SETTINGS
+@given(data=st.one_of(valid_cases(), mutated_cases()))
+def test_same_verdict_after_a_round_trip_through_json(data: Any) -> None:
+    """What a loader hands admission: JSON types only (tuples become lists, and so on)."""
+    try:
+        text = json.dumps(data)
+    except ValueError:
+        return
+    same_verdict(json.loads(text))
+
+
+# --- admission is the same with and without the fast path -----------------------------------
+
+
+def _check_admission_is_unchanged(path: Path) -> None:
+    document = load_document(path)
+    if not isinstance(document, RawDocument):
+        return
+    outcome = admit(document)
+    reference = _admit_with_jsonschema_only(load_document(path))
+    assert _comparable(outcome) == _comparable(reference)
+
+
+def _admit_with_jsonschema_only(document: Any) -> Any:
+    original = admission.case_check
+    admission.case_check = lambda: None  # type: ignore[assignment]
+    try:
+        return admit(document)
+    finally:
+        admission.case_check = original  # type: ignore[assignment]
+
+
+def _comparable(outcome: Any) -> Any:
+    if isinstance(outcome, Case):
+        return outcome, dict(outcome.positions)
+    return outcome
+
+
+@pytest.mark.parametrize("path", _fixture_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_admission_is_the_same_with_the_fast_path(path: Path) -> None:
+    _check_admission_is_unchanged(path)
+
+
+def test_the_whole_broken_suite_is_refused_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = sorted((ROOT / "tests" / "data" / "broken").iterdir())
+    with_fast = admit_documents(iter_documents(broken))
+    monkeypatch.setattr(admission, "case_check", lambda: None)
+    without = admit_documents(iter_documents(broken))
+    assert with_fast == without
+    assert with_fast.errors
+
+
+# --- positions: found when read, not when admitted ---------------------------------------------
+
+
+class _Untouchable:
+    """A source map that fails the test if admission asks it anything."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the source map was used on the success path ({name})")
+
+
+def test_admitting_a_valid_case_never_touches_its_source_map() -> None:
+    for path in _fixture_files():
+        document = load_document(path)
+        if not isinstance(document, RawDocument):
+            continue
+        if not isinstance(admit(document), Case):
+            continue
+        untouched = replace(document, source_map=_Untouchable())  # type: ignore[arg-type]
+        assert isinstance(admit(untouched), Case)
+        assert isinstance(admit_documents([untouched]).cases[0], Case)
+
+
+def test_positions_are_found_when_read_and_as_before() -> None:
+    for path in sorted((ROOT / "evals" / "regression").iterdir()):
+        document = load_document(path)
+        if not isinstance(document, RawDocument):
+            continue
+        case = admit(document)
+        assert isinstance(case, Case)
+        data = document.data
+        assert isinstance(data, dict)
+        key = "model_name" if "model_name" in data else "name"
+        paths: dict[tuple[str | int, ...], str] = {(key,): "name"}
+        paths.update({("expects", kind): f"expects.{kind}" for kind in data["expects"]})
+        eager = load_document(path)
+        assert isinstance(eager, RawDocument)
+        found = eager.source_map.key_positions(paths)
+        expected = {paths[p]: position for p, position in found.items()}
+        assert dict(case.positions) == expected
+        assert "name" in case.positions and len(case.positions) == len(expected)
+
+
+def test_positions_survive_pickling_before_and_after_they_are_found() -> None:
+    path = ROOT / "evals" / "regression" / "failure_does_not_abort_batch.json"
+    document = load_document(path)
+    assert isinstance(document, RawDocument)
+    case = admit(document)
+    assert isinstance(case, Case)
+    assert isinstance(case.positions, KeyPositions)
+    before = pickle.loads(pickle.dumps(case))
+    expected = dict(case.positions)
+    after = pickle.loads(pickle.dumps(case))
+    assert dict(before.positions) == expected == dict(after.positions)
+    assert type(after.positions) is dict
+    assert expected["name"][0] >= 1
+
+
+# --- the argument text is what json.dumps writes ---------------------------------------------
+
+_arguments = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6)),
+    _containers,
+    max_leaves=10,
+)
+
+
+@SETTINGS
+@given(arguments=st.dictionaries(st.text(max_size=6), _arguments, max_size=4))
+def test_argument_text_is_compact_sorted_json(arguments: dict[str, Any]) -> None:
+    expected = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert admission.argument_text(arguments) == expected
+
+
+# --- the compiler on its own: any schema of the keywords it knows ----------------------------
+
+_PATTERNS = ["\\S", "^a", "b$", "^[a-z]+$", "x|", ""]
+_TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
+_KEYS = ["a", "b", "type", "name"]
+
+
+def _schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keyword = st.one_of(
+        st.builds(lambda t: {"type": t}, st.one_of(st.sampled_from(_TYPES), st.lists(
+            st.sampled_from(_TYPES), min_size=1, max_size=3, unique=True))),
+        st.builds(lambda v: {"enum": v}, st.lists(st.sampled_from(_KEYS), min_size=1)),
+        st.builds(lambda v: {"const": v}, st.sampled_from(_KEYS)),
+        st.builds(lambda n: {"minLength": n}, st.integers(0, 3)),
+        st.builds(lambda n: {"maxLength": n}, st.integers(0, 3)),
+        st.builds(lambda p: {"pattern": p}, st.sampled_from(_PATTERNS)),
+        st.builds(lambda n: {"minimum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))),
+        st.builds(lambda n: {"maximum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))),
+        st.builds(lambda n: {"minItems": n}, st.integers(0, 2)),
+        st.builds(lambda n: {"maxItems": n}, st.integers(0, 2)),
+        st.builds(lambda r: {"required": r}, st.lists(st.sampled_from(_KEYS), unique=True)),
+        st.builds(lambda p: {"properties": p}, st.dictionaries(st.sampled_from(_KEYS), inner)),
+        st.builds(lambda a: {"additionalProperties": a}, inner),
+        st.builds(lambda i: {"items": i}, inner),
+        st.builds(lambda c: {"allOf": c}, st.lists(inner, min_size=1, max_size=2)),
+        st.builds(lambda c: {"anyOf": c}, st.lists(inner, min_size=1, max_size=2)),
+        st.builds(lambda c: {"oneOf": c}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda n: {"not": n}, inner),
+        st.builds(lambda i, t, e: {"if": i, "then": t, "else": e}, inner, inner, inner),
+        st.builds(lambda t: {"then": t}, inner),
+    )
+    return st.lists(keyword, min_size=1, max_size=4).map(
+        lambda parts: {k: v for part in parts for k, v in part.items()}
+    )
+
+
+_any_schema = st.recursive(st.one_of(st.booleans(), st.just({})), _schemas, max_leaves=8)
+_instances = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(-3, 3), st.floats(-3, 3), st.sampled_from(
+            [1.0, 0.0, -0.0, math.nan, "", " ", "\x1c", "a", "ab", "b", "abc", "type", "name"]
+        ),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(SETTINGS, max_examples=1500)
+@given(schema=_any_schema, instances=st.lists(_instances, min_size=1, max_size=5))
+def test_any_schema_of_known_keywords_gets_the_same_verdicts(
+    schema: Any, instances: list[Any]
+) -> None:
+    check = compile_check(schema, Registry().resolver())
+    reference = StrictValidator(schema, registry=Registry())
+    for instance in instances:
+        assert check(instance) is reference.is_valid(instance), (schema, instance)
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance"),
+    [
+        ({"type": "object", "items": {"type": "string"}}, "x"),
+        ({"type": "integer", "minLength": 1}, "x"),
+        ({"type": "string", "minimum": 1}, 5),
+        ({"type": "array", "required": ["a"]}, {"a": 1}),
+    ],
+)
+def test_a_declared_type_is_checked_beside_other_types_keywords(
+    schema: dict[str, Any], instance: object
+) -> None:
+    assert compile_check(schema, Registry().resolver())(instance) is False
+    assert not StrictValidator(schema, registry=Registry()).is_valid(instance)
