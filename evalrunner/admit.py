@@ -60,8 +60,22 @@ def admit_suite(loaded: LoadedSuite) -> Admission:
     return admit_documents([*loaded.documents, list(loaded.errors)])
 
 
-def admit_documents(outcomes: Iterable[RawDocument | list[AdmissionError]]) -> Admission:
-    """Admit a stream of loaded documents (or their load errors), one at a time.
+@dataclass(frozen=True)
+class Admitted:
+    """A case admitted by an earlier run (the admission cache): there is no document to
+    admit, but ``document`` loads it again should its name turn out to be taken."""
+
+    case: Case
+    document: Callable[[], RawDocument | list[AdmissionError]]
+
+
+def admit_documents(
+    outcomes: Iterable[RawDocument | Admitted | list[AdmissionError]],
+    *,
+    remember: Callable[[RawDocument, Case | list[AdmissionError]], None] | None = None,
+) -> Admission:
+    """Admit a stream of loaded documents (or their load errors, or cases admitted before),
+    one at a time; ``remember`` hears what admitting each document gave.
 
     Only admitted cases and errors are kept: not the parsed documents, only each admitted
     case's text, for the positions a report may ask for (:class:`KeyPositions`; about 3 MiB
@@ -74,26 +88,38 @@ def admit_documents(outcomes: Iterable[RawDocument | list[AdmissionError]]) -> A
     # made printable when there is a repeat to report.
     named: dict[str, tuple[Path]] = {}
     for document in outcomes:
-        if not isinstance(document, RawDocument):
+        if isinstance(document, list):
             errors.extend(document)
             continue
-        outcome = admit(document)
-        if isinstance(outcome, Case):
+        if isinstance(document, Admitted):
+            outcome: Case | list[AdmissionError] = document.case
+            mine = (document.case.source,)
+        else:
+            outcome = admit(document)
             mine = (document.path,)
+            if remember is not None:
+                remember(document, outcome)
+        if isinstance(outcome, Case):
             first = named.setdefault(outcome.name, mine)
             if first is not mine:
-                errors.append(
-                    document.error(
-                        f"case name {json.dumps(outcome.name, ensure_ascii=False)} is already "
-                        f"used by {printable_path(first[0])}; names must be unique in a suite",
-                        (_name_key(document.data),),
-                    )
-                )
+                errors.extend(_taken(outcome.name, first[0], document))
             else:
                 cases.append(outcome)
         else:
             errors.extend(outcome)
     return Admission(tuple(cases), tuple(sorted(errors, key=AdmissionError.sort_key)))
+
+
+def _taken(name: str, first: Path, document: RawDocument | Admitted) -> list[AdmissionError]:
+    """The refusal of a case whose name an earlier file took, at the name in its text."""
+    loaded = document.document() if isinstance(document, Admitted) else document
+    if isinstance(loaded, list):  # changed on disk since it was admitted: its own errors
+        return loaded
+    message = (
+        f"case name {json.dumps(name, ensure_ascii=False)} is already used by "
+        f"{printable_path(first)}; names must be unique in a suite"
+    )
+    return [loaded.error(message, (_name_key(loaded.data),))]
 
 
 def _name_key(data: object) -> str:

@@ -162,6 +162,12 @@ def _help_reader_left(self: Any) -> None:
 
 Console.on_broken_pipe = _help_reader_left  # type: ignore[method-assign]
 app.add_typer(schema_app, name="schema")
+cache_app = typer.Typer(
+    help="The admission cache (.evalrunner_cache/ beside the config file).",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+app.add_typer(cache_app, name="cache")
 
 
 class ReportFormat(StrEnum):
@@ -317,6 +323,23 @@ def _exit_code(report: SuiteReport) -> int:
     return exit_code(report)
 
 
+NoCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Admit every fixture afresh, neither reading nor writing the admission cache "
+        "(.evalrunner_cache/ beside the config file).",
+    ),
+]
+
+
+def _cache_dir(settings: Config, no_cache: bool) -> Path | None:
+    """Where this project keeps its admission cache (``None``: not used)."""
+    from evalrunner.cache import CACHE_DIR_NAME
+
+    return None if no_cache else settings.base_dir / CACHE_DIR_NAME
+
+
 @app.command()
 def run(
     paths: PathsArgument = None,
@@ -334,6 +357,7 @@ def run(
         ),
     ] = False,
     mode: Annotated[str | None, typer.Option("--mode", help="replay or live.")] = None,
+    no_cache: NoCacheOption = False,
     report_format: Annotated[
         ReportFormat | None,
         typer.Option(
@@ -443,6 +467,7 @@ def run(
             keep_going=keep_going,
             on_start=progress.start,
             on_case=progress.case_done,
+            cache_dir=_cache_dir(settings, no_cache),
         )
     if isinstance(outcome, RunRefused):
         problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
@@ -735,20 +760,29 @@ def list_cases(
     list_format: Annotated[
         ListFormat, typer.Option("--format", help="table, or json for scripts.")
     ] = ListFormat.table,
+    no_cache: NoCacheOption = False,
     config: ConfigOption = None,
 ) -> None:
     """List the cases a run would take (name, file, class, turns, expectation kinds), in run
     order, without running anything: exit 0, or 2 if a fixture is refused or -k matches
     nothing."""
+    from evalrunner.cache import AdmissionCache
     from evalrunner.listing import render_list_json, render_list_table
     from evalrunner.pipeline import select_cases, suite_paths
 
     chosen_by, slice_ = _selection(keyword, shard)
-    targets = paths or suite_paths(_config(config).suite_dir)
+    settings = _config(config)
+    targets = paths or suite_paths(settings.suite_dir)
+    cache_dir = _cache_dir(settings, no_cache)
     outcome = (
         targets
         if isinstance(targets, RunRefused)
-        else select_cases(targets, keyword=chosen_by, shard=slice_)
+        else select_cases(
+            targets,
+            keyword=chosen_by,
+            shard=slice_,
+            cache=AdmissionCache(cache_dir) if cache_dir is not None else None,
+        )
     )
     if isinstance(outcome, RunRefused):
         raise _fail(outcome.lines(), _refusal_summary(outcome))
@@ -1190,3 +1224,23 @@ def _silence_stdout() -> None:
     with contextlib.suppress(OSError, ValueError):
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
+
+
+@cache_app.command("clear")
+def cache_clear(config: ConfigOption = None) -> None:
+    """Remove the admission cache of this project; the next run admits every fixture afresh.
+
+    A directory of that name that evalrunner did not make is left alone (exit 2).
+    """
+    from evalrunner.cache import clear
+
+    directory = _cache_dir(_config(config), no_cache=False)
+    assert directory is not None
+    shown = printable_path(relative_to_cwd(directory))
+    try:
+        removed = clear(directory)
+    except ValueError as exc:
+        raise _fail([f"{shown}: not removed: {exc}"]) from None
+    except OSError as exc:
+        raise _fail([f"{shown}: cannot remove: {exc.strerror or exc}"]) from None
+    typer.echo(f"removed {shown}" if removed else f"no cache at {shown}; nothing to remove")

@@ -9,23 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
-from evalrunner.admit import admit_documents
+from evalrunner.admit import Admission, Admitted, admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
+from evalrunner.cache import AdmissionCache
 from evalrunner.grade import grade
 from evalrunner.load import (
     DEFAULT_MAX_BYTES,
     IS_A_FILE,
+    Fixture,
+    RawDocument,
     SuiteNotFound,
     find_fixtures,
     load_document,
+    parse_document,
+    read_fixture,
     relative_to_cwd,
 )
 from evalrunner.model import (
@@ -151,6 +158,7 @@ def select_cases(
     shard: Shard | None = None,
     keep_going: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    cache: AdmissionCache | None = None,
 ) -> Selection | RunRefused:
     """Discover, load and admit the fixtures of ``paths``; keep the cases ``keyword`` matches
     and then the slice ``shard`` names, in suite order (:func:`evalrunner.select.suite_order`).
@@ -162,9 +170,12 @@ def select_cases(
     shown = [relative_to_cwd(path) for path in paths]
     try:
         fixtures = find_fixtures(shown)
-        admission = admit_documents(
-            load_document(fixture.path, max_bytes=max_bytes) for fixture in fixtures
-        )
+        if cache is None:
+            admission = admit_documents(
+                load_document(fixture.path, max_bytes=max_bytes) for fixture in fixtures
+            )
+        else:
+            admission = _admit_with_cache(fixtures, cache, max_bytes)
     except SuiteNotFound as exc:
         return RunRefused((str(exc),))
     except OSError as exc:
@@ -203,6 +214,42 @@ def select_cases(
     )
 
 
+def _admit_with_cache(
+    fixtures: Sequence[Fixture], cache: AdmissionCache, max_bytes: int
+) -> Admission:
+    """Admit the fixtures, taking what an earlier run admitted from the same bytes, shown by
+    the same path, from ``cache``; what is admitted afresh is stored for the next run."""
+    keys: dict[int, bytes] = {}
+
+    def outcomes() -> Iterator[RawDocument | Admitted | list[AdmissionError]]:
+        for fixture in fixtures:
+            read = read_fixture(fixture.path, max_bytes=max_bytes)
+            if isinstance(read, list):
+                yield read  # unreadable: nothing to key
+                continue
+            raw, fmt = read
+            key = cache.key(os.fspath(fixture.path), raw)
+            known = cache.lookup(key)
+            if isinstance(known, Case):
+                yield Admitted(known, partial(load_document, fixture.path, max_bytes=max_bytes))
+            elif known is not None:
+                yield known
+            else:
+                document = parse_document(raw, fmt, fixture.path, max_bytes=max_bytes)
+                if isinstance(document, list):
+                    cache.store(key, document)
+                else:
+                    keys[id(document)] = key
+                yield document
+
+    def remember(document: RawDocument, outcome: Case | list[AdmissionError]) -> None:
+        cache.store(keys.pop(id(document)), outcome)
+
+    admission = admit_documents(outcomes(), remember=remember)
+    cache.save()
+    return admission
+
+
 def _identity(chosen: SelectedCase) -> bytes:
     return case_identity(chosen.source, chosen.case.name)
 
@@ -224,6 +271,7 @@ def run_suite(
     shard: Shard | None = None,
     keep_going: bool = False,
     on_start: Callable[[Sequence[str]], None] | None = None,
+    cache_dir: Path | None = None,
 ) -> SuiteReport | RunRefused:
     """Load, admit, replay and grade the cases of ``suite``: a suite directory, or fixture
     files and directories (searched recursively, see :func:`evalrunner.load.discover`).
@@ -235,7 +283,9 @@ def run_suite(
     stops the run between or during cases; the report then holds the cases that finished and
     the signal. ``settings``, when given, replaces the keyword arguments that describe the
     run; ``on_start`` is called with the names of the cases about to run, in order, and
-    ``on_case`` with each case's report as it finishes (in suite order).
+    ``on_case`` with each case's report as it finishes (in suite order). With ``cache_dir``,
+    admission outcomes are kept there between runs (:mod:`evalrunner.cache`); without it,
+    as by default for library use, nothing is written.
     """
     if mode == "live":
         return RunRefused((LIVE_NOT_BUILT,))
@@ -257,7 +307,12 @@ def run_suite(
     selection: Selection | None = None
     try:
         chosen = select_cases(
-            paths, keyword=keyword, shard=shard, keep_going=keep_going, max_bytes=max_bytes
+            paths,
+            keyword=keyword,
+            shard=shard,
+            keep_going=keep_going,
+            max_bytes=max_bytes,
+            cache=AdmissionCache(cache_dir) if cache_dir is not None else None,
         )
         if isinstance(chosen, RunRefused):
             return chosen
