@@ -8,7 +8,6 @@ run and is kept in the record; it never stops the suite.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import inspect
@@ -23,7 +22,10 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
 
 from evalrunner.agent import (
     DEFAULT_MAX_TOOL_ITERATIONS,
@@ -215,8 +217,9 @@ class _CaseThread:
                 contextvars.Context().run(drive)
             finally:
                 # Nor does an event loop the agent set as this thread's current one.
-                with contextlib.suppress(Exception):
-                    asyncio.set_event_loop(None)
+                if "asyncio" in sys.modules:  # only an agent could have set one
+                    with contextlib.suppress(Exception):
+                        sys.modules["asyncio"].set_event_loop(None)
                 finished.set()
             if self._abandoned:
                 return
@@ -288,7 +291,7 @@ class _CaseRun:
 
     def drive(self) -> None:
         """Build the tools and the agent, run every turn, then close the agent."""
-        loop: asyncio.AbstractEventLoop | None = None  # one per case, for agents written async
+        loop: AbstractEventLoop | None = None  # one per case, for agents written async
         try:
             case_tools, log = recorded_tools(fresh_tools(self.tools))
             self.log = log
@@ -312,6 +315,8 @@ class _CaseRun:
                 self.monitor.begin_turn(index)
                 reply: object = agent.respond(turn.user_input)
                 if inspect.isawaitable(reply):
+                    import asyncio  # only for agents written async: costs 50 ms to import
+
                     loop = loop or asyncio.new_event_loop()
                     reply = loop.run_until_complete(_awaited(reply))
                 if not isinstance(reply, str):

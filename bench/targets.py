@@ -1,0 +1,178 @@
+"""Issue 11's table, row by row: what each target measures, measured here, in one run.
+
+- whole pipeline (load, admit, replay, grade), serial, in process, per format, on N generated
+  one-tool-call cases with three checks (bench/jobs.py's case), admission cache off; beside
+  it the parse-only floor of the same files (json.loads, tomllib, libyaml's events);
+- admission of an unchanged YAML suite with the cache cold and then warm;
+- ``evalrunner --version`` and ``evalrunner run`` on the bundled suite, each a cold process
+  (median of R), the run with its cache cleared first and then warm;
+- ``--jobs 2`` against ``--jobs 1`` through the installed command on the JSON suite (median
+  of R alternated runs, process start included).
+
+The SDK command-agent row is bench/persistent_agents.py's, and peak memory bench/memory.py's.
+Prints figures; asserts nothing; uses nothing outside this repository and the standard
+library.
+
+    python bench/targets.py [--count 1000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import tomli_w
+from ruamel.yaml import YAML
+
+from evalrunner.cache import AdmissionCache
+from evalrunner.pipeline import evaluate_case, select_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jobs import case  # noqa: E402  (the same case as bench/jobs.py)
+
+
+def write_suite(directory: Path, fmt: str, count: int) -> None:
+    directory.mkdir(parents=True)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    for i in range(count):
+        data = case(i)
+        if fmt == "json":
+            text = json.dumps(data, indent=2)
+        elif fmt == "toml":
+            text = tomli_w.dumps(data)
+        else:
+            buffer = io.StringIO()
+            yaml.dump(data, buffer)
+            text = buffer.getvalue()
+        (directory / f"case_{i:05d}.{fmt}").write_text(text, encoding="utf-8")
+
+
+def floor(directory: Path, fmt: str) -> float:
+    """Seconds to read and bare-parse every file of the suite."""
+    parse: Callable[[str], object]
+    if fmt == "json":
+        parse = json.loads
+    elif fmt == "toml":
+        parse = tomllib.loads
+    else:
+        from _ruamel_yaml import CParser  # type: ignore[import-not-found]
+
+        def parse(text: str) -> object:
+            parser = CParser(text)
+            while parser.get_event() is not None:
+                pass
+            return parser
+
+    started = time.perf_counter()
+    for path in sorted(directory.iterdir()):
+        parse(path.read_text(encoding="utf-8"))
+    return time.perf_counter() - started
+
+
+def pipeline(directory: Path, cache: AdmissionCache | None = None) -> tuple[float, float, int]:
+    """Seconds to load and admit, seconds to replay and grade, and cases that passed."""
+    started = time.perf_counter()
+    selection = select_cases([directory], cache=cache)
+    admitted = time.perf_counter()
+    assert not isinstance(selection, list) and hasattr(selection, "cases"), selection
+    passed = sum(
+        evaluate_case(chosen.case, case_timeout=120).passed
+        for chosen in selection.cases  # type: ignore[union-attr]
+    )
+    return admitted - started, time.perf_counter() - admitted, passed
+
+
+def command() -> list[str]:
+    beside = Path(sys.executable).parent / "evalrunner"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "evalrunner"]
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    n, rounds = args.count, args.rounds
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), {n} cases per suite")
+    with tempfile.TemporaryDirectory(prefix="evalrunner-targets-") as scratch:
+        root = Path(scratch)
+        write_suite(root / "warm-up", "json", 20)
+        pipeline(root / "warm-up")  # imports and compiled schemas, paid once per process
+        for fmt, target in (("json", 5000), ("yaml", 1000), ("toml", 3000)):
+            suite = root / fmt
+            write_suite(suite, fmt, n)
+            best = min((pipeline(suite) for _ in range(rounds)), key=lambda r: r[0] + r[1])
+            base = min(floor(suite, fmt) for _ in range(rounds))
+            whole = best[0] + best[1]
+            print(
+                f"{fmt:4} whole pipeline {n / whole:7.0f}/s (target {target})  "
+                f"load+admit {n / best[0]:7.0f}/s  replay+grade {n / best[1]:7.0f}/s  "
+                f"parse floor {n / base:7.0f}/s  ({best[2]}/{n} passed)"
+            )
+
+        yaml_suite = root / "yaml"
+        cold = []
+        warm = []
+        for _ in range(rounds):
+            cache_dir = root / "cache"
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            cold.append(pipeline(yaml_suite, AdmissionCache(cache_dir))[0])
+            warm.append(pipeline(yaml_suite, AdmissionCache(cache_dir))[0])
+        print(
+            f"yaml admission, cache cold {min(cold) * 1000:7.0f} ms  warm "
+            f"{min(warm) * 1000:7.0f} ms  ({min(cold) / min(warm):.1f}x, target 3x)"
+        )
+
+        version = [timed([*command(), "--version"], ROOT) for _ in range(max(rounds, 5))]
+        print(
+            f"evalrunner --version       median {statistics.median(version) * 1000:5.0f} ms"
+            " (target 100)"
+        )
+        bundled = root / "bundled"
+        shutil.copytree(ROOT / "evals" / "regression", bundled / "evals" / "regression")
+        cold_runs, warm_runs = [], []
+        for _ in range(max(rounds, 5)):
+            shutil.rmtree(bundled / ".evalrunner_cache", ignore_errors=True)
+            cold_runs.append(timed([*command(), "run"], bundled))
+            warm_runs.append(timed([*command(), "run"], bundled))
+        print(
+            f"evalrunner run (bundled)   median {statistics.median(cold_runs) * 1000:5.0f} ms "
+            f"cache cold, {statistics.median(warm_runs) * 1000:5.0f} ms warm (target 300)"
+        )
+
+        serial, parallel = [], []
+        for _ in range(rounds):
+            serial.append(
+                timed([*command(), "run", "--no-cache", "-j", "1", str(root / "json")], root)
+            )
+            parallel.append(
+                timed([*command(), "run", "--no-cache", "-j", "2", str(root / "json")], root)
+            )
+        one, two = statistics.median(serial), statistics.median(parallel)
+        print(
+            f"--jobs 1 {one:6.2f} s, --jobs 2 {two:6.2f} s on {n} JSON cases "
+            f"(process included): {one / two:.2f}x (target 1.7x)"
+        )
+
+
+if __name__ == "__main__":
+    main()
