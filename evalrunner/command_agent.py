@@ -327,6 +327,9 @@ class CommandAgent:
         if not answer:
             proc.exits_soon()
             return self._ended_badly(proc, "")
+        # At once: a request sent after the ended line is a stray, for the next case to report
+        # (one sent before it had been answered before the line was printed).
+        proc.endpoint.detach()
         if self._monitor.error is not None:  # e.g. a model request after its final reply
             proc.retire()
             return None
@@ -345,7 +348,6 @@ class CommandAgent:
         if extra:
             return self._ended_badly(proc, f"printed more after ending the case: "
                                            f"{_shown_bytes(extra)}")
-        proc.endpoint.detach()
         proc.previous_case = self._case
         if self._pool is None or not self._pool.give_back(proc):
             proc.retire()
