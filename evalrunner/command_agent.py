@@ -251,6 +251,8 @@ class CommandAgent:
         if case is not None:
             message = dict(message)
             self._check_case(message.pop("case", None), "reply line", case)
+            if "error" in message:
+                raise self._reported_error(message)
         problem = best_match(agent_reply_validator().iter_errors(message))
         if problem is not None:
             where = render_json_path(tuple(problem.absolute_path))
@@ -263,6 +265,18 @@ class CommandAgent:
         for entry in reported or ():
             self._observer.on_tool_call(_record(entry))
         return str(message["reply"])
+
+    def _reported_error(self, message: dict[str, Any]) -> RunError:
+        """Protocol 2's ``{"case": T, "error": "..."}``: the command failed the turn and
+        lives on; the case fails with its words."""
+        text = message["error"]
+        if not isinstance(text, str) or not text.strip() or len(message) != 1:
+            return self._failure(
+                f"printed an error line for turn {self._turn} that is not valid: "
+                f"{_shown(message)}; it is {{\"case\": \"{self._case}\", \"error\": "
+                '"<what went wrong>"} and nothing else'
+            )
+        return RunError(f"the agent command failed turn {self._turn}: {_shown(text, 500)}")
 
     def _check_case(self, token: object, what: str, case: str) -> None:
         if token == case:
@@ -310,6 +324,7 @@ class CommandAgent:
     def _end_case(self, proc: _AgentProcess) -> str | None:
         """Protocol 2's end of a case: the end line, answered with the ended line; then the
         process waits in the pool for the next case. None when that went cleanly."""
+        error_before = self._monitor.error
         if not proc.write_line({"case": self._case, "end": True}):
             proc.exits_soon()
             return self._ended_badly(proc, "")
@@ -330,7 +345,7 @@ class CommandAgent:
         # At once: a request sent after the ended line is a stray, for the next case to report
         # (one sent before it had been answered before the line was printed).
         proc.endpoint.detach()
-        if self._monitor.error is not None:  # e.g. a model request after its final reply
+        if self._monitor.error != error_before:  # e.g. a model request after its final reply
             proc.retire()
             return None
         message = _strict_json(answer.decode("utf-8", errors="replace"))
@@ -387,14 +402,12 @@ class CommandAgent:
         proc = self._proc
         problem: str | None = None
         if proc.protocol == PERSISTENT:
-            if (
-                self._awaiting
-                or proc.closing.is_set()
-                or proc.process.returncode is not None
-                or self._monitor.error is not None
-            ):
+            if self._awaiting or proc.closing.is_set() or proc.process.returncode is not None:
                 proc.retire()  # the case has its error already; its process is not reused
             else:
+                # Even after a run error (a refused request, an error line): a command that
+                # ends the case cleanly has kept the protocol, and the next case is checked
+                # on its own.
                 problem = self._end_case(proc)
         else:
             proc.closing.set()

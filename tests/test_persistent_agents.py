@@ -233,6 +233,52 @@ def test_protocol_2_lines_without_the_handshake_are_not_replies(run: object, wir
         assert error is not None and "unknown field: 'case' was unexpected" in error, error
 
 
+def test_the_process_outlives_a_case_the_wire_cannot_carry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Gated cases that script argument text the Anthropic wire cannot carry: the endpoint
+    # refuses their request, the agent answers with an error line and ends the case cleanly,
+    # and the same process serves the rest.
+    log = tmp_path / "served.log"
+    monkeypatch.setenv("PERSISTENT_AGENT_LOG", str(log))
+    with command_agent_factory(argv("anthropic", "ok"), cwd=ROOT) as factory:
+        report = run_suite(ROOT / "evals" / "regression", agent_factory=factory)
+    assert isinstance(report, SuiteReport)
+    errored = [case.error for case in report.cases if case.error is not None]
+    assert errored and all("Anthropic" in error for error in errored), errored
+    outcome = Outcome(report, log)
+    assert len(outcome.served) == len(report.cases) and outcome.processes == 1
+
+
+def test_an_error_line_fails_the_turn_and_the_process_serves_on(run: object) -> None:
+    outcome = run("openai", 'error="the tool broke"')  # type: ignore[operator]
+    failed = 'the agent command failed turn 1: "the tool broke"'
+    assert outcome.errors() == [None, failed, None, None]
+    assert outcome.processes == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('error=17', "printed an error line for turn 1 that is not valid: {\"error\": 17}"),
+        ("error=null", "that is not valid: {\"error\": null}"),
+        ('error=""', "that is not valid"),
+        ('error="  "', "that is not valid"),
+        ('error={"x": 1}', "that is not valid"),
+        ('error="\\u001b[2J\\u0000"', 'failed turn 1: "\\u001b[2J\\u0000"'),
+        ('error="' + "x" * 100000 + '"', 'failed turn 1: "xxxxxxxx'),
+        ('error-line={"case": "?", "error": "x", "reply": "y"}', "naming case"),
+    ],
+)
+def test_a_hostile_error_line_is_refused_or_shown_safely(
+    run: object, line: str, message: str
+) -> None:
+    outcome = run("openai", line)  # type: ignore[operator]
+    error = outcome.errors()[1]
+    assert error is not None and message in error, error
+    assert len(error) < 2000 and "\x1b" not in error and "\x00" not in error
+
+
 # --- the end of a case, and the time between cases -------------------------------------------
 
 

@@ -10,8 +10,9 @@ else, so no state can pass from one case to the next.
   the first line (a protocol-1 turn line, the opening line) is answered with the handshake
   ``{"evalrunner": 2}`` and not acted on; then each line names its case,
   ``{"case": T, "turn": N, "user_input": ...}`` in, ``{"case": T, "reply": ...}`` out, and
-  ``{"case": T, "end": true}`` is answered with ``{"case": T, "ended": true}``. The process
-  exits when stdin closes, at the end of the run.
+  ``{"case": T, "end": true}`` is answered with ``{"case": T, "ended": true}``. A turn that
+  raises is answered with ``{"case": T, "error": "..."}`` (the case fails; the process lives
+  on). The process exits when stdin closes, at the end of the run.
 
 What makes a process worth keeping is what it did at start-up: importing the SDK and making
 its client. The client is made once; the replay endpoint's address stays the same for the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -35,13 +37,14 @@ def _emit(line: dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
 
 
-def serve(start_case: Callable[[], TurnHandler]) -> None:
-    """Serve every case the runner sends, in whichever protocol it offers."""
+def serve(start_case: Callable[[], TurnHandler], *, persistent: bool = True) -> None:
+    """Serve every case the runner sends: in protocol 2 if the runner offers it and
+    ``persistent`` is true, else in protocol 1 (one case, then exit)."""
     offered = os.environ.get("EVALRUNNER_PROTOCOLS", "").split(",")
     opening = sys.stdin.readline()
     if not opening:
         return
-    if "2" not in offered:
+    if not persistent or "2" not in offered:
         handle = start_case()
         _emit(handle(json.loads(opening)["user_input"]))
         for line in sys.stdin:
@@ -58,4 +61,11 @@ def serve(start_case: Callable[[], TurnHandler]) -> None:
             continue
         if handle is None or message["case"] != case:
             case, handle = message["case"], start_case()
-        _emit({"case": case, **handle(message["user_input"])})
+        try:
+            reply = handle(message["user_input"])
+        except Exception as exc:  # e.g. the endpoint refused a request: this case has failed
+            traceback.print_exc()  # to stderr, which the runner shows
+            # The process lives on for the next case; this one gets a fresh start anyway.
+            _emit({"case": case, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        _emit({"case": case, **reply})

@@ -1,7 +1,7 @@
 """An agent built on the official ``anthropic`` SDK (messages with tools), run by evalrunner
 as an external command:
 
-    evalrunner run --agent-command "python examples/sdk-agents/anthropic_agent.py [--stream]"
+    evalrunner run --agent-command "python examples/sdk-agents/anthropic_agent.py [--stream] [--per-case]"
 
 It speaks evalrunner's agent-command protocol (``agent_protocol.py``; version 2 when the
 runner offers it, so that one process, one SDK import and one client serve every case of the
@@ -90,7 +90,8 @@ def main() -> None:
         messages: list[dict[str, Any]] = []  # this case's conversation, and only this case's
         return functools.partial(respond, client, messages, stream=stream)
 
-    agent_protocol.serve(start_case)
+    # --per-case declines protocol 2 (one process per case, as before), for comparison.
+    agent_protocol.serve(start_case, persistent="--per-case" not in sys.argv[1:])
 
 if __name__ == "__main__":
     main()

@@ -32,6 +32,10 @@ exit-between              exits with code 0 after ending the run's first case
                           (these three act once the file PERSISTENT_AGENT_GATE/go exists, and
                           then create PERSISTENT_AGENT_GATE/done)
 ignore-eof                does not exit when its stdin closes (the runner must kill it)
+error=JSON                answers the run's second case with {"case": T, "error": JSON}
+error-line=LINE           answers the run's second case with LINE
+
+A model request the endpoint refuses is answered with an error line, as the SDK examples do.
 """
 
 from __future__ import annotations
@@ -187,7 +191,17 @@ def main() -> int:
         if in_run == 2 and MODE == "hang-second":
             time.sleep(3600)
         assert conversation is not None
-        answer = conversation.turn(message["user_input"])
+        if in_run == 2 and MODE.startswith("error="):
+            emit({"case": case, "error": json.loads(MODE.removeprefix("error="))})
+            continue
+        if in_run == 2 and MODE.startswith("error-line="):
+            print(MODE.removeprefix("error-line="), flush=True)
+            continue
+        try:
+            answer = conversation.turn(message["user_input"])
+        except RunError as exc:  # a refused request: this case has failed, the process lives on
+            emit({"case": case, "error": str(exc)})
+            continue
         named: object = case
         if MODE == "previous-case" and previous is not None:
             named = previous
