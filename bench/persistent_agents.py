@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -70,7 +71,7 @@ def standin() -> int:
         return 0
     if not persistent:
         agent, observer = fresh(os.environ["EVALRUNNER_WORKSPACE"])
-        for line in [opening, *sys.stdin]:
+        for line in itertools.chain([opening], sys.stdin):  # lazily: the runner waits
             reply = agent.respond(json.loads(line)["user_input"])
             emit({"reply": reply, "tool_calls": [reported(r) for r in observer.take()]})
         return 0
