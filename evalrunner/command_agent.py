@@ -15,6 +15,20 @@ reads one JSON object back from its stdout, ``{"reply": "..."}``. After the last
 closed and the command should exit. Its stdout is reserved for reply lines (log to stderr). A
 command that exits before replying, prints anything else, or outlives the case timeout fails
 the case with an error saying so, with the end of its stderr.
+
+Protocol 2 (persistent, opted into by the command): one process serves many cases. The
+runner offers it in ``EVALRUNNER_PROTOCOLS`` (``1,2``). The first line a process reads is
+always a protocol-1 turn line (the opening line); a command taking up protocol 2 answers it
+with ``{"evalrunner": 2}`` instead of a reply, without acting on it. From then on every line
+names its case by a per-case token: ``{"case": T, "turn": N, "user_input": ..., "workspace":
+...}`` is answered with ``{"case": T, "reply": ..., "tool_calls"?: [...]}`` or
+``{"case": T, "error": "..."}``; after the final reply (or a failure) ``{"case": T, "end":
+true}`` is answered with ``{"case": T, "ended": true}``, and the process waits for the next
+case; stdin closes at the end of the run. The endpoint keeps one address for the process's
+life and serves the case under way. A line or a request belonging to another case, anything
+printed or requested between cases (reported by the next case), and any exit fail a case; a
+process is reused after a failed case only when it ended that case cleanly, never after a
+broken line, a crash or a timeout.
 """
 
 from __future__ import annotations
