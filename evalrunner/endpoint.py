@@ -58,6 +58,15 @@ DUMMY_API_KEY: Final = "evalrunner-replay-no-key-needed"
 DEFAULT_MODEL: Final = "evalrunner-replay"
 """The model name a response carries when the request named none."""
 
+MAX_STRAYS: Final = 16
+"""How many refusals made while no case is attached are kept (see ReplayEndpoint.detach)."""
+
+NO_CASE: Final = (
+    "no case is running: the previous case has ended and the next one has not begun, so this "
+    "request can only come from a finished case"
+)
+"""Why a model request is refused between the cases of a persistent agent command."""
+
 ROUTES: Final[dict[str, WireAPI]] = {
     "/v1/chat/completions": OpenAIChat(),
     "/v1/messages": AnthropicMessages(),
@@ -118,7 +127,8 @@ class ReplayEndpoint:
     ) -> None:
         if host != LOOPBACK:
             raise ValueError(f"the replay endpoint binds to {LOOPBACK} only, not {host!r}")
-        self._monitor = monitor
+        self._monitor: ConversationMonitor | None = monitor
+        self._strays: list[str] = []  # refusals while no case was attached
         self._infer_turns = infer_turns
         self._host = host
         self._port = port
@@ -209,31 +219,54 @@ class ReplayEndpoint:
             "ANTHROPIC_API_KEY": DUMMY_API_KEY,
         }
 
+    # --- one endpoint for many cases (a persistent agent command) ---------------------------
+
+    def attach(self, monitor: ConversationMonitor) -> tuple[str, ...]:
+        """Serve ``monitor``'s case from now on. Returns why each model request that arrived
+        while no case was attached (see :meth:`detach`) was refused, and forgets them."""
+        with self._lock:
+            self._monitor = monitor
+            strays, self._strays = tuple(self._strays), []
+            return strays
+
+    def detach(self) -> None:
+        """Serve no case until the next :meth:`attach`: between the cases of a persistent
+        agent, a model request can only be a leak from a finished case; it is refused and
+        kept (see :meth:`attach`), the address staying the same for the next case."""
+        with self._lock:
+            self._monitor = None
+
     # --- what the runner reads ---------------------------------------------------------------
 
     @property
     def error(self) -> str | None:
         """The case's first run error (the monitor's, sticky), or ``None``."""
-        return self._monitor.error
+        monitor = self._monitor
+        return monitor.error if monitor is not None else None
 
     @property
     def requests(self) -> tuple[ModelRequest, ...]:
         """Every model request received and decoded, in order, as neutral requests."""
-        return self._monitor.requests
+        monitor = self._monitor
+        return monitor.requests if monitor is not None else ()
 
     def unresolved_calls(self) -> list[ToolCall]:
         """Tool calls handed to the agent whose result has not come back (yet)."""
-        return list(self._monitor.pending_calls)
+        monitor = self._monitor
+        return list(monitor.pending_calls) if monitor is not None else []
 
     @property
     def responses_served(self) -> int:
         """How many scripted responses have been sent to the agent."""
-        return self._monitor.responses_served
+        monitor = self._monitor
+        return monitor.responses_served if monitor is not None else 0
 
     # --- answering requests (called from the serving threads) ----------------------------------
 
     def _answer(self, wire: WireAPI, raw: bytes) -> _Reply:
         with self._lock:
+            if self._monitor is None:
+                return self._fail(wire, 500, NO_CASE)
             if self.error is not None:
                 return self._refuse(wire, 500, f"the run has already failed: {self.error}")
             try:
@@ -257,13 +290,15 @@ class ReplayEndpoint:
         except RecursionError:
             return self._fail(wire, 400, f"not a valid {wire.name} request: nested too deeply")
         stream = incoming.request.stream
+        monitor = self._monitor
+        assert monitor is not None  # checked by _answer, under the same lock
         try:
             if self._infer_turns and incoming.user_text is not None:
-                self._next_turn()
-            response = self._monitor.complete(incoming.request, unservable=wire.unservable)
+                self._next_turn(monitor)
+            response = monitor.complete(incoming.request, unservable=wire.unservable)
         except RunError as exc:
             return self._fail(wire, 500, str(exc), stream=stream)
-        served = self._monitor.responses_served
+        served = monitor.responses_served
         response_id = wire.response_id(served)
         model = incoming.request.model or DEFAULT_MODEL
         if stream:
@@ -274,17 +309,24 @@ class ReplayEndpoint:
         body = wire.response_body(response, response_id=response_id, model=model)
         return _Reply(200, _summary(response), body=body)
 
-    def _next_turn(self) -> None:
+    def _next_turn(self, monitor: ConversationMonitor) -> None:
         if self._turn >= 0:
-            self._monitor.end_turn(None)
+            monitor.end_turn(None)
         self._turn += 1
-        self._monitor.begin_turn(self._turn)
+        monitor.begin_turn(self._turn)
 
     def _fail(self, wire: WireAPI, status: int, message: str, *, stream: bool = False) -> _Reply:
         """A run error: kept by the monitor (the first one stays the case's error) and
-        answered."""
-        self._monitor.refuse(message)
+        answered. With no case attached, it is kept as a stray instead."""
+        self._refused(message)
         return self._refuse(wire, status, message, stream=stream)
+
+    def _refused(self, message: str) -> None:
+        monitor = self._monitor
+        if monitor is not None:
+            monitor.refuse(message)
+        elif len(self._strays) < MAX_STRAYS:  # a flood of leaks must not grow memory
+            self._strays.append(message)
 
     def _refuse(self, wire: WireAPI, status: int, message: str, *, stream: bool = False) -> _Reply:
         return _Reply(status, message, body=wire.error_body(status, message), stream=stream)
@@ -389,9 +431,10 @@ class _LoopbackServer(ThreadingHTTPServer):
         # A bug while serving must fail the case with a message, not print a traceback.
         error = sys.exc_info()[1]
         if error is not None and not isinstance(error, OSError):
-            self.endpoint._monitor.refuse(
-                f"the replay endpoint failed: {type(error).__name__}: {error}"
-            )
+            with self.endpoint._lock:
+                self.endpoint._refused(
+                    f"the replay endpoint failed: {type(error).__name__}: {error}"
+                )
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -32,6 +32,7 @@ from evalrunner.model import (
     ToolCallRecord,
 )
 from evalrunner.observer import RecordingObserver
+from evalrunner.provider import ModelProvider
 from evalrunner.tools import Tool, builtin_tools
 
 IN_PROCESS = "in-process"
@@ -341,31 +342,84 @@ def _serve_command(
     chosen: Mutant, wire: str, stream: bool, tools: dict[str, Tool] | None = None
 ) -> int:
     """The agent-command protocol around one mutant, over ``wire``: one line per turn in, one
-    reply line (with the turn's reported dispatches) out."""
+    reply line (with the turn's reported dispatches) out. Protocol 2 when the runner offers
+    it: a fresh mutant per case, in one process for the whole run."""
     from evalrunner.wire_client import WireClient  # only the command needs HTTP
 
     if wire == "openai":
         client = WireClient("openai", os.environ["OPENAI_BASE_URL"], stream=stream)
     else:
         client = WireClient("anthropic", os.environ["ANTHROPIC_BASE_URL"], stream=stream)
+    offered = os.environ.get("EVALRUNNER_PROTOCOLS", "").split(",")
+    if "2" not in offered:
+        return _serve_one_case(chosen, client, tools)
+    if not sys.stdin.readline():  # the opening line: answered with the handshake only
+        return 0
+    _emit({"evalrunner": 2})
+    case: object = None
+    agent: Agent | None = None
     observer = RecordingObserver()
-    context = AgentContext(
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("end"):
+            code = _after_final_reply(agent, client)
+            if code is not None:
+                return code
+            _emit({"case": message["case"], "ended": True})
+            case, agent = None, None
+            continue
+        if agent is None or message["case"] != case:
+            case, observer = message["case"], RecordingObserver()
+            agent = chosen.factory(_context(client, observer, tools, Path(message["workspace"])))
+        reply = _respond(chosen, agent, message["user_input"])
+        if reply is None:
+            return 1
+        reports = [_reported(record) for record in observer.take()]
+        _emit({"case": case, "reply": reply, "tool_calls": reports})
+    return 0
+
+
+def _serve_one_case(chosen: Mutant, client: ModelProvider, tools: dict[str, Tool] | None) -> int:
+    """Protocol 1: the turns of one case, until stdin closes."""
+    observer = RecordingObserver()
+    agent = chosen.factory(_context(client, observer, tools, _workspace()))
+    for line in sys.stdin:
+        reply = _respond(chosen, agent, json.loads(line)["user_input"])
+        if reply is None:
+            return 1
+        reports = [_reported(record) for record in observer.take()]
+        _emit({"reply": reply, "tool_calls": reports})
+    code = _after_final_reply(agent, client)
+    return 0 if code is None else code
+
+
+def _context(
+    client: ModelProvider,
+    observer: RecordingObserver,
+    tools: dict[str, Tool] | None,
+    workspace: Path,
+) -> AgentContext:
+    return AgentContext(
         provider=client,
         tools=builtin_tools() if tools is None else tools,
         observer=observer,
-        workspace=_workspace(),
+        workspace=workspace,
     )
-    agent = chosen.factory(context)
-    for line in sys.stdin:
-        user_input = json.loads(line)["user_input"]
-        try:
-            reply = agent.respond(user_input)
-        except BaseException as exc:  # the runner sees the failure as a crash, like any agent
-            print(f"{chosen.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 1
-        assert isinstance(reply, str)
-        reports = [_reported(record) for record in observer.take()]
-        print(json.dumps({"reply": reply, "tool_calls": reports}), flush=True)
+
+
+def _respond(chosen: Mutant, agent: Agent, user_input: str) -> str | None:
+    try:
+        reply = agent.respond(user_input)
+    except BaseException as exc:  # the runner sees the failure as a crash, like any agent
+        print(f"{chosen.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    assert isinstance(reply, str)
+    return reply
+
+
+def _after_final_reply(agent: Agent | None, client: ModelProvider) -> int | None:
+    """What the command-only mutants do once a case has had its final reply; an exit code
+    when the mutant ends the process there."""
     if isinstance(agent, AsksAfterReply):
         with contextlib.suppress(RunError):
             client.complete(ModelRequest((Message("user", "One more thing."),)))
@@ -373,7 +427,11 @@ def _serve_command(
         print("stray output after the final reply", flush=True)
     if isinstance(agent, ExitsNonZero):
         return 3
-    return 0
+    return None
+
+
+def _emit(line: dict[str, object]) -> None:
+    print(json.dumps(line), flush=True)
 
 
 def _workspace() -> Path:

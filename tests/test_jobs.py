@@ -197,7 +197,8 @@ def test_a_flags_agent_command_runs_from_the_working_directory(tmp_path: Path) -
     )
     agent = ROOT / "examples" / "sdk-agents" / "openai_agent.py"
     (project / "sub" / "agent.py").write_bytes(agent.read_bytes())
-    (project / "sub" / "echo_tool.py").write_bytes((agent.parent / "echo_tool.py").read_bytes())
+    for helper in ("echo_tool.py", "agent_protocol.py"):
+        (project / "sub" / helper).write_bytes((agent.parent / helper).read_bytes())
     command = f"{sys.executable} agent.py"  # relative to where the user stands: sub/
     code, out, err = run("--agent-command", command, cwd=project / "sub")
     assert code == 0, out + err

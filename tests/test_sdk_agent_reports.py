@@ -81,6 +81,11 @@ def _reported(case: Case, script: str, log: Path) -> list[dict[str, Any]]:
     assert record.error is None, record.error
     validator = Draft202012Validator(json.loads(REPLY_SCHEMA.read_text(encoding="utf-8")))
     lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    # The agents speak protocol 2: the handshake and the end of the case are not replies, and
+    # each reply names its case.
+    lines = [line for line in lines if "evalrunner" not in line and "ended" not in line]
+    for line in lines:
+        assert isinstance(line.pop("case"), str)
     assert len(lines) == len(case.turns)
     calls: list[dict[str, Any]] = []
     for line in lines:

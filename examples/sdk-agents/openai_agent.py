@@ -1,9 +1,11 @@
 """An agent built on the official ``openai`` SDK (chat completions with tools), run by
 evalrunner as an external command:
 
-    evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py [--stream]"
+    evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py [--stream] [--per-case]"
 
-It speaks evalrunner's agent-command protocol: one JSON line per turn on stdin
+It speaks evalrunner's agent-command protocol (``agent_protocol.py``; version 2 when the
+runner offers it, so that one process, one SDK import and one client serve every case of the
+run): one JSON line per turn on stdin
 (``{"turn": 1, "user_input": "..."}``), one JSON line back on stdout: ``{"reply": "...",
 "tool_calls": [...]}``, where ``tool_calls`` lists every tool dispatch of the turn (id, name,
 arguments, the result text fed back to the model, success), so the runner can grade what
@@ -13,10 +15,11 @@ and ``OPENAI_API_KEY``, which evalrunner sets; nothing here knows it is being re
 
 from __future__ import annotations
 
-import json
+import functools
 import sys
 from typing import Any
 
+import agent_protocol
 import echo_tool
 from openai import OpenAI
 
@@ -47,7 +50,7 @@ def complete(client: OpenAI, messages: list[dict[str, Any]], stream: bool) -> An
 
 
 def respond(
-    client: OpenAI, messages: list[dict[str, Any]], user_input: str, stream: bool
+    client: OpenAI, messages: list[dict[str, Any]], user_input: str, *, stream: bool
 ) -> dict[str, Any]:
     """Handle one turn, calling the model until it answers with text; the turn's reply line."""
     messages.append({"role": "user", "content": user_input})
@@ -82,14 +85,15 @@ def respond(
 
 def main() -> None:
     stream = "--stream" in sys.argv[1:]
+    # Made once: the replay endpoint keeps its address for the life of the process.
     client = OpenAI(max_retries=0)
-    messages: list[dict[str, Any]] = []
-    for line in sys.stdin:
-        turn = json.loads(line)
-        reply_line = respond(client, messages, turn["user_input"], stream)
-        # ASCII-escaped, so that any string (even a lone surrogate) can be written to stdout.
-        print(json.dumps(reply_line), flush=True)
 
+    def start_case() -> agent_protocol.TurnHandler:
+        messages: list[dict[str, Any]] = []  # this case's conversation, and only this case's
+        return functools.partial(respond, client, messages, stream=stream)
+
+    # --per-case declines protocol 2 (one process per case, as before), for comparison.
+    agent_protocol.serve(start_case, persistent="--per-case" not in sys.argv[1:])
 
 if __name__ == "__main__":
     main()

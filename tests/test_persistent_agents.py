@@ -1,0 +1,513 @@
+"""Agent-command protocol 2: one process serves many cases, and every way the isolation between
+cases, or the protocol itself, can break fails a case with a message that names it.
+
+The agent is tests/support/persistent_agent.py: the reference loop over evalrunner's own wire
+client, correct or broken on purpose. It logs one line per case it starts, so the tests can
+count the processes that served a suite without looking at the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalrunner import CaseReport, SuiteReport, run_suite
+from evalrunner.command_agent import OFFER_VARIABLE, command_agent_factory
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = ROOT / "tests" / "support" / "persistent_agent.py"
+
+CASES = {
+    "a_echo.yaml": """\
+name: a-echo-two-turns
+turns:
+  - user_input: echo alpha
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls: [{id: c1, name: echo, arguments: {message: alpha}}]
+      - response: {type: text, content: "said alpha"}
+  - user_input: echo beta
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls: [{id: c2, name: echo, arguments: {message: beta}}]
+      - response: {type: text, content: "said beta"}
+expects:
+  response_contains: [beta]
+  exact_tool_calls: 2
+  tool_results_contain:
+    - {tool: echo, needle: alpha, call_index: 0}
+    - {tool: echo, needle: beta, call_index: 1}
+""",
+    "b_text.yaml": """\
+name: b-plain-text
+turns:
+  - user_input: say something plain
+    steps:
+      - response: {type: text, content: "a plain answer"}
+expects:
+  response_contains: [plain]
+""",
+    "c_unknown.yaml": """\
+name: c-unknown-tool
+turns:
+  - user_input: call a tool that does not exist
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls: [{id: c9, name: nope, arguments: {}}]
+      - response: {type: text, content: "that failed"}
+expects:
+  exact_tool_calls: 1
+  tool_results_contain: [{tool: nope, needle: "Unknown tool"}]
+""",
+    "d_echo.yaml": """\
+name: d-echo-gamma
+turns:
+  - user_input: echo gamma
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls: [{id: c3, name: echo, arguments: {message: gamma}}]
+      - response: {type: text, content: "said gamma"}
+expects:
+  tool_results_contain: [{tool: echo, needle: gamma}]
+""",
+}
+
+WIRES = ("openai", "anthropic")
+WIRES_AND_STREAMING = [(wire, stream) for stream in (False, True) for wire in WIRES]
+
+
+def argv(wire: str, mode: str, stream: bool = False) -> list[str]:
+    return [sys.executable, str(AGENT), wire, mode, *(["--stream"] if stream else [])]
+
+
+class Outcome:
+    """A suite run through the persistent agent: the report, and who served each case."""
+
+    def __init__(self, report: SuiteReport, log: Path) -> None:
+        self.report = report
+        text = log.read_text(encoding="utf-8") if log.exists() else ""
+        self.served = [tuple(line.split()) for line in text.splitlines()]
+
+    @property
+    def processes(self) -> int:
+        return len({pid for pid, _ in self.served})
+
+    def errors(self) -> list[str | None]:
+        return [case.error for case in self.report.cases]
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in CASES.items():
+        (suite / name).write_text(text, encoding="utf-8")
+    log = tmp_path / "served.log"
+    monkeypatch.setenv("PERSISTENT_AGENT_LOG", str(log))
+
+    def go(wire: str, mode: str, stream: bool = False, timeout: float = 60) -> Outcome:
+        log.unlink(missing_ok=True)
+        with command_agent_factory(argv(wire, mode, stream), cwd=ROOT) as factory:
+            report = run_suite(suite, agent_factory=factory, case_timeout=timeout)
+        assert isinstance(report, SuiteReport)
+        return Outcome(report, log)
+
+    yield go
+
+
+# --- a correct agent ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("wire", "stream"), WIRES_AND_STREAMING)
+def test_one_process_serves_every_case(run: object, wire: str, stream: bool) -> None:
+    outcome = run(wire, "ok", stream)  # type: ignore[operator]
+    assert all(case.passed for case in outcome.report.cases), outcome.errors()
+    assert len(outcome.served) == len(CASES) and outcome.processes == 1
+
+
+def test_the_gated_suite_gets_the_reference_verdicts_over_one_process(tmp_path: Path) -> None:
+    reference = run_suite(ROOT / "evals" / "regression")
+    with command_agent_factory(argv("openai", "ok"), cwd=ROOT) as factory:
+        persistent = run_suite(ROOT / "evals" / "regression", agent_factory=factory)
+    assert isinstance(reference, SuiteReport) and isinstance(persistent, SuiteReport)
+    assert [(c.name, c.passed, c.error) for c in persistent.cases] == [
+        (c.name, c.passed, c.error) for c in reference.cases
+    ]
+    assert persistent.all_passed
+
+
+def test_protocol_2_is_offered_to_every_command(tmp_path: Path) -> None:
+    seen = tmp_path / "offer.txt"
+    script = tmp_path / "offer.py"
+    script.write_text(
+        "import json, os, sys\nsys.stdin.readline()\n"
+        f"open({str(seen)!r}, 'w').write(os.environ[{OFFER_VARIABLE!r}])\n"
+        "print(json.dumps({'reply': 'a plain answer'}), flush=True)\n",
+        encoding="utf-8",
+    )
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "b.yaml").write_text(CASES["b_text.yaml"], encoding="utf-8")
+    with command_agent_factory([sys.executable, str(script)], cwd=ROOT) as factory:
+        run_suite(suite, agent_factory=factory)
+    assert seen.read_text(encoding="utf-8") == "1,2"
+
+
+def test_the_factory_pickles_as_its_command() -> None:
+    factory = command_agent_factory(argv("openai", "ok"), cwd=ROOT)
+    copy = pickle.loads(pickle.dumps(factory))
+    assert copy.argv == factory.argv and copy.cwd == factory.cwd and copy is not factory
+
+
+# --- the four promised failures, on both wires, streaming and not ---------------------------
+
+
+@pytest.mark.parametrize(("wire", "stream"), WIRES_AND_STREAMING)
+def test_state_leaking_into_the_next_case_fails_it(run: object, wire: str, stream: bool) -> None:
+    outcome = run(wire, "leak", stream)  # type: ignore[operator]
+    first, second, *_ = outcome.errors()
+    assert first is None
+    assert second is not None and "history message 1 should be" in second, second
+
+
+@pytest.mark.parametrize(("wire", "stream"), WIRES_AND_STREAMING)
+def test_a_crash_mid_suite_fails_that_case_and_the_next_gets_a_fresh_process(
+    run: object, wire: str, stream: bool
+) -> None:
+    outcome = run(wire, "crash-second", stream)  # type: ignore[operator]
+    errors = outcome.errors()
+    assert errors[0] is None and errors[2] is None and errors[3] is None, errors
+    assert errors[1] is not None
+    assert errors[1].startswith(
+        "the agent command exited before replying to turn 1 (it exited with code 5)"
+    )
+    assert errors[1].endswith("its stderr ends:\ncrashing on purpose")
+    assert outcome.processes == 2
+
+
+@pytest.mark.parametrize(("wire", "stream"), WIRES_AND_STREAMING)
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("previous-case", "naming the previous case"),
+        ("other-case", 'naming case "0123456789abcdef", not this one'),
+    ],
+)
+def test_answering_the_wrong_case_fails_it(
+    run: object, wire: str, stream: bool, mode: str, message: str
+) -> None:
+    outcome = run(wire, mode, stream)  # type: ignore[operator]
+    errors = outcome.errors()
+    failed = [error for error in errors if error is not None]
+    assert failed and all(message in error for error in failed), errors
+    if mode == "previous-case":
+        assert errors[0] is None and errors[1] is not None
+
+
+@pytest.mark.parametrize(("wire", "stream"), WIRES_AND_STREAMING)
+def test_never_sending_the_handshake_fails_the_case(run: object, wire: str, stream: bool) -> None:
+    # The command waits for protocol-2 lines it never asked for: only the case timeout (a
+    # safety net here, not a measurement) can end it.
+    outcome = run(wire, "no-handshake", stream, timeout=2)  # type: ignore[operator]
+    assert all(error == "timed out after 2s" for error in outcome.errors()), outcome.errors()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_protocol_2_lines_without_the_handshake_are_not_replies(run: object, wire: str) -> None:
+    outcome = run(wire, "v2-without-handshake")  # type: ignore[operator]
+    for error in outcome.errors():
+        assert error is not None and "unknown field: 'case' was unexpected" in error, error
+
+
+def test_the_process_outlives_a_case_the_wire_cannot_carry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Gated cases that script argument text the Anthropic wire cannot carry: the endpoint
+    # refuses their request, the agent answers with an error line and ends the case cleanly,
+    # and the same process serves the rest.
+    log = tmp_path / "served.log"
+    monkeypatch.setenv("PERSISTENT_AGENT_LOG", str(log))
+    with command_agent_factory(argv("anthropic", "ok"), cwd=ROOT) as factory:
+        report = run_suite(ROOT / "evals" / "regression", agent_factory=factory)
+    assert isinstance(report, SuiteReport)
+    errored = [case.error for case in report.cases if case.error is not None]
+    assert errored and all("Anthropic" in error for error in errored), errored
+    outcome = Outcome(report, log)
+    assert len(outcome.served) == len(report.cases) and outcome.processes == 1
+
+
+def test_an_error_line_fails_the_turn_and_the_process_serves_on(run: object) -> None:
+    outcome = run("openai", 'error="the tool broke"')  # type: ignore[operator]
+    failed = 'the agent command failed turn 1: "the tool broke"'
+    assert outcome.errors() == [None, failed, None, None]
+    assert outcome.processes == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('error=17', "printed an error line for turn 1 that is not valid: {\"error\": 17}"),
+        ("error=null", "that is not valid: {\"error\": null}"),
+        ('error=""', "that is not valid"),
+        ('error="  "', "that is not valid"),
+        ('error={"x": 1}', "that is not valid"),
+        ('error="\\u001b[2J\\u0000"', 'failed turn 1: "\\u001b[2J\\u0000"'),
+        ('error="' + "x" * 100000 + '"', 'failed turn 1: "xxxxxxxx'),
+        ('error-line={"case": "?", "error": "x", "reply": "y"}', "naming case"),
+    ],
+)
+def test_a_hostile_error_line_is_refused_or_shown_safely(
+    run: object, line: str, message: str
+) -> None:
+    outcome = run("openai", line)  # type: ignore[operator]
+    error = outcome.errors()[1]
+    assert error is not None and message in error, error
+    assert len(error) < 2000 and "\x1b" not in error and "\x00" not in error
+
+
+# --- the end of a case, and the time between cases -------------------------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("extra-request", "sent a model request outside any turn (after its final reply)"),
+        ("extra-stdout", "the agent command printed more after its final reply: "),
+        ("exit-7", "the agent command exited with code 7 after its final reply"),
+        ("bad-ack", "the agent command answered the end of the case with "),
+    ],
+)
+def test_misbehaving_after_the_final_reply_fails_the_case(
+    run: object, wire: str, mode: str, message: str
+) -> None:
+    outcome = run(wire, mode)  # type: ignore[operator]
+    for error in outcome.errors():
+        assert error is not None and message in error, error
+    assert outcome.processes == len(CASES)  # a process is never reused after a failed case
+
+
+def test_not_ending_the_case_in_time_kills_the_process(run: object) -> None:
+    outcome = run("openai", "no-ack")  # type: ignore[operator]
+    for error in outcome.errors():
+        assert error is not None
+        assert "did not answer the end of the case within 2s after its final reply" in error
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("stray-request", "sent a model request, refused: no case is running"),
+        ("print-between", "printed '{\"stray\": \"between cases\"}'"),
+        ("exit-between", "exited with code 0"),
+    ],
+)
+def test_what_a_process_does_between_cases_fails_the_next_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wire: str, mode: str, message: str
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in CASES.items():
+        (suite / name).write_text(text, encoding="utf-8")
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("PERSISTENT_AGENT_GATE", str(gate))
+    monkeypatch.setenv("PERSISTENT_AGENT_LOG", str(tmp_path / "served.log"))
+
+    def between(report: CaseReport) -> None:
+        # After the first case, let the agent misbehave, and go on once it has: no race
+        # with the next case's start, whatever the machine's speed.
+        if not (gate / "go").exists():
+            (gate / "go").touch()
+            deadline = time.monotonic() + 60
+            while not (gate / "done").exists():
+                assert time.monotonic() < deadline, "the agent never acted"
+                time.sleep(0.01)
+
+    with command_agent_factory(argv(wire, mode), cwd=ROOT) as factory:
+        report = run_suite(suite, agent_factory=factory, case_timeout=60, on_case=between)
+    assert isinstance(report, SuiteReport)
+    errors = [case.error for case in report.cases]
+    assert errors[0] is None and errors[2] is None and errors[3] is None, errors
+    assert errors[1] is not None and message in errors[1], errors[1]
+    if mode != "exit-between":  # the exit may also be seen as the line to case 2 is written
+        assert errors[1].startswith(
+            "the agent command (protocol 2), after its previous case ended and before this "
+            "one began, "
+        )
+        assert errors[1].endswith("later cases get a fresh process")
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_timeout_mid_case_kills_the_process_and_the_next_case_gets_a_fresh_one(
+    run: object, wire: str
+) -> None:
+    outcome = run(wire, "hang-second", timeout=3)  # type: ignore[operator]
+    errors = outcome.errors()
+    assert errors == [None, "timed out after 3s", None, None]
+    assert outcome.processes == 2
+
+
+def test_model_requests_before_the_handshake_fail_the_case(run: object) -> None:
+    outcome = run("openai", "request-before-handshake")  # type: ignore[operator]
+    for error in outcome.errors():
+        assert error is not None and "sent model requests before its handshake" in error
+
+
+# --- hostile lines --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"evalrunner": 3}', "asking for protocol 3"),
+        ('{"evalrunner": 1}', "asking for protocol 1"),
+        ('{"evalrunner": "2"}', 'asking for protocol "2"'),
+        ('{"evalrunner": true}', "asking for protocol true"),
+        ('{"evalrunner": 2.0}', "asking for protocol 2.0"),
+        ('{"evalrunner": null}', "asking for protocol null"),
+        ('{"evalrunner": [2]}', "asking for protocol [2]"),
+        ('{"evalrunner": 1e400}', "asking for protocol Infinity"),
+        ('{"evalrunner": ' + "9" * 5000 + "}", "not a reply line"),
+        ('{"evalrunner": 2' + "0" * 300 + "}", "asking for protocol 2000"),
+        ('{"evalrunner": "\\u0000\\u001b[31m"}', 'asking for protocol "\\u0000\\u001b[31m"'),
+        ('{"evalrunner": 2, "resume": true}', "unknown field(s) [\"resume\"]"),
+        ('{"evalrunner": 2, "evalrunner": 2}', "not a reply line"),
+        ('{"evalrunner": NaN}', "not a reply line"),
+        ('"evalrunner"', "not a reply line"),
+        ("{" * 100000, "not a reply line"),
+    ],
+)
+def test_a_bad_handshake_is_refused_with_a_clear_error(
+    run: object, line: str, message: str
+) -> None:
+    outcome = run("openai", f"handshake={line}")  # type: ignore[operator]
+    for error in outcome.errors():
+        assert error is not None and error.startswith("the agent command "), error
+        assert message in error and "Traceback" not in error, error
+        assert "\x1b" not in error and "\x00" not in error
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        ("null", 'without "case"'),
+        ("17", "naming case 17, not this one"),
+        ('["a"]', 'naming case ["a"], not this one'),
+        ('{"case": 1}', 'naming case {"case": 1}, not this one'),
+        ('"\\u0000\\u001b[2J"', 'naming case "\\u0000\\u001b[2J", not this one'),
+        ('"' + "x" * 100000 + '"', "naming case \"xxxxxxxx"),
+        ("true", "naming case true, not this one"),
+    ],
+)
+def test_a_hostile_case_token_in_a_reply_is_refused(run: object, token: str, message: str) -> None:
+    outcome = run("openai", f"case={token}")  # type: ignore[operator]
+    for error in outcome.errors():
+        assert error is not None and message in error, error
+        assert len(error) < 2000 and "\x1b" not in error
+
+
+def test_a_reply_without_its_case_is_refused(run: object) -> None:
+    outcome = run("anthropic", "no-case")  # type: ignore[operator]
+    for error in outcome.errors():
+        assert error is not None and 'printed a reply line for turn 1 without "case"' in error
+
+
+# --- processes end with the run ------------------------------------------------------------
+
+
+def no_process_left(marker: str) -> bool:
+    """True once no process whose command line holds ``marker`` is left (waits a little)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        if not found.stdout.strip():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_closing_the_factory_ends_a_process_that_ignores_its_stdin_closing(run: object) -> None:
+    outcome = run("openai", "ignore-eof")  # type: ignore[operator]
+    assert outcome.report.all_passed and outcome.processes == 1
+    assert no_process_left(f"{AGENT} openai ignore-eof")
+
+
+def test_a_dropped_factory_ends_its_processes(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "b.yaml").write_text(CASES["b_text.yaml"], encoding="utf-8")
+    factory = command_agent_factory(argv("anthropic", "ignore-eof"), cwd=ROOT)
+    report = run_suite(suite, agent_factory=factory)
+    assert isinstance(report, SuiteReport) and report.all_passed
+    del factory, report
+    assert no_process_left(f"{AGENT} anthropic ignore-eof")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_command_line_ends_every_process_at_the_end_of_the_run(
+    tmp_path: Path, jobs: str
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in CASES.items():
+        (suite / name).write_text(text, encoding="utf-8")
+    log = tmp_path / "served.log"
+    marker = f"ignore-eof-jobs-{jobs}"
+    command = shlex.join(argv("openai", "ignore-eof")) + f" {marker}"
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
+         command, "--jobs", jobs, "--format", "json"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PERSISTENT_AGENT_LOG": str(log)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["passed"] == len(CASES)
+    served = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    workers = {parent for _, parent in served}
+    agents = {pid for pid, _ in served}
+    # One process per worker, never shared: each agent process has one parent.
+    assert len(agents) == len(workers) <= int(jobs)
+    assert no_process_left(marker)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_persistent_processes(tmp_path: Path, sig: signal.Signals) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in CASES.items():
+        (suite / name).write_text(text, encoding="utf-8")
+    log = tmp_path / "served.log"
+    marker = f"hang-second-signal-{int(sig)}"
+    command = shlex.join(argv("openai", "hang-second")) + f" {marker}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
+         command, "--case-timeout", "100"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PERSISTENT_AGENT_LOG": str(log)},
+    )
+    deadline = time.monotonic() + 60
+    # The second case has begun on the one process: it hangs there until the signal.
+    while len(log.read_text(encoding="utf-8").splitlines() if log.exists() else []) < 2:
+        assert time.monotonic() < deadline, "the second case never started"
+        time.sleep(0.05)
+    process.send_signal(sig)
+    process.communicate(timeout=60)
+    assert process.returncode == 128 + sig
+    assert no_process_left(marker)
+
