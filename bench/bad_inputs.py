@@ -628,7 +628,7 @@ def terminal_text(tally: Tally, rng: random.Random, count: int) -> None:
             ),
         )
 
-        def check(report: SuiteReport = report) -> bool:
+        def check(report: SuiteReport = report, text: str = text) -> bool:
             table, data = render_table(report), render_json(report)
             table.encode("utf-8")
             data.encode("utf-8")

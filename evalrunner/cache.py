@@ -93,7 +93,9 @@ class AdmissionCache:
     def store(self, key: bytes, outcome: Outcome) -> None:
         """Keep ``outcome`` under ``key``, to be written by :meth:`save`."""
         if self.directory is not None:
-            value = json.dumps(_encode(outcome), ensure_ascii=False, separators=(",", ":"))
+            # ASCII: a path or text may hold lone surrogates (a file name that is not UTF-8),
+            # which SQLite cannot store as text; \u escapes carry them.
+            value = json.dumps(_encode(outcome), separators=(",", ":"))
             self._new[key] = value
 
     def save(self) -> None:
@@ -101,7 +103,7 @@ class AdmissionCache:
         cache that cannot be written (locked, read-only, foreign) is left as it is."""
         if self.directory is None or not self._new:
             return
-        with contextlib.suppress(OSError, sqlite3.Error):
+        with contextlib.suppress(OSError, ValueError, sqlite3.Error):
             connection = self._connect(create=True)
             if connection is None:
                 return
@@ -116,7 +118,7 @@ class AdmissionCache:
 
     def _read(self) -> dict[bytes, str]:
         found: dict[bytes, str] = {}
-        with contextlib.suppress(OSError, sqlite3.Error):
+        with contextlib.suppress(OSError, ValueError, sqlite3.Error):
             connection = self._connect(create=False)
             if connection is None:
                 return found

@@ -168,6 +168,7 @@ def test_a_signal_mid_run_reports_finished_cases_writes_output_and_exits(
     assert report["interrupted"] is True
     assert [case["name"] for case in report["cases"]] == ["one"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".evalrunner_cache",  # what admission kept for the next run
         "evalrunner.toml",
         "ready",
         "report.json",
