@@ -1,7 +1,9 @@
 """An agent built on the official ``anthropic`` SDK (messages with tools), run by evalrunner
 as an external command:
 
-    evalrunner run --agent-command "python examples/sdk-agents/anthropic_agent.py [--stream] [--per-case]"
+    evalrunner run --agent-command "python examples/sdk-agents/anthropic_agent.py [--stream]"
+
+(``--per-case`` declines protocol 2: one process per case, as protocol 1 runs it.)
 
 It speaks evalrunner's agent-command protocol (``agent_protocol.py``; version 2 when the
 runner offers it, so that one process, one SDK import and one client serve every case of the
