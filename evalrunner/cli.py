@@ -289,7 +289,9 @@ def _selection(keyword: str | None, shard: str | None) -> tuple[Keyword | None, 
     problems: list[str] = []
     parsed_keyword = parsed_shard = None
     try:
-        parsed_keyword = None if keyword is None else parse_keyword(keyword)
+        # A blank -k selects everything, as no -k does: the run (and its report) is the same.
+        blank = keyword is not None and not keyword.strip()
+        parsed_keyword = None if keyword is None or blank else parse_keyword(keyword)
     except SelectionError as exc:
         problems.append(str(exc))
     try:

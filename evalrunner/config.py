@@ -365,13 +365,20 @@ def parse_seconds(text: str) -> float:
     return float(stripped)
 
 
+def _exactly(seconds: float) -> str:
+    """``seconds`` as short as :g writes it, unless that would show another number
+    (86400.0000001 is not 86400)."""
+    short = f"{seconds:g}"
+    return short if float(short) == seconds or seconds != seconds else repr(seconds)
+
+
 def check_case_timeout(seconds: float) -> str | None:
     """What is wrong with a case timeout given on the command line, or ``None``."""
     if math.isfinite(seconds) and 0 < seconds <= MAX_CASE_TIMEOUT_SECS:
         return None
     return (
         f"must be a number of seconds above 0 and at most {MAX_CASE_TIMEOUT_SECS:g} "
-        f"(one day), got {seconds:g}"
+        f"(one day), got {_exactly(seconds)}"
     )
 
 
