@@ -405,16 +405,19 @@ def parse_document(
                     1,
                 )
             ]
+    marked = raw.startswith(codecs.BOM_UTF8)
     try:
         # Without a byte-order mark the two codecs agree, errors included, and plain "utf-8"
         # is decoded in C where "utf-8-sig" goes through a Python-level codec.
-        text = raw.decode("utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8")
+        text = raw.decode("utf-8-sig" if marked else "utf-8")
     except UnicodeDecodeError as exc:
-        line, col = _byte_position(raw, exc.start)
+        # "utf-8-sig" counts from after the mark; the message counts bytes of the file.
+        offset = exc.start + (len(codecs.BOM_UTF8) if marked else 0)
+        line, col = _byte_position(raw, offset)
         return [
             AdmissionError(
                 printable_path(path),
-                f"not valid UTF-8 at byte {exc.start}: {noun}s must be UTF-8 text",
+                f"not valid UTF-8 at byte {offset}: {noun}s must be UTF-8 text",
                 line,
                 col,
             )

@@ -502,6 +502,18 @@ def test_invalid_utf8_is_refused_with_its_position(tmp_path: Path, name: str) ->
     assert where(error) == (3, 18)
 
 
+@pytest.mark.parametrize("name", ["bad.json", "bad.yaml", "bad.toml"])
+def test_invalid_utf8_after_a_byte_order_mark_counts_the_files_bytes(
+    tmp_path: Path, name: str
+) -> None:
+    # The same text as above behind a UTF-8 byte-order mark: three bytes later in the file,
+    # at the same line and column (the mark is no character of the text).
+    content = b'\xef\xbb\xbfname: "ok"\n\ndescription: "caf\xe9 \xff"\n'
+    error = only(refused(tmp_path, name, content))
+    assert error.message == "not valid UTF-8 at byte 32: fixtures must be UTF-8 text"
+    assert where(error) == (3, 18)
+
+
 def test_invalid_utf8_column_counts_characters_not_bytes(tmp_path: Path) -> None:
     content = "a: é€\nb: ü".encode() + b"\xff\n"
     error = only(refused(tmp_path, "u.yaml", content))
