@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from evalrunner import __version__
 from evalrunner.model import (
@@ -87,7 +87,7 @@ class AdmissionCache:
             return None
         try:
             return _decode(json.loads(value))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             return None
 
     def store(self, key: bytes, outcome: Outcome) -> None:
@@ -137,7 +137,7 @@ class AdmissionCache:
         database = directory / _DATABASE
         if not create and not database.is_file():
             return None
-        if directory.exists() and not (directory / _MARKER).is_file():
+        if directory.exists() and not _ours(directory):
             return None  # not a directory evalrunner made: foreign, left alone
         if create and not directory.exists():
             directory.mkdir(parents=True)
@@ -170,10 +170,21 @@ def clear(directory: Path) -> bool:
     not make (no cache tag in it) is left alone: :class:`ValueError`."""
     if not directory.exists():
         return False
-    if not (directory / _MARKER).is_file():
+    if not _ours(directory):
         raise ValueError("it holds no evalrunner cache tag, so it was not made by evalrunner")
     shutil.rmtree(directory)
     return True
+
+
+def _ours(directory: Path) -> bool:
+    """Whether ``directory`` holds the cache tag evalrunner writes, word for word: any
+    program may write a CACHEDIR.TAG, and a directory with someone else's is not ours to
+    read, write or remove."""
+    try:
+        tag = (directory / _MARKER).read_bytes()
+    except OSError:
+        return False
+    return tag == _MARKER_TEXT.encode("utf-8")
 
 
 @cache
@@ -221,11 +232,7 @@ def _encode(outcome: Outcome) -> dict[str, Any]:
                 "positions": {k: list(v) for k, v in outcome.positions.items()},
             }
         }
-    return {
-        "errors": [
-            [e.path, e.message, e.line, e.col, list(e.json_path)] for e in outcome
-        ]
-    }
+    return {"errors": [[e.path, e.message, e.line, e.col, list(e.json_path)] for e in outcome]}
 
 
 def _response(response: ModelResponse) -> list[Any]:
@@ -246,40 +253,118 @@ def _expectations(expects: Expectations) -> dict[str, Any]:
     return out
 
 
-def _decode(data: dict[str, Any]) -> Outcome:
-    if "errors" in data:
-        return [
-            AdmissionError(path, message, line, col, tuple(json_path))
-            for path, message, line, col, json_path in data["errors"]
-        ]
-    case = data["case"]
+class _Damaged(ValueError):
+    """An entry that does not hold what evalrunner writes: a miss, admitted afresh."""
+
+
+def _kind(value: object, expected: type | tuple[type, ...]) -> Any:
+    """``value`` if it is of the ``expected`` type (a bool is no int here), else a miss."""
+    if isinstance(value, bool) and expected is int:
+        raise _Damaged(value)
+    if not isinstance(value, expected):
+        raise _Damaged(value)
+    return value
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    return tuple(_kind(item, str) for item in _kind(value, list))
+
+
+def _count(value: object) -> int:
+    number: int = _kind(value, int)
+    if number < 0:
+        raise _Damaged(number)
+    return number
+
+
+_TEXT_KINDS = (
+    "response_contains",
+    "response_not_contains",
+    "response_matches",
+    "tools_used",
+    "tools_not_used",
+)
+_COUNT_KINDS = ("max_tool_calls", "min_tool_calls", "exact_tool_calls")
+_NEEDLE_KINDS = ("tool_arguments_contain", "tool_results_contain")
+
+
+def _decode(data: object) -> Outcome:
+    """An entry as evalrunner wrote it, every value's type checked (an entry edited by hand
+    or by another program is a miss, never a case that runs as something it is not)."""
+    entry: dict[str, Any] = _kind(data, dict)
+    if set(entry) == {"errors"}:
+        errors = []
+        for item in _kind(entry["errors"], list):
+            path, message, line, col, json_path = _kind(item, list)
+            errors.append(
+                AdmissionError(
+                    _kind(path, str),
+                    _kind(message, str),
+                    None if line is None else _count(line),
+                    None if col is None else _count(col),
+                    tuple(_kind(part, (str, int)) for part in _kind(json_path, list)),
+                )
+            )
+        if not errors:
+            raise _Damaged("a refusal names its problems")
+        return errors
+    if set(entry) != {"case"}:
+        raise _Damaged(sorted(entry))
+    case: dict[str, Any] = _kind(entry["case"], dict)
     turns = tuple(
-        Turn(user_input, tuple(_decode_response(r) for r in responses))
-        for user_input, responses in case["turns"]
+        Turn(_kind(user_input, str), tuple(_decode_response(r) for r in _kind(responses, list)))
+        for user_input, responses in _kind(case["turns"], list)
     )
+    if not turns or not all(turn.responses for turn in turns):
+        raise _Damaged("a case has turns, and each turn responses")
     expects: dict[str, Any] = {}
-    for name, value in case["expects"].items():
-        if name in ("tool_arguments_contain", "tool_results_contain"):
-            value = tuple(PayloadNeedle(tool, needle, index) for tool, needle, index in value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        expects[name] = value
+    for name, value in _kind(case["expects"], dict).items():
+        if name in _TEXT_KINDS:
+            expects[name] = _texts(value)
+        elif name in _COUNT_KINDS:
+            expects[name] = _count(value)
+        elif name == "all_tools_succeeded":
+            expects[name] = _kind(value, bool)
+        elif name in _NEEDLE_KINDS:
+            expects[name] = tuple(
+                PayloadNeedle(
+                    _kind(tool, str), _kind(needle, str), None if index is None else _count(index)
+                )
+                for tool, needle, index in (_kind(n, list) for n in _kind(value, list))
+            )
+        else:
+            raise _Damaged(name)
+    if not expects:
+        raise _Damaged("an admitted case has a check")
+    case_class = case["class"]
+    if case_class not in (None, "positive", "negative"):
+        raise _Damaged(case_class)
+    description = case["description"]
     return Case(
-        name=case["name"],
+        name=_kind(case["name"], str),
         turns=turns,
         expects=Expectations(**expects),
-        description=case["description"],
-        case_class=case["class"],
-        source=Path(case["source"]),
-        positions={k: (v[0], v[1]) for k, v in case["positions"].items()},
+        description=None if description is None else _kind(description, str),
+        case_class=case_class,
+        source=Path(_kind(case["source"], str)),
+        positions={
+            _kind(k, str): (_count(v[0]), _count(v[1]))
+            for k, v in _kind(case["positions"], dict).items()
+            if len(_kind(v, list)) == 2
+        },
     )
 
 
-def _decode_response(data: list[Any]) -> ModelResponse:
-    kind, body, input_tokens, output_tokens = data
+def _decode_response(data: object) -> ModelResponse:
+    kind, body, input_tokens, output_tokens = _kind(data, list)
     if kind == "text":
-        return TextResponse(cast(str, body), input_tokens, output_tokens)
+        return TextResponse(_kind(body, str), _count(input_tokens), _count(output_tokens))
     if kind != "calls":
-        raise ValueError(kind)
-    calls = tuple(ToolCall(i, name, arguments) for i, name, arguments in body)
-    return ToolCallsResponse(calls, input_tokens, output_tokens)
+        raise _Damaged(kind)
+    calls = tuple(
+        ToolCall(_kind(i, str), _kind(name, str), _kind(arguments, str))
+        for i, name, arguments in (_kind(call, list) for call in _kind(body, list))
+    )
+    if not calls:
+        raise _Damaged("a tool-call response has calls")
+    return ToolCallsResponse(calls, _count(input_tokens), _count(output_tokens))

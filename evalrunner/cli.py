@@ -224,6 +224,27 @@ def _config(
         raise _fail(exc.problems) from None
 
 
+@contextmanager
+def _agent_output_to_stderr() -> Iterator[None]:
+    """While cases run, standard output (Python's, and file descriptor 1, which a child
+    process or a C library writes to) is standard error's; the report alone goes to stdout."""
+    saved: int | None = None
+    with contextlib.suppress(AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        sys.stdout.flush()
+        real = sys.stdout.fileno()
+        saved = os.dup(real)
+        os.dup2(sys.stderr.fileno(), real)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+                os.dup2(saved, real)
+            os.close(saved)
+
+
 def _emit(text: str) -> None:
     """Write a report to standard output, every byte or an error.
 
@@ -459,7 +480,9 @@ def run(
     # Standard output carries the report alone: what an in-process agent or tool prints
     # (print(), a library's logging to stdout) goes to stderr, so it can neither corrupt a
     # JSON report nor forge a line of the table or a GitHub annotation.
-    with _signals_stop_the_run(), progress, contextlib.redirect_stdout(sys.stderr):
+    from evalrunner.replay import process_exit_refused
+
+    with _signals_stop_the_run(), progress, _agent_output_to_stderr(), process_exit_refused():
         outcome = run_suite(
             paths or settings.suite_dir,
             mode=settings.mode,

@@ -18,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from evalrunner.admit import Admission, Admitted, admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
@@ -230,6 +231,8 @@ def _admit_with_cache(
             raw, fmt = read
             key = cache.key(os.fspath(fixture.path), raw)
             known = cache.lookup(key)
+            if isinstance(known, Case) and known.source != fixture.path:
+                known = None  # not what this file admits to: admitted afresh
             if isinstance(known, Case):
                 yield Admitted(known, partial(load_document, fixture.path, max_bytes=max_bytes))
             elif known is not None:
@@ -450,39 +453,51 @@ def _pool(
 def _run_alone(
     case: Case, context: multiprocessing.context.BaseContext, settings: RunSettings
 ) -> CaseReport:
-    """One case in a worker process of its own; a run error when the process dies."""
-    executor = _pool(context, 1, settings)
+    """One case in a worker process of its own; a run error, naming how the process ended,
+    when it dies before it reports (its own process, not a pool's, so that its exit status
+    is known for certain)."""
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(  # type: ignore[attr-defined]
+        target=_run_alone_in_worker, args=(settings, case, writer), daemon=True
+    )
     try:
-        future = executor.submit(_run_in_worker, [(0, case)])
-        processes = list(getattr(executor, "_processes", {}).values())
+        process.start()
+        writer.close()
         try:
-            ((_, report),) = future.result()
-            return report
-        except BrokenProcessPool:
-            for process in processes:
-                process.join(5)  # reaped, so that its exit code is known
-            codes = [p.exitcode for p in processes if p.exitcode is not None]
+            report: CaseReport = reader.recv()
+        except EOFError:  # died without a word
+            process.join()
             return CaseReport(
                 name=case.name,
                 source=case.source.name,
                 case_class=case.case_class,
                 grades=(),
-                error=f"the worker process running this case died ({_ending(codes)}): the "
-                "agent or a tool ended the process (os._exit, a crash in native code)",
+                error=f"the worker process running this case died "
+                f"({_ending(process.exitcode)}): the agent or a tool ended the process "
+                "(os._exit, a crash in native code)",
                 path="" if case.source == Path() else str(case.source),
                 positions=case.positions,
             )
+        process.join()
+        return report
     except BaseException:
-        _stop_workers(executor)
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            process.kill()
         raise
     finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+        reader.close()
 
 
-def _ending(codes: Sequence[int]) -> str:
-    if not codes:
-        return "it exited"
-    code = codes[0]
+def _run_alone_in_worker(settings: RunSettings, case: Case, writer: Any) -> None:
+    _start_worker(settings)
+    ((_, report),) = _run_in_worker([(0, case)])
+    writer.send(report)
+    writer.close()
+
+
+def _ending(code: int | None) -> str:
+    if code is None:
+        return "it ended"
     if code < 0:
         with contextlib.suppress(ValueError):
             return f"killed by {signal.Signals(-code).name}"

@@ -20,9 +20,10 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
@@ -409,7 +410,38 @@ def _really_interrupted(exc: BaseException) -> bool:
     )
 
 
+class ProcessExitAttempt(BaseException):
+    """An agent called ``os._exit`` while :func:`process_exit_refused` was in force."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextmanager
+def process_exit_refused() -> Iterator[None]:
+    """While cases run in this process, an agent's ``os._exit`` fails its case instead of
+    ending the run: the process would exit with the agent's code (0 reads as a pass) and no
+    report. A process forked meanwhile (by the agent, or a ``--jobs`` worker) still exits
+    when it asks to; a worker that dies is found by the pool's parent."""
+    real = os._exit
+    owner = os.getpid()
+
+    def refused(status: int) -> NoReturn:
+        if os.getpid() != owner:
+            real(status)
+        raise ProcessExitAttempt(status)
+
+    os._exit = refused
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def _agent_exception(exc: BaseException) -> str:
+    if isinstance(exc, ProcessExitAttempt):
+        return f"the agent called os._exit({exc.code!r}), which would have ended the whole run"
     if isinstance(exc, SystemExit):  # an agent calling sys.exit() must not end the whole run
         return f"the agent called sys.exit({exc.code!r})"
     return f"the agent raised {type(exc).__name__}: {exc}"

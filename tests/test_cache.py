@@ -184,3 +184,18 @@ def test_concurrent_runs_do_not_corrupt_the_cache(tmp_path: Path) -> None:
         entry is None or entry == [AdmissionError(f"f{i}", "bad")] for i, entry in enumerate(kept)
     )
     assert kept[0] is not None
+
+
+def test_another_programs_cache_tag_does_not_make_a_directory_ours(tmp_path: Path) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    directory.mkdir()
+    (directory / "CACHEDIR.TAG").write_text(
+        "Signature: 8a477f597d28d172789f06886806bc55 (made by borg)\n", "utf-8"
+    )
+    (directory / "borg-data").write_text("precious", "utf-8")
+    with pytest.raises(ValueError, match="not made by evalrunner"):
+        clear(directory)
+    store = AdmissionCache(directory)
+    store.store(store.key("a", b""), [AdmissionError("a", "bad")])
+    store.save()
+    assert sorted(p.name for p in directory.iterdir()) == ["CACHEDIR.TAG", "borg-data"]

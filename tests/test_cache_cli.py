@@ -146,3 +146,50 @@ def test_the_cache_lives_beside_the_config_file(
     assert invoke("run", "--config", "../evalrunner.toml")[0] == 0
     assert (project / ".evalrunner_cache").is_dir()
     assert not (project / "sub" / ".evalrunner_cache").exists()
+
+
+def _tamper(project: Path, change: Any) -> None:
+    import sqlite3
+
+    with sqlite3.connect(project / ".evalrunner_cache" / "admission.sqlite3") as connection:
+        rows = connection.execute("SELECT key, value FROM entries").fetchall()
+        for key, value in rows:
+            entry = json.loads(value)
+            if "case" in entry:
+                change(entry["case"])
+                connection.execute(
+                    "UPDATE entries SET value = ? WHERE key = ?", (json.dumps(entry), key)
+                )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda case: case.update(expects={}),
+        lambda case: case["expects"].update(response_contains="hello"),
+        lambda case: case["expects"].update(exact_tool_calls="x"),
+        lambda case: case["expects"].update(max_tool_calls=True),
+        lambda case: case["expects"].update(made_up_kind=[1]),
+        lambda case: case.update(turns=[]),
+        lambda case: case.update(name=5),
+        lambda case: case.update(source="other.yaml"),
+        lambda case: case.update(positions={"name": ["a", None]}),
+        lambda case: case.update({"class": "neutral"}),
+        lambda case: case["turns"][0][1].append(["calls", [], 0, 0]),
+    ],
+    ids=[
+        "no checks", "text for a list", "text for a count", "bool for a count", "unknown kind",
+        "no turns", "number for a name", "another file", "bad position", "unknown class",
+        "empty tool call",
+    ],
+)
+def test_an_edited_entry_is_admitted_afresh_never_run_as_it_says(
+    project: Path, change: Any
+) -> None:
+    fresh = invoke("run", "--no-cache", "--format", "json")
+    invoke("run")
+    _tamper(project, change)
+    cached = invoke("run", "--format", "json")
+    assert cached[0] == fresh[0] == 0
+    assert timeless(cached[1]) == timeless(fresh[1])
+    assert "Traceback" not in cached[2]

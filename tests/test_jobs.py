@@ -309,3 +309,42 @@ def test_a_case_that_kills_its_worker_errors_alone_and_the_run_reports(
         "agent or a tool ended the process (os._exit, a crash in native code)"
     }
     assert report["passed"] == len(report["cases"]) - 1 == 17
+
+
+EXITING_AGENT = """\
+import os
+
+from evalrunner.agent import ReferenceAgent
+
+
+class Exiting(ReferenceAgent):
+    def respond(self, user_input):
+        if "token_7f3a" in user_input:
+            os._exit(0)  # would end the run with 0, a pass, and no report
+        return super().respond(user_input)
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_agent_calling_os_exit_fails_its_case_and_never_passes_the_run(
+    tmp_path: Path, jobs: str
+) -> None:
+    (tmp_path / "exiting_agent.py").write_text(EXITING_AGENT, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "evals"\nagent = "exiting_agent:Exiting"\n', encoding="utf-8"
+    )
+    shutil.copytree(REGRESSION, tmp_path / "evals")
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "run", "-j", jobs, "--json", "r.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    report = json.loads((tmp_path / "r.json").read_text("utf-8"))
+    errored = {case["name"]: case["error"] for case in report["cases"] if case["error"]}
+    assert list(errored) == ["echo-token-roundtrip"]
+    assert errored["echo-token-roundtrip"] == (
+        "the agent called os._exit(0), which would have ended the whole run"
+        if jobs == "1"
+        else "the worker process running this case died (exit code 0): the agent or a tool "
+        "ended the process (os._exit, a crash in native code)"
+    )

@@ -94,6 +94,8 @@ def test_a_reader_that_leaves_mid_report_makes_the_run_a_refusal(tmp_path: Path)
 
 
 PRINTING_AGENT = """\
+import os
+import subprocess
 import sys
 
 from evalrunner.agent import ReferenceAgent
@@ -104,6 +106,9 @@ class Chatty(ReferenceAgent):
         print('::error file=evals/forged.yaml,line=1::forged by the agent')
         print('{"not": "the report"}')
         sys.stdout.write("no newline")
+        sys.stdout.flush()
+        os.write(1, b"forged at the file descriptor\\n")
+        subprocess.run(["echo", "forged by a child process"], check=True)
         return super().respond(user_input)
 """
 
@@ -128,6 +133,8 @@ def test_what_an_agent_prints_goes_to_stderr_not_into_the_report(
     assert done.returncode == 0, done.stderr
     assert "forged" not in done.stdout and "no newline" not in done.stdout
     assert done.stderr.count("forged by the agent") >= 18  # once per turn
+    assert done.stderr.count("forged at the file descriptor") >= 18
+    assert done.stderr.count("forged by a child process") >= 18
     if fmt == "json":
         assert json.loads(done.stdout)["all_passed"] is True
     else:
