@@ -18,6 +18,7 @@ positions. Without ruamel.yaml.clib, every YAML fixture takes the full path.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import math
 import os
@@ -434,12 +435,10 @@ def parse_document(
                 col,
             )
         ]
-    try:
+    # _NotPlain, or any error: the full parser below refuses the text with its message and
+    # position, or accepts it with every check of the walk below.
+    with contextlib.suppress(Exception):
         return RawDocument(path, fmt, _PLAIN_PARSERS[fmt](text, raw), source_map)
-    except Exception:
-        # _NotPlain, or an error: the full parser below refuses the text with its message and
-        # position, or accepts it with every check of the walk below.
-        pass
     try:
         parsed = _PARSERS[fmt](text, printable_path(path))
     except _Refused as refused:

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 if TYPE_CHECKING:
-    from _pytest._code.code import TerminalRepr, TracebackStyle
+    from _pytest._code.code import TracebackStyle
     from _pytest._io import TerminalWriter
 
     from evalrunner.model import Case, CaseReport
@@ -403,7 +404,7 @@ class EvalItem(pytest.Item):
             text = describe_failure(report, verbose=verbose, tracebacks=tracebacks)
             path, line, _ = self.reportinfo()
             shown = os.path.relpath(path, self.config.invocation_params.dir)
-            return _failure_repr(text, shown, line)
+            return CaseFailureRepr(text, shown, line)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
@@ -414,22 +415,20 @@ class EvalItem(pytest.Item):
         return printable_path(self.path), self.line, f"evalrunner case: {self.name}"
 
 
-def _failure_repr(text: str, path: str, line: int | None) -> TerminalRepr:
-    """The failure as pytest shows it, with a crash line (``path:line: first line``) for
+class CaseFailureRepr(TerminalRepr):
+    """A failed case as pytest shows it, with a crash line (``path:line: first line``) for
     ``--tb=line`` and the short summary, instead of the first 50 characters of the text."""
-    from _pytest._code.code import ReprFileLocation, TerminalRepr
 
-    class CaseFailureRepr(TerminalRepr):
-        def __init__(self) -> None:
-            # The whole text: --tb=line and the short summary show its first line, and a
-            # JUnit file's failure message carries all of it.
-            self.reprcrash = ReprFileLocation(path, (line or 0) + 1, text)
+    def __init__(self, text: str, path: str, line: int | None) -> None:
+        self.text = text
+        # The whole text: --tb=line and the short summary show its first line, and a JUnit
+        # file's failure message carries all of it.
+        self.reprcrash = ReprFileLocation(path, (line or 0) + 1, text)
 
-        def toterminal(self, tw: TerminalWriter) -> None:
-            for row in text.splitlines():
-                tw.line(row)
-
-    return CaseFailureRepr()
+    def toterminal(self, tw: TerminalWriter) -> None:
+        """Each line of the text."""
+        for row in self.text.splitlines():
+            tw.line(row)
 
 
 def describe_failure(

@@ -199,3 +199,20 @@ def test_another_programs_cache_tag_does_not_make_a_directory_ours(tmp_path: Pat
     store.store(store.key("a", b""), [AdmissionError("a", "bad")])
     store.save()
     assert sorted(p.name for p in directory.iterdir()) == ["CACHEDIR.TAG", "borg-data"]
+
+
+def test_the_entry_check_knows_every_expectation_kind_and_no_other() -> None:
+    # The kinds an entry may hold are listed where entries are checked; a kind added to the
+    # model but not there would make every case using it a miss (slow, not wrong), and one
+    # listed there but gone from the model would let a stale entry through: both fail here.
+    from dataclasses import fields
+
+    from evalrunner.model import Expectations
+
+    listed = {
+        *cache_module._TEXT_KINDS,
+        *cache_module._COUNT_KINDS,
+        *cache_module._NEEDLE_KINDS,
+        "all_tools_succeeded",
+    }
+    assert listed == {field.name for field in fields(Expectations)}
