@@ -38,7 +38,7 @@ def standin() -> int:
     from evalrunner.model import ToolCallRecord
     from evalrunner.observer import RecordingObserver
     from evalrunner.tools import builtin_tools
-    from evalrunner.wire_client import WireClient
+    from evalrunner.wire.client import WireClient
 
     model = WireClient("openai", os.environ["OPENAI_BASE_URL"])
     persistent = "--per-case" not in sys.argv and "2" in os.environ.get(

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from evalrunner.command_agent import command_agent_factory
     from evalrunner.config import Config, ConfigError, load_config
     from evalrunner.conformance import ConversationMonitor
-    from evalrunner.endpoint import ReplayEndpoint
     from evalrunner.grade import KINDS, grade
     from evalrunner.load import LoadedSuite, RawDocument, load_document, load_paths, load_suite
     from evalrunner.model import (
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from evalrunner.replay import run_case
     from evalrunner.report import exit_code, render_json, render_table
     from evalrunner.tools import EchoTool, Tool, dispatch
+    from evalrunner.wire.endpoint import ReplayEndpoint
 
 __version__ = "0.1.0"
 
@@ -135,7 +135,7 @@ _EXPORTS: dict[str, str] = {
     "RawDocument": "evalrunner.load",
     "RecordingObserver": "evalrunner.observer",
     "ReferenceAgent": "evalrunner.agent",
-    "ReplayEndpoint": "evalrunner.endpoint",
+    "ReplayEndpoint": "evalrunner.wire.endpoint",
     "ReplayProvider": "evalrunner.provider",
     "RunError": "evalrunner.model",
     "RunRecord": "evalrunner.model",

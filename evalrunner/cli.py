@@ -1170,8 +1170,8 @@ def serve(
     (after answering it), or on Ctrl-C; then it prints the tool calls recorded. Exit 0, or 1
     after a run error; 2 if the fixture is refused or the port cannot be bound.
     """
-    from evalrunner.endpoint import Exchange, ReplayEndpoint
-    from evalrunner.serve import exchange_line, load_case, outcome_lines, serve_case
+    from evalrunner.wire.endpoint import Exchange, ReplayEndpoint
+    from evalrunner.wire.serve import exchange_line, load_case, outcome_lines, serve_case
 
     case = load_case(relative_to_cwd(case_file))
     if isinstance(case, list):

@@ -1,6 +1,6 @@
 """An agent in any language, run as a command, replayed over HTTP (``[eval] agent_command``).
 
-Per case, the runner starts a :class:`~evalrunner.endpoint.ReplayEndpoint` serving the case's
+Per case, the runner starts a :class:`~evalrunner.wire.endpoint.ReplayEndpoint` serving the case's
 script in the OpenAI and Anthropic wire formats, then launches the command with these in its
 environment:
 
@@ -57,9 +57,9 @@ from jsonschema.exceptions import ValidationError, best_match
 from evalrunner.admit import argument_text
 from evalrunner.agent import AgentContext
 from evalrunner.conformance import ConversationMonitor
-from evalrunner.endpoint import ReplayEndpoint
 from evalrunner.model import RunError, ToolCallRecord, render_json_path
 from evalrunner.schemas import agent_reply_validator
+from evalrunner.wire.endpoint import ReplayEndpoint
 
 STOP_GRACE_SECS = 2.0
 """How long a command may take to exit after its stdin is closed (after its final reply), or

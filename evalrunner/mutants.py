@@ -344,7 +344,7 @@ def _serve_command(
     """The agent-command protocol around one mutant, over ``wire``: one line per turn in, one
     reply line (with the turn's reported dispatches) out. Protocol 2 when the runner offers
     it: a fresh mutant per case, in one process for the whole run."""
-    from evalrunner.wire_client import WireClient  # only the command needs HTTP
+    from evalrunner.wire.client import WireClient  # only the command needs HTTP
 
     if wire == "openai":
         client = WireClient("openai", os.environ["OPENAI_BASE_URL"], stream=stream)

@@ -18,7 +18,6 @@ import pytest
 
 from evalrunner.agent import Agent, AgentContext, ReferenceAgent
 from evalrunner.conformance import ConversationMonitor, Dispatch
-from evalrunner.endpoint import ReplayEndpoint
 from evalrunner.grade import NO_EVIDENCE, grade
 from evalrunner.model import (
     Case,
@@ -37,8 +36,9 @@ from evalrunner.model import (
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
-from evalrunner.wire_client import WireClient
-from evalrunner.wire_openai import OpenAIChat
+from evalrunner.wire.client import WireClient
+from evalrunner.wire.endpoint import ReplayEndpoint
+from evalrunner.wire.openai_chat import OpenAIChat
 
 # --- scripts and a client -----------------------------------------------------------------------
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from evalrunner.conformance import ConversationMonitor
-from evalrunner.endpoint import MAX_BODY_BYTES, ReplayEndpoint
 from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse, Turn
 from evalrunner.provider import ReplayProvider
 from evalrunner.tools import builtin_tools, dispatch
+from evalrunner.wire.endpoint import MAX_BODY_BYTES, ReplayEndpoint
 
 USER = "Please echo token_7f3a."
 TURNS = [Turn(USER, (TextResponse("done"),))]

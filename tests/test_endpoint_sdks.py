@@ -16,7 +16,6 @@ import pytest
 
 from evalrunner.agent import AgentContext
 from evalrunner.conformance import ConversationMonitor, Dispatch
-from evalrunner.endpoint import ReplayEndpoint
 from evalrunner.grade import NO_EVIDENCE, grade
 from evalrunner.model import (
     Case,
@@ -32,6 +31,7 @@ from evalrunner.model import (
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.tools import EchoTool
+from evalrunner.wire.endpoint import ReplayEndpoint
 
 OPENAI_TOOLS: Any = [
     {"type": "function", "function": {"name": "echo", "parameters": EchoTool.parameters}}

@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.endpoint import Exchange, ReplayEndpoint
 from evalrunner.model import Case
-from evalrunner.serve import ServeOutcome, exchange_line, load_case, outcome_lines, serve_case
+from evalrunner.wire.endpoint import Exchange, ReplayEndpoint
+from evalrunner.wire.serve import ServeOutcome, exchange_line, load_case, outcome_lines, serve_case
 
 FIXTURE = """\
 name: served-echo

@@ -52,7 +52,7 @@ from evalrunner.agent import AgentContext, ReferenceAgent
 from evalrunner.model import Message, ModelRequest, RunError, ToolCallRecord
 from evalrunner.observer import RecordingObserver
 from evalrunner.tools import builtin_tools
-from evalrunner.wire_client import WireClient
+from evalrunner.wire.client import WireClient
 
 WIRE, MODE = sys.argv[1], sys.argv[2]
 STREAM = "--stream" in sys.argv[3:]

@@ -19,7 +19,7 @@ from evalrunner.model import (
     ToolCall,
     ToolSpec,
 )
-from evalrunner.wire import (
+from evalrunner.wire.common import (
     OPENAI,
     ToolResult,
     WireRequest,

@@ -1,6 +1,6 @@
 """A model provider that talks to an OpenAI- or Anthropic-compatible endpoint over HTTP.
 
-The client side of :mod:`evalrunner.wire_openai` and :mod:`evalrunner.wire_anthropic`: it
+The client side of :mod:`evalrunner.wire.openai_chat` and :mod:`evalrunner.wire.anthropic`: it
 writes a neutral :class:`~evalrunner.model.ModelRequest` as a request body and reads the
 answer (a JSON body, or a server-sent event stream) back into a
 :class:`~evalrunner.model.ModelResponse`. Standard library only, so that an agent command built

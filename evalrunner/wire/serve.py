@@ -17,10 +17,10 @@ from pathlib import Path
 
 from evalrunner.admit import admit
 from evalrunner.conformance import ConversationMonitor, Dispatch
-from evalrunner.endpoint import Exchange, ReplayEndpoint
 from evalrunner.load import load_document
 from evalrunner.model import AdmissionError, Case, ToolCall
 from evalrunner.provider import ReplayProvider
+from evalrunner.wire.endpoint import Exchange, ReplayEndpoint
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from evalrunner.model import (
     ToolCallsResponse,
     ToolSpec,
 )
-from evalrunner.wire import (
+from evalrunner.wire.common import (
     ANTHROPIC,
     ToolResult,
     WireRequest,

@@ -42,9 +42,9 @@ from evalrunner.model import (
     TextResponse,
     ToolCall,
 )
-from evalrunner.wire import WireAPI, WireRequestError, wire_json
-from evalrunner.wire_anthropic import AnthropicMessages
-from evalrunner.wire_openai import OpenAIChat
+from evalrunner.wire.anthropic import AnthropicMessages
+from evalrunner.wire.common import WireAPI, WireRequestError, wire_json
+from evalrunner.wire.openai_chat import OpenAIChat
 
 LOOPBACK: Final = "127.0.0.1"
 """The only address the endpoint binds to: a replayed agent runs on the same machine."""

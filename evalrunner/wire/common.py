@@ -1,8 +1,8 @@
 """What the replay endpoint needs from a model API's wire format, whichever API it is.
 
-The endpoint (:mod:`evalrunner.endpoint`) speaks OpenAI chat completions and Anthropic
-messages; each is one :class:`WireAPI` (:mod:`evalrunner.wire_openai`,
-:mod:`evalrunner.wire_anthropic`). A wire API reads a request body into the neutral
+The endpoint (:mod:`evalrunner.wire.endpoint`) speaks OpenAI chat completions and Anthropic
+messages; each is one :class:`WireAPI` (:mod:`evalrunner.wire.openai_chat`,
+:mod:`evalrunner.wire.anthropic`). A wire API reads a request body into the neutral
 :class:`~evalrunner.model.ModelRequest` plus what the endpoint acts on (the tool results the
 request carries, whether it opens a turn), and writes a scripted response back as one JSON body
 or as server-sent events.
