@@ -29,7 +29,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from evalrunner.model import (
     Message,
@@ -100,6 +100,10 @@ class ConversationMonitor:
         trimmed_history: bool = False,
     ) -> None:
         self._model = model
+        # What isinstance(model, TurnScripted) asks, asked directly: against a runtime
+        # Protocol it costs more than a whole model request.
+        scripted = all(callable(getattr(model, name, None)) for name in ("begin_turn", "end_turn"))
+        self._script = cast(TurnScripted, model) if scripted else None
         self._inputs = tuple(user_inputs)
         self._trimmed = trimmed_history
         self._lock = threading.RLock()
@@ -135,8 +139,8 @@ class ConversationMonitor:
             self._turn_start = len(self._transcript)
             if index < len(self._inputs):
                 self._transcript.append(Message("user", self._inputs[index]))
-            if isinstance(self._model, TurnScripted):
-                self._model.begin_turn(index)
+            if self._script is not None:
+                self._script.begin_turn(index)
 
     def end_turn(
         self,
@@ -163,8 +167,8 @@ class ConversationMonitor:
                         "was never fed back to the model; every tool call handed to the agent "
                         "must be answered in its next model request"
                     )
-                if isinstance(self._model, TurnScripted):
-                    self._model.end_turn()
+                if self._script is not None:
+                    self._script.end_turn()
                 self._dispatches += _reconcile(
                     turn, self._fed, reports, tools, self._api, self._handed
                 )

@@ -106,7 +106,8 @@ def run_case(
     Without ``workspace``, a temporary one is made when the agent first reads
     ``context.workspace``, and removed when the run ends. With ``timeout`` (seconds), the
     agent runs on a case thread (one, reused from case to case, each case in a fresh
-    :mod:`contextvars` context); if the case has not finished in time, the record says
+    :mod:`contextvars` context), unless the case runs only the reference agent and the built-in
+    tools, which always end by themselves; if the case has not finished in time, the record says
     ``timed out after Ns`` and holds what was observed until then. Python cannot kill a
     thread, so a timed-out agent is abandoned with its thread (a daemon, after the agent's
     ``close()`` is called) rather than stopped; the next case gets a new thread.
@@ -128,7 +129,7 @@ def run_case(
         )
         run = _CaseRun(case, agent_factory, tools, max_tool_iterations, where, monitor)
         started = time.perf_counter()
-        if timeout is None:
+        if timeout is None or _ends_by_itself(agent_factory, tools):
             run.drive()
         else:
             _drive_in_time(run, timeout)
@@ -137,6 +138,14 @@ def run_case(
     finally:
         if lazy is not None:
             lazy.remove()
+
+
+def _ends_by_itself(agent_factory: AgentFactory, tools: ToolSource | None) -> bool:
+    """Whether the case runs only evalrunner's own code, which cannot hang: the reference agent
+    asks the model once per step of a finite script (or is stopped by the iteration cap), and
+    the built-in tools return at once. A timeout guards code evalrunner did not write, so such
+    a case runs on the calling thread and costs no hand-over to the case thread."""
+    return agent_factory is reference_agent and tools is None
 
 
 def _drive_in_time(run: _CaseRun, timeout: float) -> None:

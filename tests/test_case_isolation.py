@@ -26,6 +26,35 @@ CASE = Case(
 TIMEOUT = 30.0  # a safety net: none of these cases waits for it
 
 
+def user_agent(context: AgentContext) -> ReferenceAgent:
+    """The reference agent behind a factory of the user's: code evalrunner did not write, so
+    a case with a timeout runs it on the case thread."""
+    return ReferenceAgent(context)
+
+
+def test_only_evalrunners_own_code_runs_inline_under_a_timeout() -> None:
+    seen: list[threading.Thread] = []
+
+    class Noting(ReferenceAgent):
+        def respond(self, user_input: str) -> str:
+            seen.append(threading.current_thread())
+            return super().respond(user_input)
+
+    assert run_case(CASE, agent_factory=Noting, timeout=TIMEOUT).error is None
+    assert seen[-1] is not threading.current_thread()  # a user's agent: the case thread
+    import evalrunner.replay as replay
+
+    def spy(run: Any, timeout: float) -> None:
+        raise AssertionError("the reference agent and the built-in tools need no case thread")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(replay, "_drive_in_time", spy)
+        assert run_case(CASE, timeout=TIMEOUT).error is None
+        # ... but tools of the user's are their code: the case thread again.
+        with pytest.raises(AssertionError, match="need no case thread"):
+            run_case(CASE, tools={}, timeout=TIMEOUT)
+
+
 @pytest.fixture
 def case_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Workspaces are made under ``tmp_path``, so that they can be counted."""
@@ -166,13 +195,14 @@ def test_cases_from_several_threads_at_once_each_get_their_own_case_thread() -> 
 
 
 def _run_in_child(queue: Any) -> None:
-    queue.put(run_case(CASE, timeout=TIMEOUT).error)
+    queue.put(run_case(CASE, agent_factory=user_agent, timeout=TIMEOUT).error)
 
 
 def test_a_forked_process_does_not_wait_on_its_parents_case_threads() -> None:
     import multiprocessing
 
-    assert run_case(CASE, timeout=TIMEOUT).error is None  # the parent now has an idle thread
+    # the parent now has an idle thread
+    assert run_case(CASE, agent_factory=user_agent, timeout=TIMEOUT).error is None
     assert _CaseThread._idle
     context = multiprocessing.get_context("fork")
     results = context.Queue()

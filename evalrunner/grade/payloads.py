@@ -33,10 +33,16 @@ def _payload_checks(
             results.append(GradeResult(check, False, detail))
             continue
         needle = nfc(entry.needle)
+        # Details are written only for a failed check: quoting payloads costs more than the
+        # check itself, and a passing check shows none.
         if entry.call_index is None:
             observed = [payload(call) for call in calls]
             passed = any(needle in nfc(text) for text in observed)
-            detail = f"{what} of {quote(entry.tool)}: {listing(observed)}{nfc_note(observed)}"
+            detail = (
+                ""
+                if passed
+                else f"{what} of {quote(entry.tool)}: {listing(observed)}{nfc_note(observed)}"
+            )
         elif entry.call_index >= len(calls):
             passed = False
             detail = (
@@ -47,10 +53,12 @@ def _payload_checks(
             text = payload(calls[entry.call_index])
             passed = needle in nfc(text)
             detail = (
-                f"{what} of call {entry.call_index} to {quote(entry.tool)}: "
+                ""
+                if passed
+                else f"{what} of call {entry.call_index} to {quote(entry.tool)}: "
                 f"{quote(text)}{nfc_note(text)}"
             )
-        results.append(GradeResult(check, passed, "" if passed else detail))
+        results.append(GradeResult(check, passed, detail))
     return results
 
 
