@@ -24,7 +24,7 @@ from pathlib import Path
 import tomli_w
 from ruamel.yaml import YAML
 
-from evalrunner import load
+from evalrunner import load_yaml
 from evalrunner.load import load_document, parse_document
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,7 +60,7 @@ def per_call(count: int, rounds: int, action: Callable[[], object]) -> float:
 
 def c_events(text: str) -> Callable[[], object]:
     def run() -> None:
-        get_event = load._CParser(text).get_event
+        get_event = load_yaml._CParser(text).get_event
         while get_event() is not None:
             pass
 
@@ -79,14 +79,14 @@ def main() -> None:
         "toml": [("tomllib.loads", lambda: tomllib.loads(sources["toml"]))],
         "yaml": [],
     }
-    if load._CParser is not None:
+    if load_yaml._CParser is not None:
         floors["yaml"] = [
             ("CParser events", c_events(sources["yaml"])),
-            ("CParser scan only", lambda: load._CParser(sources["yaml"]).raw_parse()),
+            ("CParser scan only", lambda: load_yaml._CParser(sources["yaml"]).raw_parse()),
         ]
     print(
         f"python {sys.version.split()[0]}, best of {rounds} rounds of {count} calls; "
-        f"YAML C parser: {'yes' if load._CParser is not None else 'no (pure Python)'}"
+        f"YAML C parser: {'yes' if load_yaml._CParser is not None else 'no (pure Python)'}"
     )
     print(f"{'format':6} {'what':28} {'us/fixture':>10} {'fixtures/s':>11} {'x floor':>8}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,9 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from typer import rich_utils as typer_rich_utils
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
@@ -64,7 +62,6 @@ from evalrunner.report import (
     write_atomic,
 )
 from evalrunner.report.progress import CLEAR, progress_line
-from evalrunner.schemas import schema_tree
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
 
@@ -93,11 +90,11 @@ class _Group(TyperGroup):
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         # --help and --version write while the arguments are parsed.
-        with _output_failures_distinct():
+        with _output_failures_distinct(), _usage_errors_in_our_style():
             return super().make_context(*args, **kwargs)
 
     def invoke(self, ctx: Any) -> Any:
-        with _output_failures_distinct():
+        with _output_failures_distinct(), _usage_errors_in_our_style():
             return super().invoke(ctx)
 
 
@@ -151,16 +148,47 @@ def _usage_error(error: Any) -> None:
     typer.echo(printable(f"{where}: {message} (see {command} --help)"), err=True)
 
 
-typer_rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
-
-
 def _help_reader_left(self: Any) -> None:
     """Rich, printing --help, exits 1 (a failed case's code) when the pipe's reader has gone;
     here it is an output failure like any other (exit 2)."""
     raise _OutputFailed(BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)))
 
 
-Console.on_broken_pipe = _help_reader_left  # type: ignore[method-assign]
+def _rich_in_our_style() -> None:
+    """Point typer's rich output (help, usage errors) at our handlers.
+
+    Done only when help or an error is about to be shown: rich and typer's rich helpers take
+    about 80 ms to import, which a run that shows neither must not pay. Idempotent."""
+    from rich.console import Console
+    from typer import rich_utils
+
+    rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
+    Console.on_broken_pipe = _help_reader_left  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _usage_errors_in_our_style() -> Iterator[None]:
+    # typer catches a usage error above the group and formats it with rich_utils, which it
+    # imports then: patch it on the way out.
+    try:
+        yield
+    except typer.exceptions.TyperException:  # click's errors: usage errors among them
+        _rich_in_our_style()
+        raise
+
+
+def _help_in_our_style(format_help: Callable[..., None]) -> Callable[..., None]:
+    def formatted(self: Any, ctx: Any, formatter: Any) -> None:
+        _rich_in_our_style()
+        format_help(self, ctx, formatter)
+
+    return formatted
+
+
+TyperGroup.format_help = _help_in_our_style(TyperGroup.format_help)  # type: ignore[method-assign]
+TyperCommand.format_help = _help_in_our_style(  # type: ignore[method-assign]
+    TyperCommand.format_help
+)
 app.add_typer(schema_app, name="schema")
 cache_app = typer.Typer(
     help="The admission cache (.evalrunner_cache/ beside the config file).",
@@ -989,6 +1017,8 @@ def show_config(
 @schema_app.command("list")
 def schema_list() -> None:
     """Print each expectation kind and the $id of its schema."""
+    from evalrunner.schemas import schema_tree
+
     kinds = schema_tree().kinds()
     width = max(len(kind) for kind in kinds)
     for kind, schema_id in kinds.items():

@@ -50,15 +50,16 @@ import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Final, cast
+from typing import IO, TYPE_CHECKING, Any, Final, cast
 
-from jsonschema.exceptions import ValidationError, best_match
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 from evalrunner.admit import argument_text
 from evalrunner.agent import AgentContext
 from evalrunner.conformance import ConversationMonitor
 from evalrunner.model import RunError, ToolCallRecord, render_json_path
-from evalrunner.schemas import agent_reply_validator
+from evalrunner.schemas import agent_reply_check, agent_reply_validator
 from evalrunner.wire.endpoint import ReplayEndpoint
 
 STOP_GRACE_SECS = 2.0
@@ -267,7 +268,8 @@ class CommandAgent:
             self._check_case(message.pop("case", None), "reply line", case)
             if "error" in message:
                 raise self._reported_error(message)
-        problem = best_match(agent_reply_validator().iter_errors(message))
+        fast = agent_reply_check()
+        problem = None if fast is not None and fast(message) else _reply_error(message)
         if problem is not None:
             where = render_json_path(tuple(problem.absolute_path))
             raise self._failure(
@@ -780,6 +782,14 @@ def _exit_status(code: int | None) -> str:
             name = f"signal {-code}"
         return f"was killed by {name}"
     return f"exited with code {code}"
+
+
+def _reply_error(message: object) -> ValidationError | None:
+    """The most telling thing wrong with a reply line, as jsonschema words it."""
+    from jsonschema.exceptions import best_match
+
+    found: ValidationError | None = best_match(agent_reply_validator().iter_errors(message))
+    return found
 
 
 def _reply_problem(error: ValidationError) -> str:

@@ -18,13 +18,15 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from jsonschema import Draft202012Validator
-from jsonschema.validators import extend
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
-
 if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
     from referencing._core import Resolver
+
+# jsonschema is imported only when a validator is built: the compiled checks below decide
+# the common case (a valid fixture, config or reply) without it, and importing it costs
+# about 65 ms of every start. referencing (30 ms) waits for the first schema it resolves,
+# which a run whose cases all come from the admission cache never asks for.
 
 BASE_URI = "https://evalrunner.dev/schemas/v1/"
 """Every ``$id`` is this prefix plus the schema's path under ``schemas/``."""
@@ -40,19 +42,24 @@ def _is_integer(checker: object, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-# extend() makes a subclass in all but name; it is untyped, so say what it returns.
-StrictValidator = cast(
-    type[Draft202012Validator],
-    extend(  # type: ignore[no-untyped-call]
-        Draft202012Validator,
-        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
-    ),
-)
-"""Draft 2020-12, except that ``"integer"`` means an integer as parsed, not any number with a
-zero fraction. JSON Schema calls ``1.0`` an integer; every loader here keeps ``1.0`` a float,
-and a float where a count or an index is meant would be shown as ``1.0`` in reports, or crash
-the indexing. So ``call_index: 0.0`` and ``exact_tool_calls: 1.0`` are refused, in every
-format, with a position."""
+@cache
+def strict_validator() -> type[Draft202012Validator]:
+    """Draft 2020-12, except that ``"integer"`` means an integer as parsed, not any number with
+    a zero fraction. JSON Schema calls ``1.0`` an integer; every loader here keeps ``1.0`` a
+    float, and a float where a count or an index is meant would be shown as ``1.0`` in reports,
+    or crash the indexing. So ``call_index: 0.0`` and ``exact_tool_calls: 1.0`` are refused, in
+    every format, with a position."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
+
+    # extend() makes a subclass in all but name; it is untyped, so say what it returns.
+    return cast(
+        type[Draft202012Validator],
+        extend(  # type: ignore[no-untyped-call]
+            Draft202012Validator,
+            type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+        ),
+    )
 
 
 class SchemaTreeError(Exception):
@@ -94,8 +101,8 @@ class SchemaTree:
 
     def validator(self, schema_id: str) -> Draft202012Validator:
         """A validator for the schema with this ``$id``, resolving refs through the registry,
-        with strict integers (:data:`StrictValidator`)."""
-        return StrictValidator({"$ref": schema_id}, registry=self.registry)
+        with strict integers (:func:`strict_validator`)."""
+        return strict_validator()({"$ref": schema_id}, registry=self.registry)
 
     def check(self, schema_id: str) -> Check | None:
         """A compiled :data:`Check` for the schema with this ``$id``, or ``None`` when the
@@ -122,10 +129,14 @@ def _refs(node: object) -> Iterator[str]:
 def schema_tree() -> SchemaTree:
     """Load, check and index the schema tree (once per process).
 
-    Checks that each file is a valid Draft 2020-12 schema, that its ``$id`` mirrors its path,
-    that no ``$id`` repeats, and that every ``$ref`` resolves; any failure is a
-    :class:`SchemaTreeError`.
+    Checks that each file's ``$id`` mirrors its path and that every ``$ref`` resolves; any
+    failure is a :class:`SchemaTreeError`. That each file is a valid Draft 2020-12 schema is
+    :func:`check_schemas`'s to say: the files ship with the package, so a test holds them to
+    it rather than every start paying for it.
     """
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
     documents: dict[str, dict[str, Any]] = {}
     resources: list[tuple[str, Resource[Any]]] = []
     for rel, node in _walk(schema_root()):
@@ -133,11 +144,10 @@ def schema_tree() -> SchemaTree:
         expected = BASE_URI + rel
         if schema.get("$id") != expected:
             raise SchemaTreeError(f"schemas/{rel}: $id must be {expected!r}")
-        Draft202012Validator.check_schema(schema)
         documents[rel] = schema
         # jsonschema picks the validator class of a $ref's target by its "$schema", which
-        # would swap StrictValidator back for the stock one; every file here is Draft 2020-12
-        # (check_schema above), so the registry holds them without that key.
+        # would swap the strict validator back for the stock one; every file here is Draft
+        # 2020-12 (check_schemas), so the registry holds them without that key.
         contents = {key: value for key, value in schema.items() if key != "$schema"}
         resources.append((expected, DRAFT202012.create_resource(contents)))
     if not documents:
@@ -153,17 +163,32 @@ def schema_tree() -> SchemaTree:
     return SchemaTree(documents, registry)
 
 
+def check_schemas(tree: SchemaTree) -> None:
+    """Raise :class:`SchemaTreeError` unless every schema of ``tree`` is a valid Draft 2020-12
+    schema (against its metaschema)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    for rel, schema in tree.documents.items():
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise SchemaTreeError(
+                f"schemas/{rel}: not a Draft 2020-12 schema: {exc.message}"
+            ) from exc
+
+
 # --- a compiled yes/no check ------------------------------------------------------------------
 #
 # jsonschema walks a schema anew for every instance, through $ref lookups and a validator object
 # per subschema, to collect errors; that is most of the cost of admitting a case. Deciding only
 # *whether* an instance is valid needs none of that: the schema is turned once into nested
-# closures. The closures must agree exactly with StrictValidator, because a "yes" here skips
+# closures. The closures must agree exactly with strict_validator(), because a "yes" here skips
 # jsonschema altogether; so every keyword is implemented as jsonschema 4 defines it, and a
 # keyword (or form of one) not implemented here refuses to compile rather than being ignored.
 
 Check = Callable[[object], bool]
-"""Whether an instance is valid against a schema, as :data:`StrictValidator` would say."""
+"""Whether an instance is valid against a schema, as :func:`strict_validator` would say."""
 
 
 class UnsupportedSchema(Exception):
@@ -197,7 +222,7 @@ TYPE_CHECKS: dict[str, Check] = {
     "object": lambda instance: isinstance(instance, dict),
     "string": lambda instance: isinstance(instance, str),
 }
-"""Each JSON type as :data:`StrictValidator`'s type checker defines it (a test holds them
+"""Each JSON type as :func:`strict_validator`'s type checker defines it (a test holds them
 together)."""
 
 
@@ -286,6 +311,8 @@ class _Compiler:
         if unknown:
             raise UnsupportedSchema(f"keyword(s) {sorted(unknown)}")
         if "$id" in schema:
+            from referencing.jsonschema import DRAFT202012
+
             # As jsonschema does on entering any subschema: an $id moves the base URI.
             resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
         # A single declared type is folded into that type's keyword check, when there is one,
@@ -538,6 +565,19 @@ def case_check() -> Check | None:
     """The compiled check of the case schema (``None`` if it cannot be compiled): ``True`` means
     :func:`case_validator` would find no error; ``False`` means ask it."""
     return schema_tree().check(CASE_ID)
+
+
+@cache
+def config_check() -> Check | None:
+    """The compiled check of the configuration schema, as :func:`case_check` is of cases."""
+    return schema_tree().check(CONFIG_ID)
+
+
+@cache
+def agent_reply_check() -> Check | None:
+    """The compiled check of an agent command's reply line, as :func:`case_check` is of
+    cases."""
+    return schema_tree().check(AGENT_REPLY_ID)
 
 
 @cache

@@ -33,12 +33,12 @@ from evalrunner.model import Case
 from evalrunner.schemas import (
     CASE_ID,
     TYPE_CHECKS,
-    StrictValidator,
     UnsupportedSchema,
     case_check,
     case_validator,
     compile_check,
     schema_tree,
+    strict_validator,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +127,7 @@ def test_a_kind_added_with_a_keyword_it_does_not_know_leaves_no_fast_check() -> 
 
 
 def test_the_type_checks_are_the_strict_validators() -> None:
-    checker = StrictValidator.TYPE_CHECKER
+    checker = strict_validator().TYPE_CHECKER
     # The seven types of JSON Schema, each defined by the validator's checker.
     assert set(TYPE_CHECKS) == {"array", "boolean", "integer", "null", "number", "object", "string"}
     samples: list[object] = [
@@ -561,7 +561,7 @@ def test_any_schema_of_known_keywords_gets_the_same_verdicts(
     schema: Any, instances: list[Any]
 ) -> None:
     check = compile_check(schema, Registry().resolver())
-    reference = StrictValidator(schema, registry=Registry())
+    reference = strict_validator()(schema, registry=Registry())
     for instance in instances:
         assert check(instance) is reference.is_valid(instance), (schema, instance)
 
@@ -579,4 +579,4 @@ def test_a_declared_type_is_checked_beside_other_types_keywords(
     schema: dict[str, Any], instance: object
 ) -> None:
     assert compile_check(schema, Registry().resolver())(instance) is False
-    assert not StrictValidator(schema, registry=Registry()).is_valid(instance)
+    assert not strict_validator()(schema, registry=Registry()).is_valid(instance)

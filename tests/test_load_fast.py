@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from evalrunner import load, sourcemap
+from evalrunner import load, load_yaml, sourcemap
 from evalrunner.load import RawDocument, parse_document
 from evalrunner.model import AdmissionError, Format
 from evalrunner.sourcemap import SourceMap
@@ -36,7 +36,7 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 needs_c_parser = pytest.mark.skipif(
-    load._CParser is None, reason="ruamel.yaml.clib (libyaml's C parser) is not installed"
+    load_yaml._CParser is None, reason="ruamel.yaml.clib (libyaml's C parser) is not installed"
 )
 
 Outcome = tuple[str, Any]
@@ -75,12 +75,12 @@ def full_path(raw: bytes, fmt: Format) -> Outcome:
 
 def pure_yaml(raw: bytes) -> Outcome:
     """The outcome of YAML with the C parser missing, as on an installation without it."""
-    saved = load._CParser
-    load._CParser = None
+    saved = load_yaml._CParser
+    load_yaml._CParser = None
     try:
         return _outcome(parse_document(raw, "yaml", Path("x.yaml")))
     finally:
-        load._CParser = saved
+        load_yaml._CParser = saved
 
 
 def fast(raw: bytes, fmt: Format) -> Outcome:
@@ -137,7 +137,7 @@ def _dump(data: Any, fmt: Format, *, flow: bool | None = False) -> bytes:
 
 @pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
 def test_plain_fixture_skips_the_walk(fmt: Format, monkeypatch: pytest.MonkeyPatch) -> None:
-    if fmt == "yaml" and load._CParser is None:
+    if fmt == "yaml" and load_yaml._CParser is None:
         pytest.skip("ruamel.yaml.clib is not installed")
 
     def no_walk(*args: object, **kwargs: object) -> None:
@@ -152,7 +152,7 @@ def test_plain_fixture_skips_the_walk(fmt: Format, monkeypatch: pytest.MonkeyPat
 @needs_c_parser
 def test_yaml_is_read_by_the_c_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[str] = []
-    real = load._CParser
+    real = load_yaml._CParser
 
     def counting(text: str) -> Any:
         made.append(text)
@@ -161,8 +161,8 @@ def test_yaml_is_read_by_the_c_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_pure_loader() -> None:
         raise AssertionError("the pure-Python loader ran on a plain fixture")
 
-    monkeypatch.setattr(load, "_CParser", counting)
-    monkeypatch.setattr(load, "_yaml_loader", no_pure_loader)
+    monkeypatch.setattr(load_yaml, "_CParser", counting)
+    monkeypatch.setattr(load_yaml, "_yaml_loader", no_pure_loader)
     raw = _dump(_bench_case(), "yaml")
     document = parse_document(raw, "yaml", Path("x.yaml"))
     assert isinstance(document, RawDocument)
@@ -171,7 +171,7 @@ def test_yaml_is_read_by_the_c_parser(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_the_c_parser_yaml_still_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(load, "_CParser", None)
+    monkeypatch.setattr(load_yaml, "_CParser", None)
     document = parse_document(_dump(_bench_case(), "yaml"), "yaml", Path("x.yaml"))
     assert isinstance(document, RawDocument)
     assert _strict(document.data, ordered=False) == _strict(_bench_case(), ordered=False)

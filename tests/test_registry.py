@@ -78,6 +78,36 @@ def test_a_dangling_ref_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
         schemas.schema_tree.cache_clear()
 
 
+def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
+    from evalrunner.schemas import check_schemas
+
+    check_schemas(schema_tree())
+
+
+def test_a_schema_that_breaks_its_metaschema_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
+    import shutil
+
+    import evalrunner.schemas as schemas
+
+    copy = tmp_path / "schemas"
+    shutil.copytree(ROOT / "schemas", copy)
+    target = copy / "expects" / "max_tool_calls.schema.json"
+    data = json.loads(target.read_text(encoding="utf-8"))
+    data["minimum"] = "one"  # a number in Draft 2020-12
+    target.write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(schemas, "schema_root", lambda: copy)
+    schemas.schema_tree.cache_clear()
+    try:
+        try:
+            schemas.check_schemas(schemas.schema_tree())
+        except schemas.SchemaTreeError as exc:
+            assert "max_tool_calls.schema.json" in str(exc) and "Draft 2020-12" in str(exc)
+        else:
+            raise AssertionError("a schema breaking its metaschema was not caught")
+    finally:
+        schemas.schema_tree.cache_clear()
+
+
 def test_every_object_schema_is_closed() -> None:
     for rel, schema in schema_tree().documents.items():
         for where, node in _objects(schema):
