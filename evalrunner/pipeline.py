@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from evalrunner.admit import Admission, Admitted, admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
@@ -39,6 +39,7 @@ from evalrunner.load import (
 from evalrunner.model import (
     AdmissionError,
     Case,
+    CaseClass,
     CaseReport,
     RunInterrupted,
     RunRefused,
@@ -169,53 +170,85 @@ def select_cases(
     empty shard is not refused: a suite may have fewer cases than shards.
     """
     shown = [relative_to_cwd(path) for path in paths]
+    fixtures = _fixtures(shown)
+    if isinstance(fixtures, RunRefused):
+        return fixtures
     try:
-        fixtures = find_fixtures(shown)
         if cache is None:
             admission = admit_documents(
                 load_document(fixture.path, max_bytes=max_bytes) for fixture in fixtures
             )
         else:
-            admission = _admit_with_cache(fixtures, cache, max_bytes)
-    except SuiteNotFound as exc:
-        return RunRefused((str(exc),))
+            admission = admit_with_cache(fixtures, cache, max_bytes)
     except OSError as exc:
-        where = printable_path(exc.filename if exc.filename is not None else suite_name(shown))
-        return RunRefused((f"{where}: cannot read suite directory: {exc.strerror or exc}",))
+        return _unreadable(exc, shown)
     if admission.errors and (not keep_going or not admission.cases):
         return RunRefused(admission_errors=admission.errors)
     sources = {fixture.path: fixture.source for fixture in fixtures}
-    admitted = ordered(
-        (SelectedCase(case, sources[case.source]) for case in admission.cases),
-        lambda chosen: (chosen.source, chosen.case.name),
+    chosen = choose(
+        [SelectedCase(case, sources[case.source]) for case in admission.cases],
+        lambda item: (item.case.name, item.source, item.case.case_class),
+        keyword,
+        shard,
     )
-    kept = [
-        chosen
-        for chosen in admitted
-        if keyword is None
-        or keyword.matches(chosen.case.name, chosen.source, chosen.case.case_class)
-    ]
-    if not kept:
-        expression = keyword.shown if keyword is not None else ""
-        return RunRefused(
-            (
-                f"-k '{expression}': no case matches, of {len(admitted)} admitted; names, "
-                "fixture paths and classes are matched as case-insensitive substrings",
-            ),
-            admission_errors=admission.errors,
-        )
-    taken = kept if shard is None else take_shard(kept, shard, _identity)
+    if isinstance(chosen, str):
+        return RunRefused((chosen,), admission_errors=admission.errors)
+    taken, selected = chosen
     return Selection(
         suite=suite_name(shown),
         cases=tuple(taken),
-        selected=len(kept),
+        selected=selected,
         keyword=keyword,
         shard=shard,
         admission_errors=admission.errors,
     )
 
 
-def _admit_with_cache(
+T = TypeVar("T")
+
+
+def choose(
+    items: Sequence[T],
+    describe: Callable[[T], tuple[str, str, CaseClass | None]],
+    keyword: Keyword | None,
+    shard: Shard | None,
+) -> tuple[list[T], int] | str:
+    """The admitted ``items`` a run takes, in suite order, and how many ``keyword`` kept
+    before the shard was taken; or why none (``-k`` matched nothing). ``describe`` gives an
+    item's case name, fixture source and class."""
+    admitted = ordered(items, lambda item: describe(item)[1::-1])  # (source, name)
+    kept = [item for item in admitted if keyword is None or keyword.matches(*describe(item))]
+    if not kept:
+        expression = keyword.shown if keyword is not None else ""
+        return (
+            f"-k '{expression}': no case matches, of {len(admitted)} admitted; names, "
+            "fixture paths and classes are matched as case-insensitive substrings"
+        )
+    if shard is None:
+        return kept, len(kept)
+
+    def identity(item: T) -> bytes:
+        name, source, _ = describe(item)
+        return case_identity(source, name)
+
+    return take_shard(kept, shard, identity), len(kept)
+
+
+def _fixtures(shown: Sequence[Path]) -> list[Fixture] | RunRefused:
+    try:
+        return find_fixtures(shown)
+    except SuiteNotFound as exc:
+        return RunRefused((str(exc),))
+    except OSError as exc:
+        return _unreadable(exc, shown)
+
+
+def _unreadable(exc: OSError, shown: Sequence[Path]) -> RunRefused:
+    where = printable_path(exc.filename if exc.filename is not None else suite_name(shown))
+    return RunRefused((f"{where}: cannot read suite directory: {exc.strerror or exc}",))
+
+
+def admit_with_cache(
     fixtures: Sequence[Fixture], cache: AdmissionCache, max_bytes: int
 ) -> Admission:
     """Admit the fixtures, taking what an earlier run admitted from the same bytes, shown by
@@ -251,10 +284,6 @@ def _admit_with_cache(
     admission = admit_documents(outcomes(), remember=remember)
     cache.save()
     return admission
-
-
-def _identity(chosen: SelectedCase) -> bytes:
-    return case_identity(chosen.source, chosen.case.name)
 
 
 def run_suite(
@@ -307,30 +336,34 @@ def run_suite(
     started = time.perf_counter()
     reports: list[CaseReport] = []
     interrupted: int | None = None
-    selection: Selection | None = None
+    chosen: _Chosen | RunRefused | None = None
     try:
-        chosen = select_cases(
-            paths,
-            keyword=keyword,
-            shard=shard,
-            keep_going=keep_going,
-            max_bytes=max_bytes,
-            cache=AdmissionCache(cache_dir) if cache_dir is not None else None,
-        )
+        if settings.jobs > 1:
+            chosen = _with_crew(paths, settings, keyword, shard, max_bytes, cache_dir)
+        if chosen is None:  # serially, or the crew stood down: admit here
+            chosen = _in_this_process(
+                select_cases(
+                    paths,
+                    keyword=keyword,
+                    shard=shard,
+                    keep_going=keep_going,
+                    max_bytes=max_bytes,
+                    cache=AdmissionCache(cache_dir) if cache_dir is not None else None,
+                ),
+                settings,
+            )
         if isinstance(chosen, RunRefused):
             return chosen
-        selection = chosen
-        cases = [item.case for item in selection.cases]
         if on_start is not None:
-            on_start([case.name for case in cases])
-        # Closed here, not left to the garbage collector: a suspended `execute` keeps its
-        # worker pool alive into interpreter exit, where CPython's own shutdown of the pool
-        # races it and prints "Bad file descriptor".
-        with contextlib.closing(execute(cases, settings)) as outcomes:
-            for item, report in zip(selection.cases, outcomes, strict=True):
+            on_start(chosen.names)
+        # Closed here, not left to the garbage collector: a suspended generator keeps its
+        # workers alive into interpreter exit, where CPython's own shutdown of a pool races
+        # it and prints "Bad file descriptor".
+        with contextlib.closing(chosen.reports) as outcomes:
+            for source, report in zip(chosen.sources, outcomes, strict=True):
                 # The fixture path relative to its suite directory, not just the file name:
                 # two subdirectories may hold files of the same name.
-                report = replace(report, source=item.source)
+                report = replace(report, source=source)
                 reports.append(report)
                 if on_case is not None:
                     on_case(report)
@@ -338,18 +371,126 @@ def run_suite(
         interrupted = stop.signum
     except KeyboardInterrupt:
         interrupted = int(signal.SIGINT)
+    picked = chosen if isinstance(chosen, _Chosen) else None
     return SuiteReport(
-        suite=selection.suite if selection is not None else suite_name(paths),
+        suite=picked.suite if picked is not None else suite_name(paths),
         mode=mode,
         cases=tuple(reports),
         duration_ms=int((time.perf_counter() - started) * 1000),
         interrupted=interrupted,
         trimmed_history=settings.trimmed_history,
-        keyword=selection.keyword.text if selection and selection.keyword else None,
-        shard=selection.shard if selection is not None else shard,
-        selected=selection.selected if selection is not None and selection.shard else None,
-        admission_errors=selection.admission_errors if selection is not None else (),
+        keyword=picked.keyword.text if picked and picked.keyword else None,
+        shard=picked.shard if picked is not None else shard,
+        selected=picked.selected if picked is not None and picked.shard else None,
+        admission_errors=picked.admission_errors if picked is not None else (),
     )
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The cases a run takes, by name and fixture source in suite order, with their reports to
+    come (from this process, a pool, or a crew)."""
+
+    suite: str
+    names: list[str]
+    sources: list[str]
+    reports: Generator[CaseReport, None, None]
+    selected: int
+    keyword: Keyword | None
+    shard: Shard | None
+    admission_errors: tuple[AdmissionError, ...] = ()
+
+
+def _in_this_process(
+    selection: Selection | RunRefused, settings: RunSettings
+) -> _Chosen | RunRefused:
+    if isinstance(selection, RunRefused):
+        return selection
+    cases = [item.case for item in selection.cases]
+    return _Chosen(
+        suite=selection.suite,
+        names=[case.name for case in cases],
+        sources=[item.source for item in selection.cases],
+        reports=execute(cases, settings),
+        selected=selection.selected,
+        keyword=selection.keyword,
+        shard=selection.shard,
+        admission_errors=selection.admission_errors,
+    )
+
+
+def _with_crew(
+    paths: Sequence[Path],
+    settings: RunSettings,
+    keyword: Keyword | None,
+    shard: Shard | None,
+    max_bytes: int,
+    cache_dir: Path | None,
+) -> _Chosen | RunRefused | None:
+    """Admit and run in a crew of forked workers (:mod:`evalrunner.crew`); ``None`` when the
+    crew cannot (no fork) or stood down (a refused file, a name used twice): the caller then
+    admits here, and says exactly what was refused."""
+    from evalrunner.crew import Crew, can_fork
+
+    if not can_fork():
+        return None
+    shown = [relative_to_cwd(path) for path in paths]
+    fixtures = _fixtures(shown)
+    if isinstance(fixtures, RunRefused):
+        return fixtures
+    if len(fixtures) < 2:
+        return None
+    context = multiprocessing.get_context("fork")
+    crew = Crew(
+        fixtures,
+        jobs=settings.jobs,
+        max_bytes=max_bytes,
+        cache_dir=cache_dir,
+        start=partial(_evaluator_in_worker, settings),
+        run_alone=lambda case: _run_alone(case, context, settings),
+    )
+    try:
+        admitted = crew.admitted()
+        names = [case.name for case in admitted] if admitted else []
+        if not admitted or len(set(names)) != len(names):
+            crew.close()
+            return None
+        chosen = choose(
+            admitted,
+            lambda case: (case.name, fixtures[case.index].source, case.case_class),
+            keyword,
+            shard,
+        )
+        if isinstance(chosen, str):
+            crew.close()
+            return RunRefused((chosen,))
+    except BaseException:
+        crew.close()
+        raise
+    taken, selected = chosen
+
+    def reports() -> Generator[CaseReport, None, None]:
+        try:
+            yield from crew.run([case.index for case in taken])
+        finally:
+            crew.close()
+
+    return _Chosen(
+        suite=suite_name(shown),
+        names=[case.name for case in taken],
+        sources=[fixtures[case.index].source for case in taken],
+        reports=reports(),
+        selected=selected,
+        keyword=keyword,
+        shard=shard,
+    )
+
+
+def _evaluator_in_worker(settings: RunSettings) -> Callable[[Case], CaseReport]:
+    _start_worker(settings)
+    built = _WORKER_SETTINGS
+    assert built is not None
+    return partial(_evaluate, settings=built)
 
 
 def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:

@@ -1,0 +1,226 @@
+"""``--jobs`` where the platform can fork: a crew of worker processes, each loading, admitting
+and running its own share of the suite.
+
+Shipping cases to workers and their reports back costs about as much as admitting a case, and
+admitting every case in the parent first leaves the workers idle while it does. So each worker
+takes every J-th fixture, loads and admits it, and tells the parent only what the selection
+needs (fixture index, case name, class). The parent checks what spans the suite (unique
+names, ``-k``, the shard), then tells each worker which of its cases to run; the reports come
+back in batches and are handed on in suite order. Cases are never sent between processes.
+
+The crew only runs a suite that admits cleanly: as soon as any share has a refused file, or
+two shares use one case name, it stands down and the caller admits serially, so every refusal
+reads exactly as in a serial run. Nothing runs before the whole suite is admitted.
+
+Like the pool in :mod:`evalrunner.pipeline`, a worker that dies (``os._exit``, a crash in
+native code) fails only the case it was running: its cases not yet reported run again, each
+in a process of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from evalrunner.admit import admit, admit_documents
+from evalrunner.cache import AdmissionCache
+from evalrunner.load import Fixture, load_document
+from evalrunner.model import Case, CaseClass, CaseReport
+
+BATCH = 8
+"""Reports a worker sends at once: enough to keep messages cheap, few enough that progress
+keeps flowing."""
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What the parent learns of one admitted case: enough to select it."""
+
+    index: int
+    """The fixture's place in the suite's fixture list."""
+    name: str
+    case_class: CaseClass | None
+
+
+def can_fork() -> bool:
+    """Whether this platform starts workers by fork (they inherit the fixture list and the
+    settings, and nothing need be pickled to start them)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+class Crew:
+    """``jobs`` forked workers over ``fixtures``; worker ``w`` takes fixtures ``w``,
+    ``w + jobs``, ... (interleaved, so that neighbouring cases, often alike, spread out).
+
+    ``evaluate`` replays and grades one case in a worker (built there by ``start``, which is
+    called first in each worker, as a pool initializer would be). ``run_alone`` runs one case
+    in a process of its own, for the cases of a worker that died.
+    """
+
+    def __init__(
+        self,
+        fixtures: Sequence[Fixture],
+        *,
+        jobs: int,
+        max_bytes: int,
+        cache_dir: Path | None,
+        start: Callable[[], Callable[[Case], CaseReport]],
+        run_alone: Callable[[Case], CaseReport],
+    ) -> None:
+        self._fixtures = fixtures
+        self._max_bytes = max_bytes
+        self._run_alone = run_alone
+        self._members: list[_Member] = []
+        context = multiprocessing.get_context("fork")
+        jobs = max(1, min(jobs, len(fixtures)))
+        try:
+            for slot in range(jobs):
+                share = list(range(slot, len(fixtures), jobs))
+                ours, theirs = context.Pipe()
+                process = context.Process(
+                    target=_serve,
+                    args=(theirs, [fixtures[i] for i in share], share, max_bytes, cache_dir, start),
+                    daemon=True,
+                    name=f"evalrunner worker {slot + 1}",
+                )
+                process.start()
+                theirs.close()
+                self._members.append(_Member(process, ours, share))
+        except BaseException:
+            self.close()
+            raise
+
+    def admitted(self) -> list[Admitted] | None:
+        """Every admitted case, in fixture order; ``None`` when some file was refused or a
+        worker could not say (the caller then admits serially, and reports exactly)."""
+        found: list[Admitted] = []
+        for member in self._members:
+            try:
+                clean, cases = member.connection.recv()
+            except (EOFError, OSError):
+                return None
+            if not clean:
+                return None
+            found.extend(Admitted(*case) for case in cases)
+        return sorted(found, key=lambda case: case.index)
+
+    def run(self, order: Sequence[int]) -> Iterator[CaseReport]:
+        """Run the cases of these fixture indices; their reports, in this order."""
+        wanted = set(order)
+        owner = {index: member for member in self._members for index in member.share}
+        for member in self._members:
+            member.pending = [index for index in order if owner[index] is member]
+            member.connection.send(member.pending)
+        done: dict[int, CaseReport] = {}
+        following = 0
+        live = {member.connection: member for member in self._members if member.pending}
+        while following < len(order):
+            if order[following] in done:
+                yield done.pop(order[following])
+                following += 1
+                continue
+            for ready in wait(list(live)):
+                member = live[ready]  # type: ignore[index]
+                try:
+                    reports: list[tuple[int, CaseReport]] = member.connection.recv()
+                except (EOFError, OSError):
+                    # The worker died with cases unreported: the one it was running killed
+                    # it, and which one that was is found by running each alone.
+                    del live[ready]  # type: ignore[arg-type]
+                    member.process.join()
+                    for index in member.pending:
+                        done[index] = self._alone(index)
+                    member.pending = []
+                    continue
+                for index, report in reports:
+                    if index in wanted:
+                        done[index] = report
+                        member.pending.remove(index)
+                if not member.pending:
+                    del live[ready]  # type: ignore[arg-type]
+
+    def _alone(self, index: int) -> CaseReport:
+        fixture = self._fixtures[index]
+        document = load_document(fixture.path, max_bytes=self._max_bytes)
+        outcome = admit(document) if not isinstance(document, list) else document
+        if isinstance(outcome, Case):
+            return self._run_alone(outcome)
+        # Admitted in the worker, refused now: the file changed on disk during the run.
+        return CaseReport(
+            name=fixture.source,
+            source=fixture.source,
+            case_class=None,
+            grades=(),
+            error=f"the fixture changed during the run and no longer admits: {outcome[0]}",
+            path=str(fixture.path),
+        )
+
+    def close(self) -> None:
+        """Stop every worker (at once: an interrupt, or the run is over) and reap it."""
+        for member in self._members:
+            with contextlib.suppress(OSError):
+                member.connection.close()
+            if member.process.is_alive():
+                with contextlib.suppress(OSError, AttributeError):
+                    member.process.kill()
+            member.process.join()
+        self._members = []
+
+
+@dataclass
+class _Member:
+    process: Any
+    connection: Connection
+    share: list[int]
+    pending: list[int] = field(default_factory=list)
+    """The cases it was asked to run and has not reported yet."""
+
+
+def _serve(
+    connection: Connection,
+    fixtures: Sequence[Fixture],
+    share: Sequence[int],
+    max_bytes: int,
+    cache_dir: Path | None,
+    start: Callable[[], Callable[[Case], CaseReport]],
+) -> None:
+    """A worker: admit the share, say what was admitted, run what the parent asks for."""
+    evaluate = start()
+    if cache_dir is not None:
+        from evalrunner.pipeline import admit_with_cache
+
+        admission = admit_with_cache(fixtures, AdmissionCache(cache_dir), max_bytes)
+    else:
+        admission = admit_documents(load_document(f.path, max_bytes=max_bytes) for f in fixtures)
+    index_of = {os.fspath(f.path): index for f, index in zip(fixtures, share, strict=True)}
+    cases = {index_of[os.fspath(case.source)]: case for case in admission.cases}
+    connection.send(
+        (
+            not admission.errors,
+            [(index, case.name, case.case_class) for index, case in sorted(cases.items())],
+        )
+    )
+    try:
+        order: list[int] = connection.recv()
+    except EOFError:
+        return  # the parent admits serially, or the run was stopped
+    batch: list[tuple[int, CaseReport]] = []
+    for index in order:
+        batch.append((index, _portable(evaluate(cases[index]))))
+        if len(batch) >= BATCH:
+            connection.send(batch)
+            batch = []
+    if batch:
+        connection.send(batch)
+
+
+def _portable(report: CaseReport) -> CaseReport:
+    """The report as the parent needs it: positions point into a failed case's text only,
+    so a passed case sends none, and a failed one its positions found (not its text)."""
+    return replace(report, positions={} if report.passed else dict(report.positions))

@@ -1,0 +1,158 @@
+"""--jobs on a platform that forks: a crew of workers loads, admits and runs its own share of the
+suite (evalrunner/crew.py). What must not change: nothing runs before the whole suite is
+admitted; every refusal, duplicate name included, reads exactly as in a serial run; -k and
+--shard take the same cases; the cache is used; a worker's crash fails only its case."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalrunner.crew import can_fork
+from evalrunner.model import SuiteReport
+from evalrunner.pipeline import run_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSION = ROOT / "evals" / "regression"
+
+pytestmark = pytest.mark.skipif(not can_fork(), reason="the crew needs fork")
+
+# An agent that leaves a mark for every case it runs: a refused suite must leave none.
+MARKING_AGENT = """\
+import os
+from pathlib import Path
+
+from evalrunner.agent import ReferenceAgent
+
+
+class Marking(ReferenceAgent):
+    def respond(self, user_input):
+        marks = Path(os.environ["MARKS"])
+        marks.mkdir(exist_ok=True)
+        (marks / f"{os.getpid()}-{len(list(marks.iterdir()))}").write_text(user_input)
+        return super().respond(user_input)
+"""
+
+
+def case_text(name: str, token: str) -> str:
+    return json.dumps(
+        {
+            "name": name,
+            "turns": [
+                {
+                    "user_input": f"say {token}",
+                    "steps": [{"response": {"type": "text", "content": token}}],
+                }
+            ],
+            "expects": {"response_contains": [token]},
+        }
+    )
+
+
+def project(tmp_path: Path, count: int = 12) -> Path:
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    for i in range(count):
+        (suite / f"case_{i:02d}.json").write_text(case_text(f"case-{i}", f"t{i}"), "utf-8")
+    (tmp_path / "marking_agent.py").write_text(MARKING_AGENT, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "evals"\nagent = "marking_agent:Marking"\n', encoding="utf-8"
+    )
+    return suite
+
+
+def evalrunner(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evalrunner", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MARKS": str(tmp_path / "marks"), "NO_COLOR": "1"},
+    )
+
+
+def without_timings(text: str) -> object:
+    report = json.loads(text)
+    report["duration_ms"] = 0
+    for case in report["cases"]:
+        case["duration_ms"] = 0
+    return report
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "{not json",  # a parse error
+        case_text("case-3", "t99"),  # a name another share already uses
+        json.dumps({"name": "x", "turns": [], "expects": {}}),  # schema errors
+    ],
+    ids=["unparsable", "duplicate-name", "schema"],
+)
+def test_a_refused_file_stops_the_crew_before_any_case_runs(tmp_path: Path, broken: str) -> None:
+    suite = project(tmp_path)
+    (suite / "case_07.json").write_text(broken, encoding="utf-8")
+    serial = evalrunner(tmp_path, "run", "--no-cache", "-j", "1")
+    parallel = evalrunner(tmp_path, "run", "--no-cache", "-j", "3")
+    assert serial.returncode == parallel.returncode == 2
+    assert parallel.stderr == serial.stderr and "case_07.json" in parallel.stderr
+    assert parallel.stdout == serial.stdout
+    assert not (tmp_path / "marks").exists()  # not one case ran, in any process
+
+
+def test_the_crew_runs_every_case_once_in_workers_and_reports_in_suite_order(
+    tmp_path: Path,
+) -> None:
+    project(tmp_path, count=20)
+    serial = evalrunner(tmp_path, "run", "--no-cache", "--format", "json", "-j", "1")
+    shutil.rmtree(tmp_path / "marks")
+    parallel = evalrunner(tmp_path, "run", "--no-cache", "--format", "json", "-j", "2")
+    assert serial.returncode == parallel.returncode == 0, parallel.stderr
+    assert without_timings(parallel.stdout) == without_timings(serial.stdout)
+    marks = list((tmp_path / "marks").iterdir())
+    assert len(marks) == 20
+    workers = {mark.name.split("-")[0] for mark in marks}
+    assert str(os.getpid()) not in workers and len(workers) == 2
+
+
+@pytest.mark.parametrize(
+    "selection", [["-k", "case-1"], ["--shard", "2/3"], ["-k", "case-1", "--shard", "1/2"]]
+)
+def test_the_crew_takes_the_cases_a_serial_run_takes(tmp_path: Path, selection: list[str]) -> None:
+    project(tmp_path, count=15)
+    serial = evalrunner(tmp_path, "run", "--format", "json", "-j", "1", *selection)
+    parallel = evalrunner(tmp_path, "run", "--format", "json", "-j", "2", *selection)
+    assert serial.returncode == parallel.returncode == 0, parallel.stderr
+    assert without_timings(parallel.stdout) == without_timings(serial.stdout)
+
+
+def test_a_keyword_that_matches_nothing_is_refused_as_serially(tmp_path: Path) -> None:
+    project(tmp_path)
+    serial = evalrunner(tmp_path, "run", "-j", "1", "-k", "nothing-like-this")
+    parallel = evalrunner(tmp_path, "run", "-j", "2", "-k", "nothing-like-this")
+    assert serial.returncode == parallel.returncode == 2
+    assert parallel.stderr == serial.stderr and "no case matches" in parallel.stderr
+
+
+def test_the_crew_fills_and_uses_the_admission_cache(tmp_path: Path) -> None:
+    project(tmp_path)
+    first = evalrunner(tmp_path, "run", "--format", "json", "-j", "2")
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / ".evalrunner_cache").is_dir()
+    second = evalrunner(tmp_path, "run", "--format", "json", "-j", "2")
+    assert without_timings(second.stdout) == without_timings(first.stdout)
+
+
+def test_library_runs_with_jobs_give_the_serial_report() -> None:
+    def verdicts(jobs: int) -> list[tuple[object, ...]]:
+        report = run_suite(REGRESSION, jobs=jobs)
+        assert isinstance(report, SuiteReport)
+        return [(c.name, c.source, c.path, c.passed, c.grades, c.error) for c in report.cases]
+
+    assert verdicts(2) == verdicts(1)
