@@ -8,17 +8,14 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from evalrunner.admit import Admission, Admitted, admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
@@ -430,7 +427,7 @@ def _with_crew(
     """Admit and run in a crew of forked workers (:mod:`evalrunner.crew`); ``None`` when the
     crew cannot (no fork) or stood down (a refused file, a name used twice): the caller then
     admits here, and says exactly what was refused."""
-    from evalrunner.crew import Crew, can_fork
+    from evalrunner.workers import Crew, can_fork, evaluator_in_worker, run_alone
 
     if not can_fork():
         return None
@@ -440,14 +437,16 @@ def _with_crew(
         return fixtures
     if len(fixtures) < 2:
         return None
+    import multiprocessing
+
     context = multiprocessing.get_context("fork")
     crew = Crew(
         fixtures,
         jobs=settings.jobs,
         max_bytes=max_bytes,
         cache_dir=cache_dir,
-        start=partial(_evaluator_in_worker, settings),
-        run_alone=lambda case: _run_alone(case, context, settings),
+        start=partial(evaluator_in_worker, settings),
+        run_alone=lambda case: run_alone(case, context, settings),
     )
     try:
         admitted = crew.admitted()
@@ -486,13 +485,6 @@ def _with_crew(
     )
 
 
-def _evaluator_in_worker(settings: RunSettings) -> Callable[[Case], CaseReport]:
-    _start_worker(settings)
-    built = _WORKER_SETTINGS
-    assert built is not None
-    return partial(_evaluate, settings=built)
-
-
 def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
     """Each case's report, in the order of ``cases``, whatever ``settings.jobs`` is.
 
@@ -503,12 +495,15 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
     """
     if settings.jobs <= 1 or len(cases) <= 1:
         for case in cases:
-            yield _evaluate(case, settings)
+            yield evaluate_with(case, settings)
         return
-    yield from _execute_in_workers(cases, settings)
+    from evalrunner.workers import in_pool
+
+    yield from in_pool(cases, settings)
 
 
-def _evaluate(case: Case, settings: RunSettings) -> CaseReport:
+def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
+    """Replay and grade ``case`` as ``settings`` say (:func:`evaluate_case`)."""
     return evaluate_case(
         case,
         agent_factory=settings.agent_factory,
@@ -519,137 +514,3 @@ def _evaluate(case: Case, settings: RunSettings) -> CaseReport:
     )
 
 
-_WORKER_SETTINGS: RunSettings | None = None
-
-
-def _start_worker(settings: RunSettings) -> None:
-    global _WORKER_SETTINGS
-    # Interrupts are the parent's to handle: it stops the workers itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _WORKER_SETTINGS = settings.in_worker() if settings.in_worker is not None else settings
-
-
-def _run_in_worker(batch: Sequence[tuple[int, Case]]) -> list[tuple[int, CaseReport]]:
-    settings = _WORKER_SETTINGS
-    assert settings is not None, "worker not started"
-    return [(index, _evaluate(case, settings)) for index, case in batch]
-
-
-def _execute_in_workers(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
-    methods = multiprocessing.get_all_start_methods()
-    # fork starts a worker in milliseconds and inherits what the parent imported.
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    jobs = min(settings.jobs, len(cases))
-    # Small batches keep workers busy to the end; more than one case per batch keeps the
-    # cost of passing values between processes below the cost of the cases.
-    size = max(1, min(16, len(cases) // (jobs * 8)))
-    indexed = list(enumerate(cases))
-    batches = [indexed[i : i + size] for i in range(0, len(indexed), size)]
-    shipped = settings
-    if settings.in_worker is not None and context.get_start_method() != "fork":
-        # Only the recipe travels to a spawned worker: the factories may be closures.
-        shipped = replace(settings, agent_factory=reference_agent, tools=None)
-    done: dict[int, CaseReport] = {}
-    following = 0
-    broken = False
-    executor = _pool(context, jobs, shipped)
-    try:
-        futures = [executor.submit(_run_in_worker, batch) for batch in batches]
-        for future in as_completed(futures):
-            try:
-                results = future.result()
-            except BrokenProcessPool:
-                broken = True  # a case ended its worker process: found below
-                break
-            for index, report in results:
-                done[index] = report
-            while following in done:
-                yield done.pop(following)
-                following += 1
-    except BaseException:
-        _stop_workers(executor)
-        raise
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
-    if not broken:
-        return
-    # The pool cannot say which case killed its worker (os._exit, a crash in a C extension):
-    # the cases not yet reported run again, each alone in a worker of its own, so that only
-    # the case that kills its process errors, and every other case gets its verdict.
-    for index in range(following, len(cases)):
-        if index not in done:
-            done[index] = _run_alone(cases[index], context, shipped)
-        yield done.pop(index)
-
-
-def _pool(
-    context: multiprocessing.context.BaseContext, jobs: int, settings: RunSettings
-) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(
-        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(settings,)
-    )
-
-
-def _run_alone(
-    case: Case, context: multiprocessing.context.BaseContext, settings: RunSettings
-) -> CaseReport:
-    """One case in a worker process of its own; a run error, naming how the process ended,
-    when it dies before it reports (its own process, not a pool's, so that its exit status
-    is known for certain)."""
-    reader, writer = context.Pipe(duplex=False)
-    process = context.Process(  # type: ignore[attr-defined]
-        target=_run_alone_in_worker, args=(settings, case, writer), daemon=True
-    )
-    try:
-        process.start()
-        writer.close()
-        try:
-            report: CaseReport = reader.recv()
-        except EOFError:  # died without a word
-            process.join()
-            return CaseReport(
-                name=case.name,
-                source=case.source.name,
-                case_class=case.case_class,
-                grades=(),
-                error=f"the worker process running this case died "
-                f"({_ending(process.exitcode)}): the agent or a tool ended the process "
-                "(os._exit, a crash in native code)",
-                path="" if case.source == Path() else str(case.source),
-                positions=case.positions,
-            )
-        process.join()
-        return report
-    except BaseException:
-        with contextlib.suppress(OSError, AttributeError, ValueError):
-            process.kill()
-        raise
-    finally:
-        reader.close()
-
-
-def _run_alone_in_worker(settings: RunSettings, case: Case, writer: Any) -> None:
-    _start_worker(settings)
-    ((_, report),) = _run_in_worker([(0, case)])
-    writer.send(report)
-    writer.close()
-
-
-def _ending(code: int | None) -> str:
-    if code is None:
-        return "it ended"
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(-code).name}"
-        return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def _stop_workers(executor: ProcessPoolExecutor) -> None:
-    """End the workers now (an interrupt): a worker's case is abandoned like a timed-out one."""
-    processes = list(getattr(executor, "_processes", {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        with contextlib.suppress(OSError, AttributeError):
-            process.kill()

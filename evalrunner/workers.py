@@ -1,5 +1,11 @@
-"""``--jobs`` where the platform can fork: a crew of worker processes, each loading, admitting
-and running its own share of the suite.
+"""``--jobs``: worker processes.
+
+Where the platform can fork, a :class:`Crew` of workers each loads, admits and runs its own
+share of the suite. Elsewhere (spawn), or when a run goes on past refused files
+(``--continue-on-admission-errors``), :func:`in_pool` runs cases admitted here in a process
+pool. Imported only by runs with jobs: a serial run starts no worker machinery.
+
+The crew.
 
 Shipping cases to workers and their reports back costs about as much as admitting a case, and
 admitting every case in the parent first leaves the workers idle while it does. So each worker
@@ -22,16 +28,22 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from functools import partial
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from evalrunner.admit import admit, admit_documents
+from evalrunner.agent import reference_agent
 from evalrunner.cache import AdmissionCache
 from evalrunner.load import Fixture, load_document
 from evalrunner.model import Case, CaseClass, CaseReport
+from evalrunner.pipeline import RunSettings, admit_with_cache, evaluate_with
 
 BATCH = 8
 """Reports a worker sends at once: enough to keep messages cheap, few enough that progress
@@ -193,8 +205,6 @@ def _serve(
     """A worker: admit the share, say what was admitted, run what the parent asks for."""
     evaluate = start()
     if cache_dir is not None:
-        from evalrunner.pipeline import admit_with_cache
-
         admission = admit_with_cache(fixtures, AdmissionCache(cache_dir), max_bytes)
     else:
         admission = admit_documents(load_document(f.path, max_bytes=max_bytes) for f in fixtures)
@@ -224,3 +234,151 @@ def _portable(report: CaseReport) -> CaseReport:
     """The report as the parent needs it: positions point into a failed case's text only,
     so a passed case sends none, and a failed one its positions found (not its text)."""
     return replace(report, positions={} if report.passed else dict(report.positions))
+
+
+# --- the pool, and what both share ------------------------------------------------------------
+
+
+def evaluator_in_worker(settings: RunSettings) -> Callable[[Case], CaseReport]:
+    _start_worker(settings)
+    built = _WORKER_SETTINGS
+    assert built is not None
+    return partial(evaluate_with, settings=built)
+
+
+
+
+_WORKER_SETTINGS: RunSettings | None = None
+
+
+def _start_worker(settings: RunSettings) -> None:
+    global _WORKER_SETTINGS
+    # Interrupts are the parent's to handle: it stops the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WORKER_SETTINGS = settings.in_worker() if settings.in_worker is not None else settings
+
+
+def _run_in_worker(batch: Sequence[tuple[int, Case]]) -> list[tuple[int, CaseReport]]:
+    settings = _WORKER_SETTINGS
+    assert settings is not None, "worker not started"
+    return [(index, evaluate_with(case, settings)) for index, case in batch]
+
+
+def in_pool(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
+    methods = multiprocessing.get_all_start_methods()
+    # fork starts a worker in milliseconds and inherits what the parent imported.
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    jobs = min(settings.jobs, len(cases))
+    # Small batches keep workers busy to the end; more than one case per batch keeps the
+    # cost of passing values between processes below the cost of the cases.
+    size = max(1, min(16, len(cases) // (jobs * 8)))
+    indexed = list(enumerate(cases))
+    batches = [indexed[i : i + size] for i in range(0, len(indexed), size)]
+    shipped = settings
+    if settings.in_worker is not None and context.get_start_method() != "fork":
+        # Only the recipe travels to a spawned worker: the factories may be closures.
+        shipped = replace(settings, agent_factory=reference_agent, tools=None)
+    done: dict[int, CaseReport] = {}
+    following = 0
+    broken = False
+    executor = _pool(context, jobs, shipped)
+    try:
+        futures = [executor.submit(_run_in_worker, batch) for batch in batches]
+        for future in as_completed(futures):
+            try:
+                results = future.result()
+            except BrokenProcessPool:
+                broken = True  # a case ended its worker process: found below
+                break
+            for index, report in results:
+                done[index] = report
+            while following in done:
+                yield done.pop(following)
+                following += 1
+    except BaseException:
+        _stop_workers(executor)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    if not broken:
+        return
+    # The pool cannot say which case killed its worker (os._exit, a crash in a C extension):
+    # the cases not yet reported run again, each alone in a worker of its own, so that only
+    # the case that kills its process errors, and every other case gets its verdict.
+    for index in range(following, len(cases)):
+        if index not in done:
+            done[index] = run_alone(cases[index], context, shipped)
+        yield done.pop(index)
+
+
+def _pool(
+    context: multiprocessing.context.BaseContext, jobs: int, settings: RunSettings
+) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(settings,)
+    )
+
+
+def run_alone(
+    case: Case, context: multiprocessing.context.BaseContext, settings: RunSettings
+) -> CaseReport:
+    """One case in a worker process of its own; a run error, naming how the process ended,
+    when it dies before it reports (its own process, not a pool's, so that its exit status
+    is known for certain)."""
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(  # type: ignore[attr-defined]
+        target=_run_alone_in_worker, args=(settings, case, writer), daemon=True
+    )
+    try:
+        process.start()
+        writer.close()
+        try:
+            report: CaseReport = reader.recv()
+        except EOFError:  # died without a word
+            process.join()
+            return CaseReport(
+                name=case.name,
+                source=case.source.name,
+                case_class=case.case_class,
+                grades=(),
+                error=f"the worker process running this case died "
+                f"({_ending(process.exitcode)}): the agent or a tool ended the process "
+                "(os._exit, a crash in native code)",
+                path="" if case.source == Path() else str(case.source),
+                positions=case.positions,
+            )
+        process.join()
+        return report
+    except BaseException:
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            process.kill()
+        raise
+    finally:
+        reader.close()
+
+
+def _run_alone_in_worker(settings: RunSettings, case: Case, writer: Any) -> None:
+    _start_worker(settings)
+    ((_, report),) = _run_in_worker([(0, case)])
+    writer.send(report)
+    writer.close()
+
+
+def _ending(code: int | None) -> str:
+    if code is None:
+        return "it ended"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """End the workers now (an interrupt): a worker's case is abandoned like a timed-out one."""
+    processes = list(getattr(executor, "_processes", {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(OSError, AttributeError):
+            process.kill()

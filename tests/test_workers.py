@@ -1,5 +1,5 @@
 """--jobs on a platform that forks: a crew of workers loads, admits and runs its own share of the
-suite (evalrunner/crew.py). What must not change: nothing runs before the whole suite is
+suite (evalrunner/workers.py). What must not change: nothing runs before the whole suite is
 admitted; every refusal, duplicate name included, reads exactly as in a serial run; -k and
 --shard take the same cases; the cache is used; a worker's crash fails only its case."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.crew import can_fork
 from evalrunner.model import SuiteReport
 from evalrunner.pipeline import run_suite
+from evalrunner.workers import can_fork
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"
