@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer import _coercion
+from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
@@ -131,6 +132,49 @@ def _flag_type(self: TyperOption, ctx: Any) -> str | None:
 
 _option_type = TyperOption.display_type_rich
 TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
+
+class _PlainText(_coercion.RuntimeParam):
+    """A text or path parameter taken as given: what typer's pydantic adapter would make of
+    it, without importing pydantic (about 90 ms of every start; typer builds an adapter for
+    every parameter, given or not)."""
+
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+        if self.annotation is str:
+            return str(value)
+        if self.annotation is Path:
+            return Path(value)
+        kind = Path if self.annotation == list[Path] else str
+        return [kind(item) for item in value]
+
+
+class _Deferred(_coercion.RuntimeParam):
+    """Typer's own coercion, built only for a value that is given: a number or a choice left
+    at its default costs no adapter."""
+
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+        return param._own_runtime_param()._coerce_value(value, param=param, ctx=ctx)
+
+
+_PLAIN_ANNOTATIONS: tuple[object, ...] = (str, Path, list[str], list[Path])
+
+
+def _runtime_param(self: Any) -> Any:
+    if self._runtime_param is None:
+        plain = self.type_descriptor.annotation in _PLAIN_ANNOTATIONS
+        self._runtime_param = (_PlainText if plain else _Deferred)(
+            annotation=self.type_descriptor.annotation,
+            parameter_info=self.type_descriptor.parameter_info,
+        )
+    return self._runtime_param
+
+
+def _own_runtime_param(self: Any) -> Any:
+    return _coercion.build_runtime_param(self.type_descriptor)
+
+
+_TyperParameter._own_runtime_param = _own_runtime_param  # type: ignore[attr-defined]
+_TyperParameter.get_runtime_param = _runtime_param  # type: ignore[method-assign]
 
 
 def _usage_error(error: Any) -> None:

@@ -1,0 +1,99 @@
+"""Start-up pays only for what a command uses: which modules each command imports, checked in a
+fresh interpreter (module lists, not timings: no test here depends on the clock)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSION = ROOT / "evals" / "regression"
+
+# Runs the command line as the console script does, then lists what got imported.
+PROBE = """\
+import json, sys
+from evalrunner.__main__ import main
+sys.argv = ["evalrunner", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+HEAVY = ("jsonschema", "referencing", "ruamel", "rich", "pydantic", "multiprocessing")
+"""What a command may import only when it needs it."""
+
+
+def imported(args: list[str], cwd: Path) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    line = done.stderr.rsplit("\nMODULES ", 1)[1]
+    return {name.split(".")[0] for name in json.loads(line)}
+
+
+def heavy(modules: set[str]) -> set[str]:
+    return modules & set(HEAVY)
+
+
+def test_version_imports_nothing_of_the_command_line(tmp_path: Path) -> None:
+    modules = imported(["--version"], tmp_path)
+    assert heavy(modules) == set() and "typer" not in modules
+
+
+def test_help_touches_no_schema_and_no_yaml_code(tmp_path: Path) -> None:
+    # rich draws the help; the schemas (jsonschema, referencing) and YAML are not needed.
+    assert heavy(imported(["--help"], tmp_path)) <= {"rich", "pydantic"}
+    assert heavy(imported(["run", "--help"], tmp_path)) <= {"rich", "pydantic"}
+
+
+@pytest.fixture
+def bundled(tmp_path: Path) -> Path:
+    shutil.copytree(REGRESSION, tmp_path / "evals" / "regression")
+    return tmp_path
+
+
+def test_a_run_from_a_warm_cache_imports_no_validator_no_yaml_and_no_rich(bundled: Path) -> None:
+    first = imported(["run"], bundled)
+    # Cold: YAML fixtures are parsed and schemas resolved, but a valid suite needs no
+    # jsonschema (compiled checks vouch for it) and no rich (nothing went wrong).
+    assert "ruamel" in first and "referencing" in first
+    assert "jsonschema" not in first and "rich" not in first
+    warm = imported(["run"], bundled)
+    assert heavy(warm) == set(), heavy(warm)
+
+
+def test_a_refusal_still_gets_jsonschemas_words(bundled: Path) -> None:
+    (bundled / "evals" / "regression" / "broken.json").write_text(
+        '{"name": "b", "turns": [], "expects": {"response_contain": ["x"]}}', encoding="utf-8"
+    )
+    assert "jsonschema" in imported(["run", "--no-cache"], bundled)
+
+
+def test_a_serial_run_starts_no_worker_machinery(bundled: Path) -> None:
+    assert "multiprocessing" not in imported(["run", "-j", "1"], bundled)
+
+
+def test_an_option_given_is_still_checked_by_typer(bundled: Path) -> None:
+    # Choices and numbers keep typer's own checks (and import what they need for them).
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "run", "--format", "jsn"],
+        cwd=bundled,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "--format: 'jsn' is not one of 'table', 'json', 'github'" in done.stderr
