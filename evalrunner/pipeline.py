@@ -464,15 +464,17 @@ def _with_crew(
             crew.close()
             return RunRefused((chosen,))
     except BaseException:
-        crew.close()
+        crew.close(at_once=True)
         raise
     taken, selected = chosen
 
     def reports() -> Generator[CaseReport, None, None]:
         try:
             yield from crew.run([case.index for case in taken])
-        finally:
-            crew.close()
+        except BaseException:  # an interrupt, or the reader left: stop the workers now
+            crew.close(at_once=True)
+            raise
+        crew.close()
 
     return _Chosen(
         suite=suite_name(shown),

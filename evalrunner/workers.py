@@ -45,6 +45,9 @@ from evalrunner.load import Fixture, load_document
 from evalrunner.model import Case, CaseClass, CaseReport
 from evalrunner.pipeline import RunSettings, admit_with_cache, evaluate_with
 
+FINISH_GRACE_SECS = 30.0
+"""How long a worker that has sent its last report may take to end its agents and exit."""
+
 BATCH = 8
 """Reports a worker sends at once: enough to keep messages cheap, few enough that progress
 keeps flowing."""
@@ -173,15 +176,24 @@ class Crew:
             path=str(fixture.path),
         )
 
-    def close(self) -> None:
-        """Stop every worker (at once: an interrupt, or the run is over) and reap it."""
+    def close(self, *, at_once: bool = False) -> None:
+        """Let every worker finish and reap it; ``at_once`` (an interrupt) kills them first.
+
+        A worker that finishes runs its exit hooks, which end the agent processes it started
+        (a persistent command agent); one still running after a grace period is killed.
+        """
         for member in self._members:
             with contextlib.suppress(OSError):
-                member.connection.close()
+                member.connection.close()  # a worker waiting for its orders leaves
+        for member in self._members:
+            if at_once and member.process.is_alive():
+                with contextlib.suppress(OSError, AttributeError):
+                    member.process.kill()
+            member.process.join(FINISH_GRACE_SECS)
             if member.process.is_alive():
                 with contextlib.suppress(OSError, AttributeError):
                     member.process.kill()
-            member.process.join()
+                member.process.join()
         self._members = []
 
 
@@ -210,24 +222,21 @@ def _serve(
         admission = admit_documents(load_document(f.path, max_bytes=max_bytes) for f in fixtures)
     index_of = {os.fspath(f.path): index for f, index in zip(fixtures, share, strict=True)}
     cases = {index_of[os.fspath(case.source)]: case for case in admission.cases}
-    connection.send(
-        (
-            not admission.errors,
-            [(index, case.name, case.case_class) for index, case in sorted(cases.items())],
-        )
-    )
+    summary = [(index, case.name, case.case_class) for index, case in sorted(cases.items())]
+    with contextlib.suppress(OSError):
+        connection.send((not admission.errors, summary))
     try:
         order: list[int] = connection.recv()
-    except EOFError:
-        return  # the parent admits serially, or the run was stopped
-    batch: list[tuple[int, CaseReport]] = []
-    for index in order:
-        batch.append((index, _portable(evaluate(cases[index]))))
-        if len(batch) >= BATCH:
+        batch: list[tuple[int, CaseReport]] = []
+        for index in order:
+            batch.append((index, _portable(evaluate(cases[index]))))
+            if len(batch) >= BATCH:
+                connection.send(batch)
+                batch = []
+        if batch:
             connection.send(batch)
-            batch = []
-    if batch:
-        connection.send(batch)
+    except (EOFError, OSError):
+        return  # the parent stood the crew down, or stopped listening: nothing to say
 
 
 def _portable(report: CaseReport) -> CaseReport:
