@@ -283,3 +283,189 @@ def test_the_wire_client_turns_a_refusal_into_a_run_error() -> None:
         client = WireClient("openai-responses", endpoint.openai_base_url)
         with pytest.raises(RunError, match="answered 500: turn 1, model request 1"):
             client.complete(ModelRequest((Message("user", "not the input"),)))
+
+
+# --- hostile input: a clear 4xx in the Responses error shape, never a traceback or a hang -------
+
+USER_ITEM = {"role": "user", "content": SCRIPT[0].user_input}
+BAD_BODIES: list[tuple[object, str]] = [
+    ([], "the request body must be an object"),
+    ("input", "the request body must be an object"),
+    (None, "the request body must be an object"),
+    ({}, "input must be a string or an array of items"),
+    ({"input": 3}, "input must be a string or an array of items"),
+    ({"input": {"role": "user"}}, "input must be a string or an array of items"),
+    ({"input": []}, "input must not be empty"),
+    ({"input": [3]}, "input[0] must be an object"),
+    ({"input": [USER_ITEM, None]}, "input[1] must be an object"),
+    ({"input": [{"type": 3}]}, "input[0].type must be a string"),
+    ({"input": [{"role": 3, "content": "x"}]}, "input[0].role must be one of"),
+    ({"input": [{"role": "tool", "content": "x"}]}, 'input[0].role must be one of'),
+    ({"input": [{"role": "user"}]}, "input[0].content must be a string or an array"),
+    ({"input": [{"role": "user", "content": 3}]}, "input[0].content must be a string"),
+    ({"input": [{"role": "user", "content": {}}]}, "input[0].content must be a string"),
+    ({"input": [{"role": "user", "content": [3]}]}, "input[0].content[0] must be an object"),
+    (
+        {"input": [{"role": "user", "content": [{"type": "input_text"}]}]},
+        "input[0].content[0].text must be a string",
+    ),
+    (
+        {"input": [{"role": "user", "content": [{"type": "input_text", "text": 3}]}]},
+        "input[0].content[0].text must be a string",
+    ),
+    (
+        {"input": [{"role": "user", "content": [{"type": "bogus", "text": "x"}]}]},
+        'input[0].content[0].type must be one of input_audio, input_file, input_image, '
+        'input_text, output_text, refusal (got "bogus")',
+    ),
+    (
+        {"input": [{"type": "function_call", "name": "echo", "arguments": "{}"}]},
+        "input[0].call_id must be a string",
+    ),
+    (
+        {"input": [{"type": "function_call", "call_id": "c", "name": 3, "arguments": "{}"}]},
+        "input[0].name must be a string",
+    ),
+    (
+        {"input": [{"type": "function_call", "call_id": "c", "name": "e", "arguments": {}}]},
+        "input[0].arguments must be a string",
+    ),
+    ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id must be"),
+    (
+        {"input": [{"type": "function_call_output", "call_id": "c", "output": 3}]},
+        "input[0].output must be a string or an array of content parts",
+    ),
+    (
+        {"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "x"}]}]},
+        "input[0].output[0].type must be one of",
+    ),
+    ({"input": [{"type": "reasoning", "summary": []}]}, 'input[0].type "reasoning" cannot be'),
+    ({"input": [{"type": "item_reference", "id": "fc_1"}]}, '"item_reference" cannot be'),
+    ({"input": [USER_ITEM, {"type": "web_search_call"}]}, 'input[1].type "web_search_call"'),
+    ({"input": [{"type": "no such thing"}]}, 'input[0].type "no such thing" cannot be replayed'),
+    ({"input": [{"type": ""}]}, 'input[0].type "" cannot be replayed'),
+    ({"input": "x", "instructions": 3}, "instructions must be a string"),
+    ({"input": "x", "instructions": ["x"]}, "instructions must be a string"),
+    ({"input": "x", "tools": {}}, "tools must be an array"),
+    ({"input": "x", "tools": [3]}, "tools[0] must be an object"),
+    ({"input": "x", "tools": [{"type": "web_search"}]}, 'tools[0].type must be "function"'),
+    ({"input": "x", "tools": [{"type": "function"}]}, "tools[0].name must be a string"),
+    (
+        {"input": "x", "tools": [{"type": "function", "name": "e", "parameters": "{}"}]},
+        "tools[0].parameters must be an object",
+    ),
+    (
+        {"input": "x", "tools": [{"type": "function", "name": "e", "description": 3}]},
+        "tools[0].description must be a string",
+    ),
+    ({"input": "x", "model": 3}, "model must be a string"),
+    ({"input": "x", "stream": "yes"}, "stream must be a boolean"),
+    ({"input": "x", "store": "no"}, "store must be a boolean"),
+    ({"input": "x", "previous_response_id": 3}, "previous_response_id must be a string"),
+    ({"input": "x", "previous_response_id": ""}, "previous_response_id must not be empty"),
+    ({"input": "x", "conversation": "conv_1"}, "conversation (the Conversations API) is not"),
+]
+
+
+@pytest.mark.parametrize(("bad", "message"), BAD_BODIES)
+def test_a_request_wrong_in_any_field_is_a_400_naming_it(bad: object, message: str) -> None:
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
+        code, raw = post(endpoint, bad)
+    assert code == 400, raw
+    error = error_of(raw)
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith("not a valid openai-responses request: "), error
+    assert message in error["message"], error["message"]
+    assert endpoint.error is not None and message in endpoint.error  # sticky: the case fails
+
+
+def raw_exchange(endpoint: ReplayEndpoint, data: bytes, *, half: bool = False) -> tuple[int, Any]:
+    """Send raw bytes to /v1/responses; the status and JSON body answered (a timeout on the
+    socket: the test fails rather than hangs)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as conn:
+        conn.sendall(data)
+        if half:
+            conn.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)
+
+
+def request_bytes(body: bytes, length: int | None = None) -> bytes:
+    size = len(body) if length is None else length
+    return (
+        b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {size}\r\n\r\n".encode()
+        + body
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"input": "x"', "the request body is not JSON"),
+        (b"\xff\xfe{}", "the request body is not JSON"),
+        (b"", "the request body is not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "the request body is not JSON"),
+        (b'{"input": "x", "max_output_tokens": ' + b"9" * 5000 + b"}", "cannot be read"),
+    ],
+    ids=["cut-json", "not-utf8", "empty", "nested", "5000-digits"],
+)
+def test_a_body_that_is_not_json_is_a_400(data: bytes, message: str) -> None:
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
+        code, answer = raw_exchange(endpoint, request_bytes(data))
+    assert code == 400
+    assert set(answer["error"]) == {"message", "type", "param", "code"}
+    assert message in answer["error"]["message"]
+
+
+def test_a_half_sent_body_is_a_400_that_does_not_fail_the_case() -> None:
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
+        code, answer = raw_exchange(endpoint, request_bytes(b'{"input": ', 500), half=True)
+        assert code == 400
+        assert "the request body ended after 10 of 500 bytes" in answer["error"]["message"]
+        assert endpoint.error is None  # what closing connections at a case's end looks like
+        assert first_response(endpoint)["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    "text", ["\x00\x1b[31m\x7f", "\ud800 lone surrogate", "\u202e\u200b", "é" * 200_000]
+)
+def test_control_characters_and_huge_text_are_refused_as_json_never_as_a_crash(text: str) -> None:
+    # Not the turn's user input: a run error whose message quotes the text, sent back as
+    # valid (ASCII-escaped) JSON.
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
+        code, answer = raw_exchange(
+            endpoint, request_bytes(json.dumps({"input": text, "tools": TOOLS}).encode())
+        )
+    assert code == 500
+    assert "the latest user message should be the turn's user_input" in answer["error"]["message"]
+    assert answer["error"]["code"] == "run_error"
+
+
+def test_a_hostile_previous_response_id_is_quoted_not_echoed_raw() -> None:
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
+        first_response(endpoint)
+        hostile = "resp_\x00\n\x1b" + "x" * 10_000
+        body = {"input": "y", "previous_response_id": hostile}
+        code, answer = raw_exchange(endpoint, request_bytes(json.dumps(body).encode()))
+    assert code == 400
+    message = answer["error"]["message"]
+    assert '"resp_\\u0000\\n\\u001b' in message and len(message) < 1000
+
+
+def test_an_unknown_path_under_v1_lists_the_responses_route_and_a_bare_one_gets_a_hint() -> None:
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
+        request = urllib.request.Request(
+            endpoint.base_url + "/responses", data=b"{}", headers={"Content-Type": "x"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=30)
+        assert caught.value.code == 404
+        message = json.load(caught.value)["error"]["message"]
+    assert "POST /v1/responses" in message
+    assert "OPENAI_BASE_URL must end in /v1" in message
