@@ -392,7 +392,8 @@ class ReplayEndpoint:
         return _Reply(status, message, body=wire.error_body(status, message), stream=stream)
 
     def _unknown_path(self, method: str, path: str, wire: WireAPI) -> _Reply:
-        served = " and ".join(f"POST {route}" for route in ROUTES)
+        routes = [f"POST {route}" for route in ROUTES]
+        served = ", ".join(routes[:-1]) + " and " + routes[-1]
         message = f"{method} {path} is not served by the replay endpoint (it serves {served})"
         if path.rstrip("/") in ("/chat/completions", "/responses"):
             message += "; OPENAI_BASE_URL must end in /v1"
