@@ -9,6 +9,7 @@ builds its objects without validating them)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -469,3 +470,62 @@ def test_an_unknown_path_under_v1_lists_the_responses_route_and_a_bare_one_gets_
         message = json.load(caught.value)["error"]["message"]
     assert "POST /v1/responses" in message
     assert "OPENAI_BASE_URL must end in /v1" in message
+
+
+class _FakeModel(threading.Thread):
+    """A one-request HTTP server answering with fixed bytes, for the client's error paths."""
+
+    def __init__(self, status: int, content_type: str, payload: bytes) -> None:
+        import http.server
+
+        answer = (status, content_type, payload)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                code, kind, data = answer
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        super().__init__(daemon=True)
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+
+    def run(self) -> None:
+        self.server.handle_request()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+@pytest.mark.parametrize(
+    ("stream", "payload", "message"),
+    [
+        (False, b'{"object": "response", "output": [{"type": "function_call"}]}', "KeyError"),
+        (False, b'{"object": "response", "output": [3]}', "AttributeError"),
+        (False, b'{"object": "chat.completion"}', "not a response object"),
+        (False, b'{"object": "response", "status": "failed"}', "did not complete"),
+        (False, b"{", "could not be read"),
+        (True, b'data: {"type": "response.created"}\n\n', "ended before response.completed"),
+        (True, b'data: {"type": "error", "message": "boom"}\n\n', "carried an error: boom"),
+        (True, b"data: [3]\n\n", "AttributeError"),
+    ],
+)
+def test_the_wire_client_names_an_answer_that_is_not_a_response(
+    stream: bool, payload: bytes, message: str
+) -> None:
+    fake = _FakeModel(200, "text/event-stream" if stream else "application/json", payload)
+    fake.start()
+    client = WireClient("openai-responses", fake.base_url, stream=stream)
+    try:
+        with pytest.raises(RunError, match=re.escape(message)):
+            client.complete(ModelRequest((Message("user", "hi"),)))
+    finally:
+        fake.join(timeout=30)
+        fake.server.server_close()

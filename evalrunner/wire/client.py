@@ -82,8 +82,15 @@ class WireClient:
                 return _anthropic_answer(answer)
         except urllib.error.HTTPError as exc:
             raise RunError(f"the model endpoint answered {exc.code}: {_error_text(exc)}") from None
-        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:
             raise RunError(f"the model endpoint could not be read: {exc}") from None
+        except (KeyError, TypeError, AttributeError) as exc:
+            # JSON, but not this API's shape (a field missing, or of another type): a run
+            # error naming the API, not a traceback out of the agent.
+            raise RunError(
+                f"the model endpoint's answer is not a well-formed {self.api} response "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
 
 
 def _error_text(exc: urllib.error.HTTPError) -> str:
