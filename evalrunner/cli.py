@@ -955,8 +955,8 @@ def mutate(
         list[str] | None,
         typer.Option(
             "--path",
-            help="Agent path to run the mutants on: in-process, openai or anthropic "
-            "(repeatable; default: all three).",
+            help="Agent path to run the mutants on: in-process, openai, openai-responses or "
+            "anthropic (repeatable; default: all four).",
         ),
     ] = None,
     stream: Annotated[
@@ -1255,14 +1255,15 @@ def serve(
         source = printable_path(case.source)
         typer.echo(f"serving {case.name!r} from {source} on {endpoint.base_url}")
         typer.echo(f"  OpenAI chat completions: POST {endpoint.openai_base_url}/chat/completions")
+        typer.echo(f"  OpenAI Responses:        POST {endpoint.openai_base_url}/responses")
         typer.echo(f"  Anthropic messages:      POST {endpoint.base_url}/v1/messages")
         typer.echo("environment for the agent:")
         for key, value in endpoint.agent_environment().items():
             typer.echo(f"  export {key}={value}")
         if case.expects.all_tools_succeeded is not None:
             typer.echo(
-                "note: this case asserts all_tools_succeeded, which an agent on the OpenAI wire "
-                "cannot report; `run` refuses that, serve grades nothing and serves it",
+                "note: this case asserts all_tools_succeeded, which an agent on either OpenAI "
+                "wire cannot report; `run` refuses that, serve grades nothing and serves it",
                 err=True,
             )
         typer.echo("stops once the script is consumed, at a run error, or on Ctrl-C", err=True)

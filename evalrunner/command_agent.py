@@ -1,11 +1,11 @@
 """An agent in any language, run as a command, replayed over HTTP (``[eval] agent_command``).
 
 Per case, the runner starts a :class:`~evalrunner.wire.endpoint.ReplayEndpoint` serving the case's
-script in the OpenAI and Anthropic wire formats, then launches the command with these in its
-environment:
+script in the OpenAI (chat completions and Responses) and Anthropic wire formats, then launches
+the command with these in its environment:
 
-* ``OPENAI_BASE_URL`` (``http://127.0.0.1:PORT/v1``) and ``ANTHROPIC_BASE_URL``
-  (``http://127.0.0.1:PORT``), which the official SDKs read;
+* ``OPENAI_BASE_URL`` (``http://127.0.0.1:PORT/v1``, under which both OpenAI APIs are served)
+  and ``ANTHROPIC_BASE_URL`` (``http://127.0.0.1:PORT``), which the official SDKs read;
 * ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` set to a dummy value (nothing checks them);
 * ``EVALRUNNER_WORKSPACE``, the case's private directory; ``NO_PROXY`` covering loopback.
 

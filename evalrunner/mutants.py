@@ -3,10 +3,11 @@
 Each :class:`Mutant` is the reference agent with exactly one promise broken (a result dropped,
 a call dispatched twice, an earlier turn forgotten, ...). ``evalrunner mutate`` runs a suite
 against every mutant on every agent path: in-process (a Python factory), and as a command
-agent over the OpenAI and the Anthropic wire (this module is also that command:
-``python -m evalrunner.mutants --wire openai|anthropic [--stream] MUTANT``). A mutant is
-*killed* by a case that fails or errors against it; a suite that lets one survive does not
-check the promise it breaks.
+agent over each wire: OpenAI chat completions, the OpenAI Responses API and Anthropic messages
+(this module is also that command:
+``python -m evalrunner.mutants --wire openai|openai-responses|anthropic [--stream] MUTANT``).
+A mutant is *killed* by a case that fails or errors against it; a suite that lets one survive
+does not check the promise it breaks.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from evalrunner.provider import ModelProvider
 from evalrunner.tools import Tool, builtin_tools
 
 IN_PROCESS = "in-process"
-PATHS = (IN_PROCESS, "openai", "anthropic")
+WIRE_PATHS = ("openai", "openai-responses", "anthropic")
+"""The command-agent paths, one per wire (:data:`evalrunner.wire.common.WIRES`, not imported
+here: the in-process path needs no HTTP)."""
+PATHS = (IN_PROCESS, *WIRE_PATHS)
 """Every agent path a mutant runs on."""
 
 
@@ -346,10 +350,9 @@ def _serve_command(
     it: a fresh mutant per case, in one process for the whole run."""
     from evalrunner.wire.client import WireClient  # only the command needs HTTP
 
-    if wire == "openai":
-        client = WireClient("openai", os.environ["OPENAI_BASE_URL"], stream=stream)
-    else:
-        client = WireClient("anthropic", os.environ["ANTHROPIC_BASE_URL"], stream=stream)
+    # Both OpenAI APIs are served under the same base URL, as the openai SDK expects.
+    base = os.environ["ANTHROPIC_BASE_URL" if wire == "anthropic" else "OPENAI_BASE_URL"]
+    client = WireClient(wire, base, stream=stream)
     offered = os.environ.get("EVALRUNNER_PROTOCOLS", "").split(",")
     if "2" not in offered:
         return _serve_one_case(chosen, client, tools)
@@ -455,9 +458,10 @@ def _reported(record: ToolCallRecord) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m evalrunner.mutants --wire openai|anthropic [--stream] MUTANT``."""
+    """``python -m evalrunner.mutants --wire openai|openai-responses|anthropic [--stream]
+    MUTANT``."""
     parser = argparse.ArgumentParser(prog="python -m evalrunner.mutants")
-    parser.add_argument("--wire", choices=("openai", "anthropic"), required=True)
+    parser.add_argument("--wire", choices=WIRE_PATHS, required=True)
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--tool", action="append", default=[], help="package.module:name")
     parser.add_argument("--tools-from", default=".", help="where --tool modules are imported from")

@@ -168,18 +168,22 @@ def render_mutation(report: MutationReport) -> str:
         )
     names = [m.name for m in MUTANTS]
     width = max(len(n) for n in names) + 2
-    lines.append(("mutant".ljust(width) + "".join(p.ljust(14) for p in report.paths)).rstrip())
+    # A column fits its path's name (openai-responses is longer than a cell's text).
+    columns = {path: max(14, len(path) + 2) for path in report.paths}
+    header = "".join(path.ljust(columns[path]) for path in report.paths)
+    lines.append(("mutant".ljust(width) + header).rstrip())
     by_key = {(o.mutant, o.path): o for o in report.outcomes}
     for name in names:
         cells = []
         for path in report.paths:
             outcome = by_key.get((name, path))
             if outcome is None:
-                cells.append("n/a".ljust(14))
+                cell = "n/a"
             elif outcome.survived:
-                cells.append("SURVIVED".ljust(14))
+                cell = "SURVIVED"
             else:
-                cells.append(f"killed ({len(outcome.killed_by)})".ljust(14))
+                cell = f"killed ({len(outcome.killed_by)})"
+            cells.append(cell.ljust(columns[path]))
         lines.append(name.ljust(width) + "".join(cells).rstrip())
     for outcome in report.survivors:
         lines.append(

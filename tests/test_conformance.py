@@ -1,9 +1,10 @@
 """A green verdict must mean the agent works: deliberately broken agents, on every path, each
 caught with a message that names the broken promise (issue 8).
 
-Paths: Python factories (in-process), and command agents over the OpenAI and the Anthropic
-wire, streaming and not. The catalogue of mutants (``evalrunner mutate``) is run against the
-gated suite on every path and must be killed whole.
+Paths: Python factories (in-process), and command agents over each wire (OpenAI chat
+completions, the OpenAI Responses API, Anthropic messages), streaming and not. The catalogue
+of mutants (``evalrunner mutate``) is run against the gated suite on every path and must be
+killed whole.
 """
 
 from __future__ import annotations
@@ -384,7 +385,7 @@ def run_command(wire: str, mode: str, case: str = ECHO) -> CaseReport:
     return evaluate_case(CASES[case], agent_factory=factory, case_timeout=60)
 
 
-WIRES = ("openai", "anthropic")
+WIRES = ("openai", "openai-responses", "anthropic")
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -436,8 +437,11 @@ def test_a_lie_about_success_is_caught_by_the_anthropic_error_flag() -> None:
     assert "as a success, but fed its result back with is_error=true" in report.error
 
 
-def test_a_lie_about_success_fails_the_check_on_the_openai_wire() -> None:
-    report = run_command("openai", "lie-success", FAILING_CALL)
+@pytest.mark.parametrize("wire", ["openai", "openai-responses"])
+def test_a_lie_about_success_fails_the_check_on_the_openai_wires(wire: str) -> None:
+    # Neither OpenAI API has an error flag to catch the lie with, so the reported success is
+    # what is graded: the lie makes all_tools_succeeded(false) fail, never pass.
+    report = run_command(wire, "lie-success", FAILING_CALL)
     assert report.error is None and not report.passed
     assert any(g.check == "all_tools_succeeded(false)" and not g.passed for g in report.grades)
 
@@ -612,10 +616,26 @@ def test_the_gated_suite_kills_every_mutant_on_every_path() -> None:
 
 
 def test_streamed_wires_kill_every_mutant_too() -> None:
-    report = run_mutants(
-        list(CASES.values()), paths=("openai", "anthropic"), stream=True, first_kill=True
-    )
+    report = run_mutants(list(CASES.values()), paths=WIRES, stream=True, first_kill=True)
     assert report.survivors == ()
+
+
+def test_the_mutant_table_keeps_its_columns_apart_for_every_path_name() -> None:
+    from evalrunner.mutation import MutantOutcome, MutationReport, render_mutation
+
+    outcomes = tuple(
+        MutantOutcome(m.name, path, () if path == "anthropic" else ("echo-token-roundtrip",))
+        for m in MUTANTS
+        for path in PATHS
+    )
+    table = render_mutation(MutationReport(("echo-token-roundtrip",), PATHS, outcomes))
+    header, first = table.splitlines()[:2]
+    for path in PATHS:
+        assert f" {path} " in header + " "  # never run into its neighbour
+    # Each row's cells start where their column's name does.
+    starts = [header.index(path) for path in PATHS]
+    assert [first[i - 1] for i in starts] == [" "] * len(PATHS)
+    assert [first[i] for i in starts] == ["k", "k", "k", "S"]
 
 
 def test_mutate_exits_1_and_names_a_survivor_with_a_hint(tmp_path: Path) -> None:

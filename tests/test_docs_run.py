@@ -28,9 +28,13 @@ EXPECTED: dict[str, tuple[int, str] | str] = {
         0,
         "18/18 cases passed",
     ),
+    (
+        "evalrunner run --agent-command "
+        '"python examples/sdk-agents/openai_responses_agent.py --previous-response"'
+    ): (0, "18/18 cases passed"),
     "evalrunner schema export evals/schemas": (0, "yaml-language-server: $schema="),
-    "evalrunner mutate": (0, "54/54 mutant runs killed"),
-    "evalrunner mutate --first-kill": (0, "54/54 mutant runs killed"),
+    "evalrunner mutate": (0, "73/73 mutant runs killed"),
+    "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
     "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),
 }
 

@@ -1,7 +1,8 @@
 """The replay endpoint against the official ``openai`` and ``anthropic`` SDKs (test extras):
-each test is a small agent written with an SDK, driving a tool loop over two turns, and the
-conversation monitor behind the endpoint must record exactly the tool calls a reference run
-records, as far as each wire shows them (success only where it has is_error)."""
+each test is a small agent written with an SDK (chat completions, the Responses API, Anthropic
+messages), driving a tool loop over two turns, and the conversation monitor behind the
+endpoint must record exactly the tool calls a reference run records, as far as each wire shows
+them (success only where it has is_error)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from openai.types.responses import Response
 
 from evalrunner.agent import AgentContext
 from evalrunner.conformance import ConversationMonitor, Dispatch
@@ -290,6 +292,129 @@ def test_openai_sdk_without_reports_gives_no_evidence_of_success(expected: bool)
     # Every call did succeed, but nothing the agent sent says so: the check fails either way.
     assert not succeeded.passed
     assert succeeded.detail == NO_EVIDENCE["success"]
+
+
+# --- an agent on the openai SDK's Responses API ----------------------------------------------
+
+RESPONSES_TOOLS: Any = [
+    {"type": "function", "name": "echo", "description": ECHO.description, "parameters": SCHEMA}
+]
+
+
+class ResponsesAgent:
+    """A tool loop on ``client.responses``: the conversation kept as input items (the SDK's
+    output items fed back as they came), or, with ``previous``, only the new items sent along
+    with the id of the response they continue."""
+
+    def __init__(self, how: str, *, previous: bool = False) -> None:
+        self.how = how
+        self.previous = previous
+        self.items: list[Any] = []
+        self.last_id: str | None = None
+
+    def __call__(self, endpoint: ReplayEndpoint, conversation: list[str]) -> list[str]:
+        client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="dummy", max_retries=0)
+        with client:
+            new: list[Any] = [{"role": "user", "content": conversation[-1]}]
+            while True:
+                response = self._create(client, new)
+                self.items += new
+                output = [item.model_dump(exclude_none=True) for item in response.output]
+                self.items += output
+                self.last_id = response.id
+                calls = [item for item in response.output if item.type == "function_call"]
+                if not calls:
+                    return [response.output_text]
+                new = [
+                    {
+                        "type": "function_call_output",
+                        "call_id": call.call_id,
+                        "output": run_tool(call.name, json.loads(call.arguments)),
+                    }
+                    for call in calls
+                ]
+
+    def _create(self, client: openai.OpenAI, new: list[Any]) -> Response:
+        request: dict[str, Any] = {
+            "model": "gpt-test",
+            "instructions": "You echo.",
+            "tools": RESPONSES_TOOLS,
+        }
+        if self.previous and self.last_id is not None:
+            request.update(input=new, previous_response_id=self.last_id)
+        else:
+            request["input"] = self.items + new
+        if self.how == "plain":
+            return client.responses.create(**request)
+        if self.how == "helper":
+            with client.responses.stream(**request) as stream:
+                return stream.get_final_response()
+        final: Response | None = None
+        text, arguments = "", ""
+        numbers: list[int] = []
+        for event in client.responses.create(**request, stream=True):
+            numbers.append(event.sequence_number)
+            if event.type == "response.output_text.delta":
+                text += event.delta
+            elif event.type == "response.function_call_arguments.delta":
+                arguments += event.delta
+            elif event.type == "response.completed":
+                final = event.response
+        assert numbers == list(range(len(numbers)))
+        assert final is not None and final.status == "completed"
+        assert text == final.output_text
+        joined = "".join(i.arguments for i in final.output if i.type == "function_call")
+        assert arguments == joined
+        return final
+
+
+@pytest.mark.parametrize("previous", [False, True], ids=["full-history", "previous-response-id"])
+@pytest.mark.parametrize("how", ["plain", "events", "helper"])
+def test_openai_sdk_responses_tool_loop(how: str, previous: bool) -> None:
+    endpoint, monitor, replies = replay(ResponsesAgent(how, previous=previous))
+    assert endpoint.error is None, endpoint.error
+    assert replies == ["Echoed alpha and beta.", "Echoed gamma."]
+    evidence = monitor.evidence()
+    assert seen(evidence.dispatches) == EXPECTED_SEEN
+    # No error flag on a function_call_output, and nothing reported: neither is known.
+    assert {(d.arguments, d.success) for d in evidence.dispatches} == {(None, None)}
+    assert endpoint.unresolved_calls() == []
+    assert {r.api for r in endpoint.requests} == {"openai-responses"}
+    assert {r.stream for r in endpoint.requests} == {how != "plain"}
+    assert {r.model for r in endpoint.requests} == {"gpt-test"}
+    # What the monitor checked is the whole conversation, however little the request carried.
+    last = endpoint.requests[-1].messages
+    assert last[0].content == "You echo."
+    assert [m.role for m in last[1:]] == [
+        "user", "assistant", "tool", "tool", "assistant", "user", "assistant", "tool"
+    ]
+
+
+def test_openai_sdk_responses_usage_and_ids() -> None:
+    with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
+        client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="d", max_retries=0)
+        with client:
+            response = client.responses.create(
+                model="m", input=SCRIPT[0].user_input, tools=RESPONSES_TOOLS
+            )
+    assert response.status == "completed"
+    assert [(i.call_id, i.name) for i in response.output if i.type == "function_call"] == [
+        ("call_a1", "echo"),
+        ("call_b2", "echo"),
+    ]
+    assert response.usage is not None
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (20, 9, 29)
+
+
+def test_openai_sdk_responses_without_reports_gives_no_evidence_of_success() -> None:
+    expects = Expectations(exact_tool_calls=3, all_tools_succeeded=True)
+    record, (counted, succeeded) = graded_over_the_wire(ResponsesAgent("plain"), expects)
+    assert record.unobserved == ("arguments", "success")
+    assert counted.passed
+    assert not succeeded.passed
+    assert succeeded.detail == NO_EVIDENCE["success"]
+    assert "Responses" in NO_EVIDENCE["success"]
 
 
 # --- an agent on the anthropic SDK -------------------------------------------------------------

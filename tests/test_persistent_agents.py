@@ -86,7 +86,7 @@ expects:
 """,
 }
 
-WIRES = ("openai", "anthropic")
+WIRES = ("openai", "openai-responses", "anthropic")
 WIRES_AND_STREAMING = [(wire, stream) for stream in (False, True) for wire in WIRES]
 
 
@@ -173,7 +173,7 @@ def test_the_factory_pickles_as_its_command() -> None:
     assert copy.argv == factory.argv and copy.cwd == factory.cwd and copy is not factory
 
 
-# --- the four promised failures, on both wires, streaming and not ---------------------------
+# --- the four promised failures, on every wire, streaming and not --------------------------
 
 
 @pytest.mark.parametrize(("wire", "stream"), WIRES_AND_STREAMING)

@@ -60,7 +60,7 @@ def _cases(tmp_path: Path, *, objects_only: bool) -> list[Case]:
         assert isinstance(data, dict)
         if objects_only and not _object_arguments_only(data):
             continue
-        # The chat completions wire cannot carry this flag, and the runner refuses such cases
+        # The OpenAI wires cannot carry this flag, and the runner refuses such cases
         # there; what the agent reports does not depend on it.
         data["expects"].pop("all_tools_succeeded", None)
         path = tmp_path / f"{number:03d}.json"
@@ -110,7 +110,9 @@ def _matches(reported: dict[str, Any], reference: ToolCallRecord) -> bool:
     ) == (reference.id, reference.name, reference.result, reference.success)
 
 
-@pytest.mark.parametrize("script", ["openai_agent.py", "anthropic_agent.py"])
+@pytest.mark.parametrize(
+    "script", ["openai_agent.py", "openai_responses_agent.py", "anthropic_agent.py"]
+)
 def test_reported_calls_are_the_reference_agents_dispatches(tmp_path: Path, script: str) -> None:
     cases = _cases(tmp_path, objects_only=script.startswith("anthropic"))
     references = [run_case(case).tool_calls for case in cases]

@@ -1,7 +1,8 @@
-"""Agents written with the official ``openai`` and ``anthropic`` SDKs, run as external
-commands (``agent_command``) against the replay endpoint, get the same verdict on every case
-as the reference agent (checks, details and errors alike), failing cases included; one run of
-each streams, one does not.
+"""Agents written with the official ``openai`` SDK (chat completions, and the Responses API
+with and without ``previous_response_id``) and ``anthropic`` SDK, run as external commands
+(``agent_command``) against the replay endpoint, get the same verdict on every case as the
+reference agent (checks, details and errors alike), failing cases included; one run of each
+streams, one does not.
 
 The suite is the whole gated regression suite, unchanged, plus cases that must fail and a
 case that must error. The agents report their dispatches in the reply line, so every check
@@ -147,16 +148,31 @@ def reference(wire_suite: Path) -> SuiteReport:
     [
         ("openai_agent.py", ()),
         ("openai_agent.py", ("--stream",)),
+        ("openai_responses_agent.py", ()),
+        ("openai_responses_agent.py", ("--stream",)),
+        ("openai_responses_agent.py", ("--previous-response",)),
+        ("openai_responses_agent.py", ("--stream", "--previous-response")),
         ("anthropic_agent.py", ()),
         ("anthropic_agent.py", ("--stream",)),
     ],
-    ids=["openai", "openai-stream", "anthropic", "anthropic-stream"],
+    ids=[
+        "openai",
+        "openai-stream",
+        "responses",
+        "responses-stream",
+        "responses-previous",
+        "responses-previous-stream",
+        "anthropic",
+        "anthropic-stream",
+    ],
 )
 def test_sdk_agent_verdicts_equal_the_reference_agents(
     wire_suite: Path, reference: SuiteReport, script: str, flags: tuple[str, ...]
 ) -> None:
     report = run_with(wire_suite, script, *flags)
-    api = "anthropic" if script.startswith("anthropic") else "openai"
+    api = {"anthropic_agent.py": "anthropic", "openai_responses_agent.py": "openai-responses"}.get(
+        script, "openai"
+    )
     got, expected = verdicts(report), verdicts(reference)
     if api == "anthropic":
         for name, error in ANTHROPIC_LIMITS.items():
@@ -186,7 +202,7 @@ def run_suite_requests(suite: Path, script: str, flags: tuple[str, ...]) -> list
     command = shlex.join([sys.executable, str(AGENTS / script), *flags])
     record = run_case(case, agent_factory=command_agent_factory(command, cwd=ROOT), timeout=60)
     assert record.requests
-    assert all(r.stream == bool(flags) for r in record.requests)
+    assert all(r.stream == ("--stream" in flags) for r in record.requests)
     return list(record.requests)
 
 

@@ -60,9 +60,9 @@ NO_EVIDENCE: dict[str, str] = {
         '"name", "arguments", "result", "success"}] (schemas/agent-command/reply.schema.json)'
     ),
     "success": (
-        "no evidence of whether each tool call succeeded: the OpenAI chat completions wire has "
-        'no error flag on a tool result, and this agent does not report "success" for its '
-        'dispatches. Report them in the reply line\'s "tool_calls" '
+        "no evidence of whether each tool call succeeded: the OpenAI wires (chat completions, "
+        "Responses) have no error flag on a tool result, and this agent does not report "
+        '"success" for its dispatches. Report them in the reply line\'s "tool_calls" '
         "(schemas/agent-command/reply.schema.json), or assert the failure text with "
         "tool_results_contain"
     ),

@@ -58,6 +58,7 @@ class AnthropicMessages:
 
     name = ANTHROPIC
     result_carrier = "a tool_result block with its tool_use_id"
+    continues_responses = False
 
     def read_request(self, body: JSONValue) -> WireRequest:
         """Read a messages request body."""

@@ -1,6 +1,7 @@
 """A model provider that talks to an OpenAI- or Anthropic-compatible endpoint over HTTP.
 
-The client side of :mod:`evalrunner.wire.openai_chat` and :mod:`evalrunner.wire.anthropic`: it
+The client side of :mod:`evalrunner.wire.openai_chat`, :mod:`evalrunner.wire.openai_responses`
+and :mod:`evalrunner.wire.anthropic`: it
 writes a neutral :class:`~evalrunner.model.ModelRequest` as a request body and reads the
 answer (a JSON body, or a server-sent event stream) back into a
 :class:`~evalrunner.model.ModelResponse`. Standard library only, so that an agent command built
@@ -23,16 +24,23 @@ from evalrunner.model import (
     ToolCall,
     ToolCallsResponse,
 )
+from evalrunner.wire import openai_responses
+from evalrunner.wire.common import ANTHROPIC, OPENAI, OPENAI_RESPONSES, WIRES
 
 TIMEOUT_SECS = 60.0
 
 
 class WireClient:
-    """A :class:`~evalrunner.provider.ModelProvider` over HTTP (``api``: openai or anthropic)."""
+    """A :class:`~evalrunner.provider.ModelProvider` over HTTP.
+
+    ``api`` is one of :data:`~evalrunner.wire.common.WIRES`; ``base_url`` is what the
+    API's SDK takes (``.../v1`` for both OpenAI APIs, the host root for Anthropic). The whole
+    conversation is sent with every request (on the Responses API with ``store`` false).
+    """
 
     def __init__(self, api: str, base_url: str, *, stream: bool = False, model: str = "m") -> None:
-        if api not in ("openai", "anthropic"):
-            raise ValueError(f"unknown api {api!r}: openai or anthropic")
+        if api not in WIRES:
+            raise ValueError(f"unknown api {api!r}: one of {', '.join(WIRES)}")
         self.api = api
         self.base_url = base_url.rstrip("/")
         self.stream = stream
@@ -40,8 +48,12 @@ class WireClient:
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request``; an error status becomes a :class:`RunError` with its message."""
-        if self.api == "openai":
-            url, body, headers = self.base_url + "/chat/completions", _openai_body(request), {}
+        headers: dict[str, str] = {}
+        if self.api == OPENAI:
+            url, body = self.base_url + "/chat/completions", _openai_body(request)
+        elif self.api == OPENAI_RESPONSES:
+            url = self.base_url + "/responses"
+            body = openai_responses.request_body(request, model=self.model, stream=self.stream)
         else:
             url, body = self.base_url + "/v1/messages", _anthropic_body(request)
             headers = {"anthropic-version": "2023-06-01"}
@@ -56,15 +68,29 @@ class WireClient:
             with urllib.request.urlopen(http, timeout=TIMEOUT_SECS) as reply:
                 if self.stream:
                     events = _sse(reply)
-                    if self.api == "openai":
+                    if self.api == OPENAI:
                         return _openai_stream(events)
+                    if self.api == OPENAI_RESPONSES:
+                        return openai_responses.read_stream(events)
                     return _anthropic_stream(events)
                 answer = json.load(reply)
+                if self.api == OPENAI:
+                    return _openai_answer(answer)
+                if self.api == OPENAI_RESPONSES:
+                    return openai_responses.read_response(answer)
+                assert self.api == ANTHROPIC
+                return _anthropic_answer(answer)
         except urllib.error.HTTPError as exc:
             raise RunError(f"the model endpoint answered {exc.code}: {_error_text(exc)}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise RunError(f"the model endpoint could not be read: {exc}") from None
-        return _openai_answer(answer) if self.api == "openai" else _anthropic_answer(answer)
+        except (KeyError, TypeError, AttributeError) as exc:
+            # JSON, but not this API's shape (a field missing, or of another type): a run
+            # error naming the API, not a traceback out of the agent.
+            raise RunError(
+                f"the model endpoint's answer is not a well-formed {self.api} response "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
 
 
 def _error_text(exc: urllib.error.HTTPError) -> str:

@@ -1,7 +1,8 @@
 """What the replay endpoint needs from a model API's wire format, whichever API it is.
 
-The endpoint (:mod:`evalrunner.wire.endpoint`) speaks OpenAI chat completions and Anthropic
-messages; each is one :class:`WireAPI` (:mod:`evalrunner.wire.openai_chat`,
+The endpoint (:mod:`evalrunner.wire.endpoint`) speaks OpenAI chat completions, the OpenAI
+Responses API and Anthropic messages; each is one :class:`WireAPI`
+(:mod:`evalrunner.wire.openai_chat`, :mod:`evalrunner.wire.openai_responses`,
 :mod:`evalrunner.wire.anthropic`). A wire API reads a request body into the neutral
 :class:`~evalrunner.model.ModelRequest` plus what the endpoint acts on (the tool results the
 request carries, whether it opens a turn), and writes a scripted response back as one JSON body
@@ -23,13 +24,16 @@ an agent's stream assembly is exercised the way a real model's stream exercises 
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
+OPENAI_RESPONSES = "openai-responses"
+WIRES = (OPENAI, OPENAI_RESPONSES, ANTHROPIC)
+"""Every wire's name (:attr:`WireAPI.name`, :attr:`~evalrunner.model.ModelRequest.api`)."""
 
 
 @dataclass(frozen=True)
 class ToolResult:
     """A tool call's result as an agent sends it back to the model.
 
-    ``is_error`` is the API's failure flag; ``None`` where the API has none (OpenAI).
+    ``is_error`` is the API's failure flag; ``None`` where the API has none (both OpenAI APIs).
     """
 
     call_id: str
@@ -44,12 +48,19 @@ class WireRequest:
     ``user_text`` is the text of the request's last message when that message is a new user
     message (not tool results): such a request opens a turn. ``stream_usage`` says whether a
     stream should end with token usage (OpenAI sends it only when asked).
+
+    ``previous_response_id`` names a served response whose conversation the request continues
+    (the Responses API): ``request.messages`` then hold only what the request itself carries,
+    and the endpoint puts that conversation before them. ``store`` false asks that this
+    response not be kept for such a continuation.
     """
 
     request: ModelRequest
     tool_results: tuple[ToolResult, ...] = ()
     user_text: str | None = None
     stream_usage: bool = True
+    previous_response_id: str | None = None
+    store: bool = True
 
 
 class WireRequestError(Exception):
@@ -61,12 +72,19 @@ class WireAPI(Protocol):
 
     @property
     def name(self) -> str:
-        """``"openai"`` or ``"anthropic"``: the value of :attr:`ModelRequest.api`."""
+        """One of :data:`WIRES`: the value of :attr:`ModelRequest.api`."""
         ...
 
     @property
     def result_carrier(self) -> str:
         """How this API carries a tool result, as said in error messages."""
+        ...
+
+    @property
+    def continues_responses(self) -> bool:
+        """Whether a request may continue a served response by its id instead of carrying
+        the history (``previous_response_id``): the endpoint then keeps each response's
+        conversation for the case."""
         ...
 
     def read_request(self, body: JSONValue) -> WireRequest:

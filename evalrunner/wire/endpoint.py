@@ -1,13 +1,21 @@
 """The replay endpoint: a case's script served over HTTP, so agents in any language can be replayed.
 
 A loopback server (127.0.0.1 only, a free port by default) that speaks OpenAI chat completions
-(``POST /v1/chat/completions``) and Anthropic messages (``POST /v1/messages``), streaming or
-not. It only translates: each request is decoded into a neutral
-:class:`~evalrunner.model.ModelRequest` and handed to the case's
+(``POST /v1/chat/completions``), the OpenAI Responses API (``POST /v1/responses``) and
+Anthropic messages (``POST /v1/messages``), streaming or not. It only translates: each request
+is decoded into a neutral :class:`~evalrunner.model.ModelRequest` and handed to the case's
 :class:`~evalrunner.conformance.ConversationMonitor`, which checks it against the script and
 the run so far and answers it from the script (the same per-turn queues, run errors, ids and
 argument text as in-process). The monitor keeps every request and the evidence: results fed
-back, with Anthropic's ``is_error`` as their failure flag (the OpenAI wire has none).
+back, with Anthropic's ``is_error`` as their failure flag (the OpenAI wires have none).
+
+The one state the endpoint keeps itself is what the Responses API keeps server-side: the
+conversation of each response it served in the current case, so that a request naming one in
+``previous_response_id`` is read as that conversation followed by its own input (and the
+monitor checks the whole). Response ids are numbered over the endpoint's life, so an id from
+a finished case (a persistent agent's) never names a response of the current one; such an id,
+an id never served, or one served with ``store: false`` is refused (400) with what to send
+instead.
 
 A run error (script exhausted or left over, a conformance violation, a request the endpoint
 cannot read, ...) is kept by the monitor (the first one) and answered with the API's error
@@ -26,7 +34,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import Message as HeaderFields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -36,6 +44,7 @@ from urllib.parse import urlsplit
 from evalrunner.conformance import ConversationMonitor
 from evalrunner.model import (
     JSONValue,
+    Message,
     ModelRequest,
     ModelResponse,
     RunError,
@@ -43,8 +52,9 @@ from evalrunner.model import (
     ToolCall,
 )
 from evalrunner.wire.anthropic import AnthropicMessages
-from evalrunner.wire.common import WireAPI, WireRequestError, wire_json
+from evalrunner.wire.common import WireAPI, WireRequest, WireRequestError, wire_json
 from evalrunner.wire.openai_chat import OpenAIChat
+from evalrunner.wire.openai_responses import OpenAIResponses
 
 LOOPBACK: Final = "127.0.0.1"
 """The only address the endpoint binds to: a replayed agent runs on the same machine."""
@@ -69,6 +79,7 @@ NO_CASE: Final = (
 
 ROUTES: Final[dict[str, WireAPI]] = {
     "/v1/chat/completions": OpenAIChat(),
+    "/v1/responses": OpenAIResponses(),
     "/v1/messages": AnthropicMessages(),
 }
 """Request path → the API spoken there."""
@@ -135,6 +146,10 @@ class ReplayEndpoint:
         self._on_exchange = on_exchange
         self._lock = threading.Lock()  # one model request at a time: the script is a sequence
         self._turn = -1  # the turn begun by inference; -1 before the first
+        self._served = 0  # responses served over the endpoint's life: numbers response ids
+        # Responses API state, for the case attached: response id -> its conversation (None
+        # for a response served with store false, which cannot be continued).
+        self._conversations: dict[str, tuple[Message, ...] | None] = {}
         self._server: _LoopbackServer | None = None
         self._thread: threading.Thread | None = None
         self._wake: socket.socket | None = None
@@ -226,6 +241,7 @@ class ReplayEndpoint:
         while no case was attached (see :meth:`detach`) was refused, and forgets them."""
         with self._lock:
             self._monitor = monitor
+            self._conversations = {}  # a new case continues none of the last one's responses
             strays, self._strays = tuple(self._strays), []
             return strays
 
@@ -235,6 +251,7 @@ class ReplayEndpoint:
         kept (see :meth:`attach`), the address staying the same for the next case."""
         with self._lock:
             self._monitor = None
+            self._conversations = {}
 
     # --- what the runner reads ---------------------------------------------------------------
 
@@ -290,17 +307,24 @@ class ReplayEndpoint:
         except RecursionError:
             return self._fail(wire, 400, f"not a valid {wire.name} request: nested too deeply")
         stream = incoming.request.stream
+        request = self._continued(incoming)
+        if isinstance(request, str):
+            return self._fail(wire, 400, f"not a valid {wire.name} request: {request}")
         monitor = self._monitor
         assert monitor is not None  # checked by _answer, under the same lock
         try:
             if self._infer_turns and incoming.user_text is not None:
                 self._next_turn(monitor)
-            response = monitor.complete(incoming.request, unservable=wire.unservable)
+            response = monitor.complete(request, unservable=wire.unservable)
         except RunError as exc:
             return self._fail(wire, 500, str(exc), stream=stream)
-        served = monitor.responses_served
-        response_id = wire.response_id(served)
-        model = incoming.request.model or DEFAULT_MODEL
+        self._served += 1
+        response_id = wire.response_id(self._served)
+        if wire.continues_responses:
+            self._conversations[response_id] = (
+                _conversation_after(request, response) if incoming.store else None
+            )
+        model = request.model or DEFAULT_MODEL
         if stream:
             events = wire.stream_events(
                 response, response_id=response_id, model=model, usage=incoming.stream_usage
@@ -308,6 +332,42 @@ class ReplayEndpoint:
             return _Reply(200, _summary(response), events=tuple(events), stream=True)
         body = wire.response_body(response, response_id=response_id, model=model)
         return _Reply(200, _summary(response), body=body)
+
+    def _continued(self, incoming: WireRequest) -> ModelRequest | str:
+        """The request with the conversation of the response it continues put before its
+        own messages (after its system prompt, which is never carried over); or why the
+        response it names cannot be continued."""
+        request = incoming.request
+        previous = incoming.previous_response_id
+        if previous is None:
+            return request
+        if previous not in self._conversations:
+            served = list(self._conversations)  # in the order served
+            known = (
+                "it has served none yet in this case"
+                if not served
+                else "it has served " + ", ".join(json.dumps(i) for i in served[-5:])
+                + (" (latest ones)" if len(served) > 5 else "")
+            )
+            return (
+                f"previous_response_id {json.dumps(previous[:80])} names no response the replay "
+                f"endpoint served in this case ({known}); continue one of this case's "
+                "responses, or send the whole conversation in input without "
+                "previous_response_id"
+            )
+        history = self._conversations[previous]
+        if history is None:
+            return (
+                f"previous_response_id {json.dumps(previous)} names a response requested with "
+                "store: false, which is not kept (the real API would not find it either); "
+                "leave store out (or true) to continue it, or send the whole conversation in "
+                "input"
+            )
+        own = request.messages
+        lead = 0
+        while lead < len(own) and own[lead].role == "system":
+            lead += 1
+        return replace(request, messages=own[:lead] + history + own[lead:])
 
     def _next_turn(self, monitor: ConversationMonitor) -> None:
         if self._turn >= 0:
@@ -332,9 +392,10 @@ class ReplayEndpoint:
         return _Reply(status, message, body=wire.error_body(status, message), stream=stream)
 
     def _unknown_path(self, method: str, path: str, wire: WireAPI) -> _Reply:
-        served = " and ".join(f"POST {route}" for route in ROUTES)
+        routes = [f"POST {route}" for route in ROUTES]
+        served = ", ".join(routes[:-1]) + " and " + routes[-1]
         message = f"{method} {path} is not served by the replay endpoint (it serves {served})"
-        if path.rstrip("/") == "/chat/completions":
+        if path.rstrip("/") in ("/chat/completions", "/responses"):
             message += "; OPENAI_BASE_URL must end in /v1"
         if method != "POST":
             return self._refuse(wire, 404, message)
@@ -378,6 +439,16 @@ _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
 def _truncated(received: int, expected: int | None) -> _Unread:
     of = f" of {expected}" if expected is not None else ""
     return _Unread(400, f"the request body ended after {received}{of} bytes", sticky=False)
+
+
+def _conversation_after(request: ModelRequest, response: ModelResponse) -> tuple[Message, ...]:
+    """The conversation a served response ends: the request's (system prompts left out, as
+    the Responses API does not carry instructions over) and the response's output."""
+    if isinstance(response, TextResponse):
+        answer = Message("assistant", response.content)
+    else:
+        answer = Message("assistant", "", tool_calls=response.tool_calls)
+    return (*(m for m in request.messages if m.role != "system"), answer)
 
 
 def _summary(response: ModelResponse) -> str:

@@ -53,6 +53,7 @@ class OpenAIChat:
 
     name = OPENAI
     result_carrier = 'a "tool" message with its tool_call_id'
+    continues_responses = False
 
     def read_request(self, body: JSONValue) -> WireRequest:
         """Read a chat completions request body."""

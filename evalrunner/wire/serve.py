@@ -121,5 +121,5 @@ def outcome_lines(outcome: ServeOutcome) -> list[str]:
 
 def _flag(success: bool | None) -> str:
     if success is None:
-        return ""  # the OpenAI wire has no error flag
+        return ""  # neither OpenAI wire has an error flag
     return " (ok)" if success else " (failed)"

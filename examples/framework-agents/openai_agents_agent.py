@@ -1,8 +1,11 @@
-"""The echo agent on the OpenAI Agents SDK (``openai-agents``), forced onto Chat Completions,
-run by evalrunner as an external command:
+"""The echo agent on the OpenAI Agents SDK (``openai-agents``), run by evalrunner as an external
+command:
 
     evalrunner run --agent-command \
-        "python examples/framework-agents/openai_agents_agent.py [--stream]"
+        "python examples/framework-agents/openai_agents_agent.py [--stream] [--chat-completions]"
+
+By default the SDK speaks its default API, the Responses API (``POST /v1/responses``);
+``--chat-completions`` forces it onto Chat Completions instead.
 
 The tool is the SDK's natural ``@function_tool`` (``message: str``, strict schema), so invalid
 arguments get the SDK's own error text. Unknown tools are returned to the model
@@ -32,7 +35,8 @@ from agents.items import ToolCallItem, ToolCallOutputItem
 from agents.tool_context import ToolContext
 
 install_request_log()
-set_default_openai_api("chat_completions")
+if "--chat-completions" in sys.argv[1:]:
+    set_default_openai_api("chat_completions")
 set_tracing_disabled(True)
 
 STREAM = "--stream" in sys.argv[1:]

@@ -1,6 +1,7 @@
 """Command agents that break one promise at the wire, for tests/test_conformance.py.
 
-Standard library only. A correct tool loop on the OpenAI or Anthropic wire (first argument),
+Standard library only. A correct tool loop on a wire (first argument: openai for chat
+completions, openai-responses for the Responses API, or anthropic),
 with echo as its tool and every dispatch reported in the reply line, broken by the mode named
 in the second argument:
 
@@ -34,10 +35,12 @@ WIRE, MODE = sys.argv[1], sys.argv[2]
 ECHO_SCHEMA = {"type": "object", "properties": {"message": {"type": "string"}}}
 OPENAI_TOOLS = [{"type": "function", "function": {"name": "echo", "parameters": ECHO_SCHEMA}}]
 ANTHROPIC_TOOLS = [{"name": "echo", "input_schema": ECHO_SCHEMA}]
+RESPONSES_TOOLS = [{"type": "function", "name": "echo", "parameters": ECHO_SCHEMA}]
 
 
 def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-    base = os.environ["OPENAI_BASE_URL"] if WIRE == "openai" else os.environ["ANTHROPIC_BASE_URL"]
+    openai = WIRE.startswith("openai")
+    base = os.environ["OPENAI_BASE_URL"] if openai else os.environ["ANTHROPIC_BASE_URL"]
     request = urllib.request.Request(
         base + path,
         data=json.dumps(body).encode(),
@@ -91,6 +94,36 @@ def turn_openai(messages: list[dict[str, Any]], user_input: str) -> tuple[str, l
             messages.append({"role": "tool", "tool_call_id": "call_invented", "content": "x"})
 
 
+def turn_responses(items: list[dict[str, Any]], user_input: str) -> tuple[str, list[Any]]:
+    items.append({"role": "user", "content": user_input})
+    reports: list[Any] = []
+    while True:
+        answer = post("/responses", {"model": "m", "input": items, "tools": RESPONSES_TOOLS})
+        items += answer["output"]
+        calls = [item for item in answer["output"] if item["type"] == "function_call"]
+        if not calls:
+            text = [
+                part["text"]
+                for item in answer["output"]
+                if item["type"] == "message"
+                for part in item["content"]
+            ]
+            return "".join(text), reports
+        for index, call in enumerate(calls):
+            name, arguments = call["name"], call["arguments"]
+            if MODE == "other-arguments":
+                arguments = json.dumps({"message": "something else"})
+            result, ok = run_call(name, arguments)
+            reports.append(report(call["call_id"], name, arguments, result, ok))
+            output = {"type": "function_call_output", "call_id": call["call_id"], "output": result}
+            items.append(output)
+            if index == 0 and MODE == "duplicate-result":
+                items.append(dict(output))
+        if MODE == "unknown-result":
+            invented = {"type": "function_call_output", "call_id": "call_invented", "output": "x"}
+            items.append(invented)
+
+
 def turn_anthropic(messages: list[dict[str, Any]], user_input: str) -> tuple[str, list[Any]]:
     messages.append({"role": "user", "content": user_input})
     reports: list[Any] = []
@@ -135,7 +168,7 @@ def report(call_id: str, name: str, arguments: str, result: str, ok: bool) -> di
 
 def main() -> int:
     messages: list[dict[str, Any]] = []
-    turn = turn_openai if WIRE == "openai" else turn_anthropic
+    turn = {"openai": turn_openai, "openai-responses": turn_responses}.get(WIRE, turn_anthropic)
     for line in sys.stdin:
         reply, reports = turn(messages, json.loads(line)["user_input"])
         print(json.dumps({"reply": reply, "tool_calls": reports}), flush=True)

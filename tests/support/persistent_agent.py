@@ -3,10 +3,10 @@ tests/test_persistent_agents.py.
 
     persistent_agent.py WIRE MODE [--stream]
 
-WIRE is openai or anthropic. The agent is evalrunner's reference loop over evalrunner's own
-wire client (standard library HTTP), reporting every dispatch. If ``PERSISTENT_AGENT_LOG``
-names a file, one line ``<pid> <parent pid>`` is appended to it per case started, so a test
-can tell how many processes served a suite and for which worker.
+WIRE is openai, openai-responses or anthropic. The agent is evalrunner's reference loop over
+evalrunner's own wire client (standard library HTTP), reporting every dispatch. If
+``PERSISTENT_AGENT_LOG`` names a file, one line ``<pid> <parent pid>`` is appended to it per
+case started, so a test can tell how many processes served a suite and for which worker.
 
 MODE:
 ok                        nothing broken
@@ -63,7 +63,7 @@ def emit(line: object) -> None:
 
 
 def client() -> WireClient:
-    base = os.environ["OPENAI_BASE_URL" if WIRE == "openai" else "ANTHROPIC_BASE_URL"]
+    base = os.environ["ANTHROPIC_BASE_URL" if WIRE == "anthropic" else "OPENAI_BASE_URL"]
     return WireClient(WIRE, base, stream=STREAM)
 
 
