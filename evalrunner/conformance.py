@@ -301,16 +301,15 @@ class ConversationMonitor:
                 + _TRIM_HINT
             )
         for index, want in enumerate(expected):
-            place = f"history message {start + index + 1}"
             if index >= len(body):
                 return (
-                    f"{place} should be {_describe(want)}, but the request ends before it: "
-                    "earlier messages were dropped or never added"
+                    f"history message {start + index + 1} should be {_describe(want)}, but "
+                    "the request ends before it: earlier messages were dropped or never added"
                     + ("" if self._trimmed else _TRIM_HINT)
                 )
             problem = _differs(want, body[index])
             if problem is not None:
-                return f"{place} {problem}"
+                return f"history message {start + index + 1} {problem}"
         tail = body[len(expected) :]
         if not self._pending:
             if tail:
@@ -524,6 +523,9 @@ _TRIM_HINT = (
 
 def _json_or_none(text: str) -> object:
     try:
+        if isinstance(text, str) and not text.startswith("\ufeff"):
+            return _STRICT_JSON.decode(text)
+        # What json.loads treats apart (a byte-order mark, bytes), as it treats it.
         return json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         return _NOT_JSON
@@ -531,6 +533,10 @@ def _json_or_none(text: str) -> object:
 
 def _no_constant(name: str) -> object:
     raise ValueError(name)
+
+
+# One decoder for every call: json.loads with an option builds a new one each time.
+_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _json_equal(left: object, right: object) -> bool:

@@ -89,7 +89,14 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
     if tool is None:
         return _record(call, f"Unknown tool: {call.name}", success=False)
     try:
-        arguments = json.loads(call.arguments, parse_constant=_reject_constant)
+        text = call.arguments
+        # json.loads itself for what it treats apart (bytes, a leading byte-order mark), so
+        # that every message stays its own.
+        arguments = (
+            _STRICT_JSON.decode(text)
+            if isinstance(text, str) and not text.startswith("\ufeff")
+            else json.loads(text, parse_constant=_reject_constant)
+        )
     except (json.JSONDecodeError, RecursionError) as exc:
         reason = getattr(exc, "msg", None) or "nesting too deep"
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
@@ -130,6 +137,10 @@ class _NotJSON(ValueError):
 
 def _reject_constant(name: str) -> NoReturn:
     raise _NotJSON(f"{name} is not valid JSON")
+
+
+# One decoder for every dispatch: json.loads with an option builds a new one each time.
+_STRICT_JSON = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _has_lone_surrogate(value: object) -> bool:
@@ -241,7 +252,7 @@ class RecordedTool:
         whether it raised."""
         snapshot = copy.deepcopy(arguments) if isinstance(arguments, dict) else arguments
         try:
-            text = json.dumps(snapshot, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            text = _COMPACT_JSON.encode(snapshot)
         except (TypeError, ValueError, RecursionError):
             text = repr(snapshot)
         received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
@@ -253,6 +264,9 @@ class RecordedTool:
             raise
         self._log.add(ToolInvocation(self._tool.name, received, text))
         return result
+
+
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def recorded_tools(tools: Mapping[str, Tool]) -> tuple[dict[str, Tool], InvocationLog]:
