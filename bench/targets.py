@@ -2,7 +2,8 @@
 
 - whole pipeline (load, admit, replay, grade), serial, in process, per format, on N generated
   one-tool-call cases with three checks (bench/jobs.py's case), admission cache off; beside
-  it the parse-only floor of the same files (json.loads, tomllib, libyaml's events);
+  it the parse-only floor of the same files (json.loads, tomllib, libyaml's events); then
+  ``run_suite`` per format serially and with ``jobs=2``, admission cache cold and warm;
 - admission of an unchanged YAML suite with the cache cold and then warm;
 - ``evalrunner --version`` and ``evalrunner run`` on the bundled suite, each a cold process
   (median of R), the run with its cache cleared first and then warm;
@@ -96,6 +97,25 @@ def pipeline(directory: Path, cache: AdmissionCache | None = None) -> tuple[floa
     return admitted - started, time.perf_counter() - admitted, passed
 
 
+def by_jobs_and_cache(suite: Path, cache_dir: Path, rounds: int, n: int) -> str:
+    """Cases per second of ``run_suite`` serially and with two jobs, admission cache cold
+    (emptied before the run) and warm (filled by the run before)."""
+    figures = []
+    for jobs in (1, 2):
+        for warm in (False, True):
+            best = float("inf")
+            for _ in range(rounds):
+                if not warm:
+                    shutil.rmtree(cache_dir, ignore_errors=True)
+                else:
+                    run_suite(suite, jobs=jobs, case_timeout=120, cache_dir=cache_dir)
+                started = time.perf_counter()
+                run_suite(suite, jobs=jobs, case_timeout=120, cache_dir=cache_dir)
+                best = min(best, time.perf_counter() - started)
+            figures.append(f"-j {jobs} cache {'warm' if warm else 'cold'} {n / best:6.0f}/s")
+    return "  ".join(figures)
+
+
 def command() -> list[str]:
     beside = Path(sys.executable).parent / "evalrunner"
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "evalrunner"]
@@ -129,6 +149,7 @@ def main() -> None:
                 f"load+admit {n / best[0]:7.0f}/s  replay+grade {n / best[1]:7.0f}/s  "
                 f"parse floor {n / base:7.0f}/s  ({best[2]}/{n} passed)"
             )
+            print(f"     run_suite  {by_jobs_and_cache(suite, root / f'{fmt}-cache', rounds, n)}")
 
         yaml_suite = root / "yaml"
         cold = []
