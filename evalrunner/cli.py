@@ -33,7 +33,7 @@ from typer.core import TyperGroup, TyperOption
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
-from evalrunner.config import Config, ConfigError, load_config, parse_seconds
+from evalrunner.config import LIVE_KEYS, Config, ConfigError, load_config, parse_seconds
 from evalrunner.load import (
     SuiteNotFound,
     discover,
@@ -982,6 +982,16 @@ def show_config(
         if value is None:
             unused = "not used" if "overridden" in source else "not set"
             typer.echo(printable(f"# {key} is {unused}  # {source}"))
+        else:
+            typer.echo(printable(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}"))
+    # The key's variable is named, never read: the key itself is read only when a live
+    # request is sent, so no output of evalrunner can hold it.
+    typer.echo("[eval.live]")
+    for key in LIVE_KEYS:
+        value = getattr(settings.live, key)
+        source = settings.sources.get(f"live.{key}", "default")
+        if value is None:
+            typer.echo(printable(f"# {key} is not set  # {source}"))
         else:
             typer.echo(printable(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}"))
 
