@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -67,6 +67,9 @@ from evalrunner.report.progress import CLEAR, progress_line
 from evalrunner.schemas import schema_tree
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
+
+if TYPE_CHECKING:
+    from evalrunner.wire.live import LiveModel
 
 
 class _OutputFailed(Exception):
@@ -474,6 +477,9 @@ def run(
         run_settings = configured_settings(settings, jobs=workers)
     except PluginError as exc:
         raise _fail(exc.problems) from None
+    live = _live_model(settings, workers) if settings.mode == "live" else None
+    if live is not None:
+        run_settings = replace(run_settings, live=live)
     sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
     _prepare_sinks(sinks)
     progress = _Progress.for_stderr()
@@ -494,6 +500,8 @@ def run(
             on_case=progress.case_done,
             cache_dir=_cache_dir(settings, no_cache),
         )
+    if live is not None:
+        live.close()
     if isinstance(outcome, RunRefused):
         problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
         if shown_format is ReportFormat.github:
@@ -523,6 +531,25 @@ def run(
     if problems:
         raise _fail(problems)
     raise typer.Exit(_exit_code(report))
+
+
+def _live_model(settings: Config, workers: int) -> LiveModel:
+    """The run's live model, or exit 2 saying what is missing (a model name, the httpx2
+    extra, a single process). Imported here: a replay run never loads the live client."""
+    problems = settings.live.problems()
+    if workers > 1:
+        from evalrunner.pipeline import LIVE_WITH_JOBS
+
+        problems.append(LIVE_WITH_JOBS)
+    if problems:
+        raise _fail(problems)
+    from evalrunner.wire.live import INSTALL_HINT, LiveModel
+
+    try:
+        import httpx2  # noqa: F401  (only to refuse the run now, not at its first request)
+    except ImportError:
+        raise _fail([INSTALL_HINT]) from None
+    return LiveModel(settings.live)
 
 
 def _verbosity(quiet: bool, verbose: bool) -> Verbosity:

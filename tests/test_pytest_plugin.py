@@ -647,7 +647,10 @@ def test_another_config_file_can_be_named(pytester: pytest.Pytester, run: Runner
             '[eval]\nsuite_dir = "nowhere"\n',
             ["ERROR: evalrunner: nowhere: suite directory not found"],
         ),
-        ('[eval]\nmode = "live"\n', ["ERROR: evalrunner: live mode is not implemented yet*"]),
+        (
+            '[eval]\nmode = "live"\n',
+            ["ERROR: evalrunner: live mode is not available under pytest --evalrunner yet*"],
+        ),
     ],
     ids=["bad-values", "bad-toml", "bad-agent", "no-suite", "live"],
 )
