@@ -83,6 +83,9 @@ class Evidence:
     input_tokens: int
     output_tokens: int
     error: str | None
+    responses: tuple[tuple[int, ModelResponse], ...] = ()
+    """Every response the model gave, with its turn (0-based), in order: what a recorder
+    writes as each turn's steps."""
 
 
 class ConversationMonitor:
@@ -117,6 +120,7 @@ class ConversationMonitor:
         self._dispatches: list[Dispatch] = []
         self._requests: list[ModelRequest] = []
         self._responses = 0
+        self._answers: list[tuple[int, ModelResponse]] = []
         self._input_tokens = 0
         self._output_tokens = 0
         self._finished = False
@@ -213,6 +217,7 @@ class ConversationMonitor:
                 self._fail(str(exc))
                 raise
             self._responses += 1
+            self._answers.append((self._turn if self._turn is not None else -1, response))
             self._input_tokens += response.input_tokens
             self._output_tokens += response.output_tokens
             return response
@@ -412,6 +417,7 @@ class ConversationMonitor:
                 input_tokens=self._input_tokens,
                 output_tokens=self._output_tokens,
                 error=self.error,
+                responses=tuple(self._answers),
             )
 
 

@@ -243,6 +243,8 @@ class RunRecord:
     llm_calls: int = 0
     duration_ms: int = 0
     requests: tuple[ModelRequest, ...] = ()
+    responses: tuple[tuple[int, ModelResponse], ...] = ()
+    """Every model response served, with its turn (0-based), in order (for a recorder)."""
     error: str | None = None
     unobserved: tuple[str, ...] = ()
     """Dispatch fields this agent path gave no evidence of (``"arguments"``, ``"success"``):

@@ -258,6 +258,7 @@ def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
         llm_calls=evidence.llm_calls,
         duration_ms=duration_ms,
         requests=evidence.requests,
+        responses=evidence.responses,
         # The monitor's error comes first: it is the root cause even when the agent caught
         # it and failed (or hung) later in some other way.
         error=_printable(evidence.error or run.error),

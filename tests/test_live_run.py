@@ -79,20 +79,35 @@ def outputs(cwd: Path, done: subprocess.CompletedProcess[str]) -> str:
     return "\n".join([done.stdout, done.stderr, *files])
 
 
+SDK_AGENTS = ROOT / "examples" / "sdk-agents"
 AGENTS = {
     "reference": [],
-    "command": ["--agent-command", f"{sys.executable} {WIRE_AGENT} ok"],
+    "command-urllib": ["--agent-command", f"{sys.executable} {WIRE_AGENT} ok"],
+    # The official SDKs on the endpoint's side, whichever wire the live model speaks.
+    "command-openai-sdk": [
+        "--agent-command",
+        f"{sys.executable} {SDK_AGENTS / 'openai_agent.py'} --stream",
+    ],
+    "command-anthropic-sdk": [
+        "--agent-command",
+        f"{sys.executable} {SDK_AGENTS / 'anthropic_agent.py'}",
+    ],
 }
 
 
-@pytest.mark.parametrize("agent", sorted(AGENTS))
-@pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    ("wire", "stream", "agent"),
+    [
+        *[(wire, stream, "reference") for wire in ("openai", "anthropic") for stream in (0, 1)],
+        ("openai", False, "command-urllib"),
+        ("anthropic", True, "command-urllib"),
+        ("anthropic", True, "command-openai-sdk"),
+        ("openai", True, "command-anthropic-sdk"),
+    ],
+)
 def test_a_live_case_passes_on_every_wire_and_agent_path(
     tmp_path: Path, wire: str, stream: bool, agent: str
 ) -> None:
-    if agent == "command" and wire == "anthropic":
-        pytest.skip("the test agent command speaks the OpenAI wire to the endpoint")
     with ModelServer(wire, [Reply(CALL), Reply(TEXT)]) as server:
         extra = ""
         cwd = project(tmp_path, wire, server.base_url, extra)
