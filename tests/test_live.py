@@ -284,3 +284,36 @@ def test_httpx2_is_not_imported_until_a_live_request() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "False"
+
+
+def test_max_concurrency_caps_the_requests_in_flight() -> None:
+    import threading
+    import time
+
+    import httpx2
+
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most seen
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        time.sleep(0.02)  # long enough for the other threads to pile up without the cap
+        with lock:
+            in_flight[0] -= 1
+        body = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+        return httpx2.Response(200, json=body)
+
+    live = LiveModel(
+        LiveConfig(model="m", api_key_env="K", max_concurrency=2),
+        environ={"K": KEY},
+        transport=httpx2.MockTransport(answer),
+    )
+    threads = [threading.Thread(target=live.complete, args=(REQUEST,)) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    live.close()
+    assert 1 <= in_flight[1] <= 2
