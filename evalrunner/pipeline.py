@@ -96,8 +96,10 @@ def evaluate_case(
     removed when the replay ends). ``provider`` replaces the case's script (live mode).
 
     A case whose run errored (or timed out) is not graded: its report carries the error and
-    no grades.
+    no grades. A live case without a ``provider`` is not run: its report says it was skipped.
     """
+    if provider is None and case.live:
+        return skipped_report(case, SKIP_LIVE_CASE)
     record = run_case(
         case,
         agent_factory=agent_factory,
@@ -424,8 +426,6 @@ def _evaluate(case: Case, settings: RunSettings) -> CaseReport:
     """One case's report: run, or skipped (with why) when the mode cannot run its kind or the
     budget is spent."""
     live = settings.live
-    if live is None and case.live:
-        return skipped_report(case, SKIP_LIVE_CASE)
     if live is not None and not case.live:
         return skipped_report(case, SKIP_SCRIPTED_CASE)
     if live is not None and live.budget.exhausted:

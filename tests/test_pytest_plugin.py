@@ -295,6 +295,22 @@ def test_a_suite_below_the_arguments_is_collected_once_with_the_rest(
     assert collected(result) == ["test_plain.py::test_plain", "build/evals/b.json::failing"]
 
 
+LIVE = """\
+name: live_only
+turns:
+  - user_input: say hi
+expects:
+  response_contains: [hi]
+"""
+
+
+def test_a_live_case_is_skipped_not_passed(pytester: pytest.Pytester, run: Runner) -> None:
+    write_suite(pytester.path, {"a.yaml": PASSING, "live.yaml": LIVE}, "evals/regression")
+    result = run("--evalrunner", "-q", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*live case (its turns script no steps): not run in replay*"])
+
+
 def test_the_default_suite_is_evals_regression(pytester: pytest.Pytester, run: Runner) -> None:
     write_suite(pytester.path, {"a.yaml": PASSING}, "evals/regression")
     result = run("--evalrunner", "-q")
