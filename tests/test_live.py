@@ -22,6 +22,7 @@ from evalrunner.model import (
     ToolSpec,
 )
 from evalrunner.wire.live import (
+    KEY_FRAGMENT_CHARS,
     MAX_RETRY_AFTER_SECS,
     BudgetSpent,
     LiveModel,
@@ -317,3 +318,15 @@ def test_max_concurrency_caps_the_requests_in_flight() -> None:
         thread.join(timeout=30)
     live.close()
     assert 1 <= in_flight[1] <= 2
+
+
+def test_a_key_cut_by_an_excerpt_is_struck_out_in_pieces_too() -> None:
+    # 80 bytes of body are quoted, cutting the key: its first part must not be shown.
+    raw = b"{not json " + b"x" * 36 + KEY.encode()  # 11 characters of the key fit
+    with ModelServer("openai", [Reply(raw=raw)]) as server:
+        live, _ = model(server)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    message = str(caught.value)
+    assert "[redacted]" in message
+    assert KEY[:11] not in message and KEY[:KEY_FRAGMENT_CHARS] not in message

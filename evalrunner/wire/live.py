@@ -323,9 +323,23 @@ def _retry_after(value: str | None, now: Callable[[], datetime] | None = None) -
     return min(MAX_RETRY_AFTER_SECS, max(0.0, seconds))
 
 
+KEY_FRAGMENT_CHARS = 8
+"""A piece of the key this long or longer is struck out of messages too: a quoted excerpt
+of a body may cut the key in two."""
+
+
 def _scrub(text: str, key: str) -> str:
-    """``text`` with the key struck out (a server may echo what it was sent)."""
-    return text.replace(key, "[redacted]") if key else text
+    """``text`` with the key, and any piece of it of :data:`KEY_FRAGMENT_CHARS` or more
+    characters, struck out (a server may echo what it was sent)."""
+    if not key:
+        return text
+    text = text.replace(key, "[redacted]")
+    for length in range(len(key) - 1, KEY_FRAGMENT_CHARS - 1, -1):
+        for start in range(len(key) - length + 1):
+            piece = key[start : start + length]
+            if piece in text:
+                text = text.replace(piece, "[redacted]")
+    return text
 
 
 def _quoted(text: str) -> str:
