@@ -330,3 +330,13 @@ def test_a_key_cut_by_an_excerpt_is_struck_out_in_pieces_too() -> None:
     message = str(caught.value)
     assert "[redacted]" in message
     assert KEY[:11] not in message and KEY[:KEY_FRAGMENT_CHARS] not in message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_server_that_trickles_bytes_still_times_out(stream: bool) -> None:
+    # Each read gets bytes well within the per-read timeout; the attempt as a whole does not.
+    with ModelServer("openai", [Reply(trickle=True)]) as server:
+        live, _ = model(server, timeout_secs=0.2, max_retries=0, stream=stream)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == "live model: no answer within timeout_secs = 0.2"

@@ -216,16 +216,19 @@ class LiveModel:
 
         url = self.wire.request_url(self.config.base_url)
         timeout = self.config.timeout_secs
+        # httpx2's timeout bounds each phase (connect, each read); a server that trickles
+        # bytes would never trip it, so the attempt as a whole is bounded too.
+        deadline = time.monotonic() + timeout
         try:
             with self._http().stream("POST", url, content=data, headers=headers) as reply:
                 status = reply.status_code
                 if status >= 400:
-                    raw = reply.read()
+                    raw = _body(reply, deadline)
                     raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
                 if self.config.stream:
-                    return self.wire.read_stream(parse_sse(_lines(reply)))
-                return self.wire.read_response(body_json(reply.read()))
-        except httpx2.TimeoutException:
+                    return self.wire.read_stream(parse_sse(_lines(reply, deadline)))
+                return self.wire.read_response(body_json(_body(reply, deadline)))
+        except (httpx2.TimeoutException, _Overdue):
             raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
         except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
             raise _Retry(f"the connection broke ({type(exc).__name__})") from None
@@ -287,8 +290,24 @@ class LiveProvider:
             return tuple(self._exchanges)
 
 
-def _lines(reply: Any) -> Iterator[str]:
-    yield from reply.iter_lines()
+class _Overdue(Exception):
+    """The attempt's answer did not arrive whole within ``timeout_secs``."""
+
+
+def _lines(reply: Any, deadline: float) -> Iterator[str]:
+    for line in reply.iter_lines():
+        if time.monotonic() > deadline:
+            raise _Overdue
+        yield line
+
+
+def _body(reply: Any, deadline: float) -> bytes:
+    chunks = []
+    for chunk in reply.iter_bytes():
+        if time.monotonic() > deadline:
+            raise _Overdue
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _backoff(attempt: int, asked: float | None) -> float:

@@ -37,6 +37,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes = b""
     hang: bool = False
+    trickle: bool = False
+    """Send a keep-alive comment line every few milliseconds, and never the answer."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,21 @@ class ModelServer:
         if reply.hang:
             self._closed.wait(HANG_LIMIT_SECS)
             handler.close_connection = True
+            return
+        if reply.trickle:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.close_connection = True
+            for _ in range(int(HANG_LIMIT_SECS / 0.005)):
+                if self._closed.wait(0.005):
+                    return
+                try:
+                    handler.wfile.write(b": ping\n")
+                    handler.wfile.flush()
+                except OSError:  # the client gave up
+                    return
             return
         if reply.response is None:
             self._send(handler, reply.status, reply.headers, reply.raw)
