@@ -626,6 +626,7 @@ class _Progress:
         self._names: Sequence[str] = ()
         self._done = 0
         self._passed = 0
+        self._skipped = 0
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._drawn = False
@@ -654,17 +655,19 @@ class _Progress:
         with self._lock:
             self._done += 1
             self._passed += report.passed
+            self._skipped += report.skipped is not None
 
     def _draw(self) -> None:
         if self._stop.wait(self.DELAY_SECS):
             return
         while True:
             with self._lock:
-                done, passed = self._done, self._passed
+                done, passed, skipped = self._done, self._passed, self._skipped
             current = self._names[done] if done < len(self._names) else None
             width = shutil.get_terminal_size((80, 24)).columns
+            elapsed = time.monotonic() - self._started
             line = progress_line(
-                done, len(self._names), passed, time.monotonic() - self._started, current, width
+                done, len(self._names), passed, elapsed, current, width, skipped=skipped
             )
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(line)
