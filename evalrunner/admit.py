@@ -167,6 +167,7 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
                 errors.extend(check_expects(sound, document, partial=True))
         if clean("turns"):
             errors.extend(_duplicate_ids(cast(list[Any], data["turns"]), document))
+            errors.extend(_mixed_turns(cast(list[Any], data["turns"]), document))
     if errors:
         return _unique_sorted(errors)
     return build_case(cast(dict[str, Any], data), document, expects)
@@ -208,7 +209,7 @@ def build_case(
     turns = tuple(
         Turn(
             user_input=turn["user_input"],
-            responses=tuple(_response(step["response"]) for step in turn["steps"]),
+            responses=tuple(_response(step["response"]) for step in turn.get("steps", ())),
         )
         for turn in data["turns"]
     )
@@ -568,12 +569,30 @@ def _pattern_message(pattern: str, reason: str) -> str:
     )
 
 
+def _mixed_turns(turns: list[Any], document: RawDocument) -> list[AdmissionError]:
+    """A case is scripted (steps in every turn) or live (steps in none): a turn without steps
+    in a scripted case is a step forgotten, and would silently send that turn to nobody."""
+    scripted = ["steps" in turn for turn in turns]
+    if all(scripted) or not any(scripted):
+        return []
+    return [
+        document.error(
+            f"turn {t + 1} has no steps, but other turns of this case script theirs; give "
+            "every turn steps (a replayed case) or none (a live case, answered by the real "
+            "model in --mode live)",
+            ("turns", t),
+        )
+        for t, has in enumerate(scripted)
+        if not has
+    ]
+
+
 def _duplicate_ids(turns: list[Any], document: RawDocument) -> list[AdmissionError]:
     """SPEC §4 rule 6: tool-call ids are unique within a case."""
     seen: dict[str, JSONPath] = {}
     errors = []
     for t, turn in enumerate(turns):
-        for s, step in enumerate(turn["steps"]):
+        for s, step in enumerate(turn.get("steps", ())):
             for c, call in enumerate(step["response"].get("tool_calls", ())):
                 path: JSONPath = ("turns", t, "steps", s, "response", "tool_calls", c, "id")
                 first = seen.setdefault(call["id"], path)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer import _coercion
@@ -32,7 +32,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
-from evalrunner.config import Config, ConfigError, load_config, parse_seconds
+from evalrunner.config import LIVE_KEYS, Config, ConfigError, load_config, parse_seconds
 from evalrunner.load import (
     SuiteNotFound,
     discover,
@@ -65,6 +65,9 @@ from evalrunner.report import (
 from evalrunner.report.progress import CLEAR, progress_line
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
+
+if TYPE_CHECKING:
+    from evalrunner.wire.live import LiveModel
 
 
 class _OutputFailed(Exception):
@@ -546,6 +549,9 @@ def run(
         run_settings = configured_settings(settings, jobs=workers)
     except PluginError as exc:
         raise _fail(exc.problems) from None
+    live = _live_model(settings, workers) if settings.mode == "live" else None
+    if live is not None:
+        run_settings = replace(run_settings, live=live)
     sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
     _prepare_sinks(sinks)
     progress = _Progress.for_stderr()
@@ -566,6 +572,8 @@ def run(
             on_case=progress.case_done,
             cache_dir=_cache_dir(settings, no_cache),
         )
+    if live is not None:
+        live.close()
     if isinstance(outcome, RunRefused):
         problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
         if shown_format is ReportFormat.github:
@@ -595,6 +603,25 @@ def run(
     if problems:
         raise _fail(problems)
     raise typer.Exit(_exit_code(report))
+
+
+def _live_model(settings: Config, workers: int) -> LiveModel:
+    """The run's live model, or exit 2 saying what is missing (a model name, the httpx2
+    extra, a single process). Imported here: a replay run never loads the live client."""
+    problems = settings.live.problems()
+    if workers > 1:
+        from evalrunner.pipeline import LIVE_WITH_JOBS
+
+        problems.append(LIVE_WITH_JOBS)
+    if problems:
+        raise _fail(problems)
+    from evalrunner.wire.live import INSTALL_HINT, LiveModel
+
+    try:
+        import httpx2  # noqa: F401  (only to refuse the run now, not at its first request)
+    except ImportError:
+        raise _fail([INSTALL_HINT]) from None
+    return LiveModel(settings.live)
 
 
 def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
@@ -671,6 +698,7 @@ class _Progress:
         self._names: Sequence[str] = ()
         self._done = 0
         self._passed = 0
+        self._skipped = 0
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._drawn = False
@@ -699,17 +727,19 @@ class _Progress:
         with self._lock:
             self._done += 1
             self._passed += report.passed
+            self._skipped += report.skipped is not None
 
     def _draw(self) -> None:
         if self._stop.wait(self.DELAY_SECS):
             return
         while True:
             with self._lock:
-                done, passed = self._done, self._passed
+                done, passed, skipped = self._done, self._passed, self._skipped
             current = self._names[done] if done < len(self._names) else None
             width = shutil.get_terminal_size((80, 24)).columns
+            elapsed = time.monotonic() - self._started
             line = progress_line(
-                done, len(self._names), passed, time.monotonic() - self._started, current, width
+                done, len(self._names), passed, elapsed, current, width, skipped=skipped
             )
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(line)
@@ -1054,6 +1084,16 @@ def show_config(
         if value is None:
             unused = "not used" if "overridden" in source else "not set"
             typer.echo(printable(f"# {key} is {unused}  # {source}"))
+        else:
+            typer.echo(printable(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}"))
+    # The key's variable is named, never read: the key itself is read only when a live
+    # request is sent, so no output of evalrunner can hold it.
+    typer.echo("[eval.live]")
+    for key in LIVE_KEYS:
+        value = getattr(settings.live, key)
+        source = settings.sources.get(f"live.{key}", "default")
+        if value is None:
+            typer.echo(printable(f"# {key} is not set  # {source}"))
         else:
             typer.echo(printable(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}"))
 

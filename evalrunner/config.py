@@ -50,6 +50,28 @@ MAX_TOOL_ITERATIONS = 10_000
 CONFIG_MAX_BYTES = 1024 * 1024
 """Config files larger than this are refused unread (a real one is a few hundred bytes)."""
 MODES = ("replay", "live")
+WIRES = ("openai", "anthropic")
+"""The live wires (``openai-responses`` joins them with the Responses API)."""
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+"""Each wire's public endpoint, in its SDK's convention: OpenAI's includes ``/v1``."""
+DEFAULT_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+LIVE_KEYS = (
+    "wire",
+    "base_url",
+    "model",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "timeout_secs",
+    "max_retries",
+    "max_concurrency",
+    "stream",
+    "max_total_tokens",
+)
+"""The keys of ``[eval.live]``, in the order ``evalrunner config`` shows them."""
 ENV_SUITE_DIR = "EVALRUNNER_SUITE_DIR"
 ENV_MODE = "EVALRUNNER_MODE"
 
@@ -60,6 +82,33 @@ class ConfigError(Exception):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """The real model of live mode (``[eval.live]``). Holds the *name* of the key's variable,
+    never the key: the key is read from the environment when a request is sent."""
+
+    wire: str = "openai"
+    base_url: str = DEFAULT_BASE_URLS["openai"]
+    model: str | None = None
+    api_key_env: str = DEFAULT_KEY_VARIABLES["openai"]
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    timeout_secs: float = 60.0
+    max_retries: int = 2
+    max_concurrency: int = 4
+    stream: bool = False
+    max_total_tokens: int | None = None
+
+    def problems(self) -> list[str]:
+        """What keeps a live run from starting with these settings (empty when nothing)."""
+        if self.model is None:
+            return [
+                "live mode needs a model: set model in [eval.live] (the model name sent with "
+                'every request, for example model = "gpt-4.1-mini")'
+            ]
+        return []
 
 
 @dataclass(frozen=True)
@@ -84,6 +133,7 @@ class Config:
     trimmed_history: bool = False
     """The agent drops earlier turns from its history on purpose: conformance then checks
     the current turn only (and the report says so)."""
+    live: LiveConfig = field(default_factory=LiveConfig)
     file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -247,6 +297,8 @@ def load_config(
             f"({sources['agent_command']}) both choose the agent under test; keep one"
         )
 
+    live = _live_config(eval_table, sources)
+
     if problems:
         raise ConfigError(problems)
     return Config(
@@ -261,9 +313,32 @@ def load_config(
         base_dir=base,
         command_dir=command_dir,
         trimmed_history=table.get("trimmed_history", False),
+        live=live,
         file=path,
         sources=sources,
     )
+
+
+def _live_config(table: _EvalTable, sources: dict[str, str]) -> LiveConfig:
+    """``[eval.live]`` as checked by the schema, with the wire's defaults filled in; each
+    key's origin goes into ``sources`` as ``live.KEY``."""
+    raw = table.values.get("live", {})
+    wire = raw.get("wire", "openai")
+    defaults = {
+        "base_url": DEFAULT_BASE_URLS[wire],
+        "api_key_env": DEFAULT_KEY_VARIABLES[wire],
+    }
+    values: dict[str, Any] = {}
+    for key in LIVE_KEYS:
+        sources[f"live.{key}"] = table.source(key, within="live")
+        if key in raw:
+            values[key] = raw[key]
+        elif key in defaults:
+            values[key] = defaults[key]
+    for key in ("temperature", "timeout_secs"):
+        if key in values:
+            values[key] = float(values[key])  # TOML's 1 is an integer; the setting is a float
+    return LiveConfig(**values)
 
 
 ENV_VARIABLES: dict[str, str] = {
@@ -397,11 +472,14 @@ class _EvalTable:
             return "default"
         return _position(self.document.error("", self.prefix + ("eval", key), key=at_key))
 
-    def source(self, key: str) -> str:
-        """``file:line`` of the key when the file sets it, else ``default`` (for ``config``)."""
-        if key not in self.values or self.document is None:
+    def source(self, key: str, *, within: str | None = None) -> str:
+        """``file:line`` of the key when the file sets it, else ``default`` (for ``config``);
+        ``within`` names a sub-table of ``[eval]`` (``live``) the key is in."""
+        table = self.values.get(within, {}) if within is not None else self.values
+        if not isinstance(table, dict) or key not in table or self.document is None:
             return "default"
-        error = self.document.error("", self.prefix + ("eval", key), key=True)
+        path = ("eval", within, key) if within is not None else ("eval", key)
+        error = self.document.error("", self.prefix + path, key=True)
         return f"{error.path}:{error.line}" if error.line is not None else error.path
 
     def key_at(self, key: str) -> str:
@@ -466,6 +544,9 @@ def _read_eval_table(path: Path) -> _EvalTable:
     eval_values = section.get("eval") if isinstance(section, dict) else None
     if isinstance(eval_values, dict):
         problems.extend(_nul_characters(document, prefix, eval_values))
+        live = eval_values.get("live")
+        if isinstance(live, dict):
+            problems.extend(_control_characters(document, prefix, live))
     if problems:
         ordered = sorted(set(problems), key=AdmissionError.sort_key)
         raise ConfigError([str(error) for error in ordered])
@@ -502,6 +583,15 @@ _PATTERN_WORDS = {
         'must name a Python object as "package.module:name" '
         '(for example "my_agent.hooks:make_agent")'
     ),
+    "^https?://[^\\s\\x00-\\x1f\\x7f]+$": (
+        "must be an http:// or https:// URL without spaces or control characters "
+        '(for example "https://api.openai.com/v1")'
+    ),
+    "^[^\\x00-\\x1f\\x7f]+$": "must not hold control characters (tabs, newlines, ...)",
+    "^[A-Za-z_][A-Za-z0-9_]*$": (
+        "must be the NAME of an environment variable (letters, digits and _, not starting "
+        'with a digit), for example "OPENAI_API_KEY"; never put the key itself here'
+    ),
 }
 
 
@@ -512,8 +602,17 @@ def _dotted(path: JSONPath) -> str:
     return out
 
 
+@dataclass(frozen=True)
+class _Withheld:
+    """A value no message may show (it may be a secret): only its type is named."""
+
+    kind: type
+
+
 def _shown(value: object) -> str:
     """A value as TOML would spell it, shortened: its type and its text."""
+    if isinstance(value, _Withheld):
+        return f"{_TOML_TYPE.get(value.kind, value.kind.__name__)} (value not shown)"
     kind = _TOML_TYPE.get(type(value), type(value).__name__)
     if isinstance(value, dict | list):
         return kind
@@ -542,6 +641,9 @@ def _explain(
     schema = error.schema if isinstance(error.schema, dict) else {}
     instance = error.instance
     limit = error.validator_value
+    if rel[-2:] == ("live", "api_key_env") and not isinstance(instance, dict):
+        # Someone may have pasted the key itself here: a message must never repeat it.
+        instance = _Withheld(type(instance))
     if keyword == "additionalProperties" and isinstance(instance, dict):
         allowed = sorted(schema.get("properties", {}))
         table = name or "the file"
@@ -563,6 +665,12 @@ def _explain(
         message = f"{name} must be {expected}, got {_shown(instance)}"
     elif keyword == "minLength":
         message = f"{name} must not be empty"
+    elif keyword == "maxLength":
+        length = len(error.instance) if isinstance(error.instance, str) else 0
+        message = f"{name} must be at most {limit} characters long, got {length}"
+    elif keyword == "enum" and isinstance(limit, list):
+        accepted = " or ".join(repr(item) for item in limit)
+        message = f"{name} must be {accepted}, got {_shown(instance)}"
     elif keyword == "pattern":
         words = _PATTERN_WORDS.get(str(limit), f"must match the pattern {limit}")
         message = f"{name} {words}, got {_shown(instance)}"
@@ -581,6 +689,30 @@ def _suggest(key: str, allowed: list[str]) -> str:
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return f"{hint}known keys: {', '.join(allowed)}"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _control_characters(
+    document: RawDocument, prefix: JSONPath, live: Mapping[str, Any]
+) -> list[AdmissionError]:
+    """A control character in a URL, model name or variable name is a mistake (a pasted
+    newline, a tab) that would reach an HTTP header or request line: refused at its place.
+    The schema's patterns say the same to editors, but a regex ``$`` also matches before a
+    final newline, so the check that counts is this one."""
+    problems = []
+    for key, value in live.items():
+        if isinstance(value, str) and _CONTROL.search(value):
+            at = prefix + ("eval", "live", key)
+            problems.append(
+                document.error(
+                    f"{_dotted(at)} holds a control character (a newline, tab, NUL, ...); "
+                    "remove it",
+                    at,
+                )
+            )
+    return problems
 
 
 def _nul_characters(

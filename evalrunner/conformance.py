@@ -1,14 +1,16 @@
 """Conversation conformance: one monitor sees every model request of a case, on every path.
 
-The :class:`ConversationMonitor` wraps the model side (the fixture's script, or later a live
-model) and is what every agent talks to: in-process agents get it as ``context.provider``, and
-the replay endpoint hands it each request right after decoding it. Before a request is
-answered, it is held against the script and the run so far (SPEC §12, issue 8):
+The :class:`ConversationMonitor` wraps the model side (the fixture's script, or a live model:
+any :class:`~evalrunner.provider.ModelProvider`) and is what every agent talks to: in-process
+agents get it as ``context.provider``, and the replay endpoint hands it each request right
+after decoding it. Before a request is answered, it is held against the run so far (SPEC §12,
+issue 8); the run so far is what the model actually answered, scripted or live, so the same
+checks hold in both modes:
 
 * the first request of turn N ends with turn N's ``user_input``, verbatim;
 * after a response with tool calls, the next request carries exactly one result for each call
   id handed out (none missing, none twice, none unknown), and the assistant message repeats
-  those calls: same ids, same names, argument JSON equal to the script;
+  those calls: same ids, same names, argument JSON equal to what the model sent;
 * earlier turns' user messages, final replies and tool results are still there, in order
   (unless the case is run with ``trimmed_history``, which checks the current turn only).
 
@@ -81,6 +83,9 @@ class Evidence:
     input_tokens: int
     output_tokens: int
     error: str | None
+    responses: tuple[tuple[int, ModelResponse], ...] = ()
+    """Every response the model gave, with its turn (0-based), in order: what a recorder
+    writes as each turn's steps."""
 
 
 class ConversationMonitor:
@@ -119,6 +124,7 @@ class ConversationMonitor:
         self._dispatches: list[Dispatch] = []
         self._requests: list[ModelRequest] = []
         self._responses = 0
+        self._answers: list[tuple[int, ModelResponse]] = []
         self._input_tokens = 0
         self._output_tokens = 0
         self._finished = False
@@ -215,6 +221,7 @@ class ConversationMonitor:
                 self._fail(str(exc))
                 raise
             self._responses += 1
+            self._answers.append((self._turn if self._turn is not None else -1, response))
             self._input_tokens += response.input_tokens
             self._output_tokens += response.output_tokens
             return response
@@ -234,7 +241,16 @@ class ConversationMonitor:
         where = f"turn {self._turn + 1}, model request {self._requests_in_turn}"
         messages = _conversation(request, where)
         # Beyond the script (an unscripted turn, or one more request after the turn's final
-        # reply), the script's own error says what happened: ask it first.
+        # reply), the script's own error says what happened: ask it first. A live model has
+        # no script to say it, and must not be paid for an answer no agent should ask for.
+        scripted = isinstance(self._model, TurnScripted)
+        if not scripted and (self._turn >= len(self._inputs) or self._replied):
+            raise RunError(
+                f"{where}: the model already gave this turn's final reply (text), so the turn "
+                "is over; an agent must not ask the model again before the next user input"
+                if self._replied
+                else f"{where}: the case has only {len(self._inputs)} turn(s)"
+            )
         scripted_first = self._turn >= len(self._inputs) or self._replied
         response = self._model.complete(request) if scripted_first else None
         if self._turn < len(self._inputs):
@@ -404,6 +420,7 @@ class ConversationMonitor:
                 input_tokens=self._input_tokens,
                 output_tokens=self._output_tokens,
                 error=self.error,
+                responses=tuple(self._answers),
             )
 
 

@@ -138,6 +138,7 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
         interrupted=0 if data["interrupted"] else None,
         trimmed_history=data["trimmed_history"],
         keyword=data.get("keyword"),
+        budget_spent=data.get("budget_spent"),
         shard=None if shard is None else Shard(shard["index"], shard["count"]),
         selected=None if shard is None else shard["selected"],
         admission_errors=tuple(
@@ -165,6 +166,7 @@ def _case_report(data: dict[str, Any]) -> CaseReport:
         llm_calls=data["llm_calls"],
         duration_ms=data["duration_ms"],
         path=data["path"],
+        skipped=data.get("skipped"),
     )
 
 
@@ -181,11 +183,12 @@ def _check_counts(shown: str, data: dict[str, Any], report: SuiteReport) -> None
     counted = {
         "passed": report.passed,
         "failed": report.failed,
+        "skipped": report.skipped,
         "total": len(report.cases),
         "all_passed": report.all_passed,
     }
     for key, value in counted.items():
-        if data[key] != value:
+        if data.get(key, 0) != value:
             problems.append(f"{shown}: at $.{key}: {data[key]}, but the cases give {value}")
     if problems:
         raise MergeRefused([*problems, f"{shown}: the report does not add up; rerun the shard"])
@@ -250,6 +253,8 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
         trimmed_history=template.trimmed_history,
         keyword=template.keyword,
         admission_errors=template.admission_errors,
+        # A shard stopped by its token budget leaves the merged run incomplete too.
+        budget_spent=next((s.report.budget_spent for s in shards if s.report.budget_spent), None),
     )
 
 

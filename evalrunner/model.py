@@ -168,6 +168,11 @@ class Case:
     expectation kind's key (``"expects.<kind>"``), where the text gives them: reports point
     at the expectation a failed check comes from."""
 
+    @property
+    def live(self) -> bool:
+        """A live case: no turn scripts steps, so only a real model can answer it."""
+        return not any(turn.responses for turn in self.turns)
+
 
 # --- runs -------------------------------------------------------------------------------------
 
@@ -238,6 +243,8 @@ class RunRecord:
     llm_calls: int = 0
     duration_ms: int = 0
     requests: tuple[ModelRequest, ...] = ()
+    responses: tuple[tuple[int, ModelResponse], ...] = ()
+    """Every model response served, with its turn (0-based), in order (for a recorder)."""
     error: str | None = None
     unobserved: tuple[str, ...] = ()
     """Dispatch fields this agent path gave no evidence of (``"arguments"``, ``"success"``):
@@ -294,11 +301,14 @@ class CaseReport:
         default_factory=dict, compare=False, repr=False
     )
     """:attr:`Case.positions` of the case, for reports that point into the fixture."""
+    skipped: str | None = None
+    """Why the case was not run (a live case in replay mode, a scripted case in live mode,
+    the token budget spent); ``None`` for a case that ran. A skipped case is not a pass."""
 
     @property
     def passed(self) -> bool:
         """A case passes when it ran without error and every check passed."""
-        return self.error is None and all(g.passed for g in self.grades)
+        return self.skipped is None and self.error is None and all(g.passed for g in self.grades)
 
 
 @dataclass(frozen=True)
@@ -335,6 +345,9 @@ class SuiteReport:
     agent: str | None = None
     """The agent under test: ``reference``, ``python:module:factory`` or ``command:<cmd>``
     (``None``: not said by whoever ran the suite)."""
+    budget_spent: str | None = None
+    """Live mode: the sentence saying the token budget stopped the run (cases were left
+    unrun or cut off), or ``None``."""
 
     @property
     def passed(self) -> int:
@@ -342,14 +355,27 @@ class SuiteReport:
         return sum(1 for c in self.cases if c.passed)
 
     @property
+    def skipped(self) -> int:
+        """Number of cases that were not run (:attr:`CaseReport.skipped`)."""
+        return sum(1 for c in self.cases if c.skipped is not None)
+
+    @property
     def failed(self) -> int:
-        """Number of cases that failed or errored."""
-        return len(self.cases) - self.passed
+        """Number of cases that ran and failed or errored."""
+        return len(self.cases) - self.passed - self.skipped
 
     @property
     def all_passed(self) -> bool:
-        """True when the run finished, no file was refused and every case passed."""
-        return self.failed == 0 and self.interrupted is None and not self.admission_errors
+        """True when the run finished (no signal, no budget stop), no file was refused, no
+        case failed, and some case ran if any was selected: a run that graded nothing is not
+        green."""
+        return (
+            self.failed == 0
+            and self.interrupted is None
+            and self.budget_spent is None
+            and not self.admission_errors
+            and (self.passed > 0 or not self.cases)
+        )
 
 
 @dataclass(frozen=True)

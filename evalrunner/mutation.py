@@ -48,6 +48,8 @@ class MutationReport:
     baseline_failures: tuple[tuple[str, str, str], ...] = ()
     """(path, case, why) for each case the unmutated reference agent does not pass."""
     first_kill: bool = False
+    live_cases: tuple[str, ...] = ()
+    """Live cases of the suite, left out: mutants break scripted runs, and they have none."""
 
     @property
     def survivors(self) -> tuple[MutantOutcome, ...]:
@@ -113,6 +115,8 @@ def run_mutants(
     """
     outcomes: list[MutantOutcome] = []
     failing: list[tuple[str, str, str]] = []
+    live_cases = tuple(case.name for case in cases if case.live)
+    cases = [case for case in cases if not case.live]
     source = (
         None
         if tools is None
@@ -154,6 +158,7 @@ def run_mutants(
         outcomes=tuple(outcomes),
         baseline_failures=tuple(failing),
         first_kill=first_kill,
+        live_cases=live_cases,
     )
 
 
@@ -161,6 +166,11 @@ def render_mutation(report: MutationReport) -> str:
     """The mutant table (a row per mutant, a column per path: kills, or SURVIVED with a
     hint), then, per case, the mutants it kills."""
     lines: list[str] = []
+    for case in report.live_cases:
+        lines.append(
+            f"note: {case!r} is a live case (no scripted steps), left out: mutants break "
+            "scripted runs"
+        )
     for path, case, why in report.baseline_failures:
         lines.append(
             f"note: the reference agent does not pass {case!r} on the {path} path, so it "

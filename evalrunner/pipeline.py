@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from evalrunner.admit import Admission, Admitted, admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
@@ -43,12 +43,41 @@ from evalrunner.model import (
     Shard,
     SuiteReport,
 )
+from evalrunner.provider import ModelProvider
 from evalrunner.replay import run_case
 from evalrunner.select import Keyword, case_identity, ordered, take_shard
 from evalrunner.text import printable_path
 from evalrunner.tools import ToolSource
 
-LIVE_NOT_BUILT = "live mode is not implemented yet (replay only)"
+if TYPE_CHECKING:
+    from evalrunner.wire.live import LiveModel
+
+LIVE_WITHOUT_MODEL = "live mode needs a live model: RunSettings.live is not set"
+LIVE_WITH_JOBS = (
+    "--jobs: live mode runs its cases one at a time in this process, so that "
+    "max_total_tokens is one budget for the whole run; leave --jobs out (max_concurrency "
+    "in [eval.live] caps the requests in flight)"
+)
+SKIP_LIVE_CASE = (
+    "live case (its turns script no steps): not run in replay mode; run it with --mode live"
+)
+SKIP_SCRIPTED_CASE = (
+    "scripted case: not run in live mode, whose real model would not follow its script; "
+    "it runs in replay mode"
+)
+
+
+def skipped_report(case: Case, reason: str) -> CaseReport:
+    """The report of a case that was not run, saying why."""
+    return CaseReport(
+        name=case.name,
+        source=case.source.name,
+        case_class=case.case_class,
+        grades=(),
+        path="" if case.source == Path() else str(case.source),
+        positions=case.positions,
+        skipped=reason,
+    )
 
 
 def evaluate_case(
@@ -59,13 +88,16 @@ def evaluate_case(
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     case_timeout: float | None = None,
     trimmed_history: bool = False,
+    provider: ModelProvider | None = None,
 ) -> CaseReport:
     """Replay and grade one case, in its own workspace (made if the agent asks for it, and
-    removed when the replay ends).
+    removed when the replay ends). ``provider`` replaces the case's script (live mode).
 
     A case whose run errored (or timed out) is not graded: its report carries the error and
-    no grades.
+    no grades. A live case without a ``provider`` is not run: its report says it was skipped.
     """
+    if provider is None and case.live:
+        return skipped_report(case, SKIP_LIVE_CASE)
     record = run_case(
         case,
         agent_factory=agent_factory,
@@ -73,6 +105,7 @@ def evaluate_case(
         max_tool_iterations=max_tool_iterations,
         timeout=case_timeout,
         trimmed_history=trimmed_history,
+        provider=provider,
     )
     grades = grade(case.expects, record) if record.error is None else ()
     return CaseReport(
@@ -108,6 +141,8 @@ class RunSettings:
     trimmed_history: bool = False
     jobs: int = 1
     in_worker: Callable[[], RunSettings] | None = None
+    live: LiveModel | None = None
+    """Live mode: the run's model (each case gets a provider on it); ``None`` replays."""
 
 
 @dataclass(frozen=True)
@@ -316,8 +351,6 @@ def run_suite(
     admission outcomes are kept there between runs (:mod:`evalrunner.cache`); without it,
     as by default for library use, nothing is written.
     """
-    if mode == "live":
-        return RunRefused((LIVE_NOT_BUILT,))
     if settings is None:
         settings = RunSettings(
             agent_factory=agent_factory,
@@ -327,6 +360,12 @@ def run_suite(
             trimmed_history=trimmed_history,
             jobs=jobs,
         )
+    if mode == "live" and settings.live is None:
+        return RunRefused((LIVE_WITHOUT_MODEL,))
+    if mode == "live" and settings.jobs > 1:
+        return RunRefused((LIVE_WITH_JOBS,))
+    if mode != "live":
+        settings = replace(settings, live=None)
     paths = suite_paths(suite)
     if isinstance(paths, RunRefused):
         return paths
@@ -335,7 +374,7 @@ def run_suite(
     interrupted: int | None = None
     chosen: _Chosen | RunRefused | None = None
     try:
-        if settings.jobs > 1:
+        if settings.jobs > 1 and settings.live is None:
             chosen = _with_crew(paths, settings, keyword, shard, max_bytes, cache_dir)
         if chosen is None:  # serially, or the crew stood down: admit here
             chosen = _in_this_process(
@@ -380,6 +419,7 @@ def run_suite(
         shard=picked.shard if picked is not None else shard,
         selected=picked.selected if picked is not None and picked.shard else None,
         admission_errors=picked.admission_errors if picked is not None else (),
+        budget_spent=_budget_stop(settings, reports),
     )
 
 
@@ -487,6 +527,17 @@ def _with_crew(
     )
 
 
+def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | None:
+    """The budget's sentence when it stopped something (a request refused, a case unrun)."""
+    if settings.live is None or not settings.live.budget.exhausted:
+        return None
+    stopped = any(
+        r.skipped == SKIP_BUDGET or (r.error is not None and BUDGET_ERROR in r.error)
+        for r in reports
+    )
+    return settings.live.budget.message() if stopped else None
+
+
 def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
     """Each case's report, in the order of ``cases``, whatever ``settings.jobs`` is.
 
@@ -495,7 +546,7 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
     the report, its order and the exit code are those of a serial run. An interrupt stops
     the workers and propagates.
     """
-    if settings.jobs <= 1 or len(cases) <= 1:
+    if settings.jobs <= 1 or len(cases) <= 1 or settings.live is not None:
         for case in cases:
             yield evaluate_with(case, settings)
         return
@@ -504,8 +555,18 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
     yield from in_pool(cases, settings)
 
 
+SKIP_BUDGET = "not run: the token budget (max_total_tokens) was spent before this case"
+BUDGET_ERROR = "the token budget is spent"
+
+
 def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
-    """Replay and grade ``case`` as ``settings`` say (:func:`evaluate_case`)."""
+    """One case's report as ``settings`` say (:func:`evaluate_case`): run, or skipped (with
+    why) when the mode cannot run its kind or the budget is spent."""
+    live = settings.live
+    if live is not None and not case.live:
+        return skipped_report(case, SKIP_SCRIPTED_CASE)
+    if live is not None and live.budget.exhausted:
+        return skipped_report(case, SKIP_BUDGET)
     return evaluate_case(
         case,
         agent_factory=settings.agent_factory,
@@ -513,6 +574,7 @@ def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
         max_tool_iterations=settings.max_tool_iterations,
         case_timeout=settings.case_timeout,
         trimmed_history=settings.trimmed_history,
+        provider=live.provider() if live is not None else None,
     )
 
 

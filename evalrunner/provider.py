@@ -1,9 +1,9 @@
 """The model side of the agent's boundary: the :class:`ModelProvider` interface and the
 :class:`ReplayProvider` that serves a fixture's script.
 
-An agent only ever calls :meth:`ModelProvider.complete`. A live provider or an HTTP replay
-endpoint implements the same interface (or wraps a :class:`ReplayProvider`), so the stages
-never change when a new one plugs in.
+An agent only ever calls :meth:`ModelProvider.complete`. The live provider
+(:mod:`evalrunner.wire.live`) implements the same interface; the conversation monitor wraps
+whichever one a case runs on, and the runner hands it in (``run_case(provider=...)``).
 """
 
 from __future__ import annotations

@@ -110,12 +110,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, PLUGIN_NAME)
 
 
+PYTEST_LIVE_NOT_BUILT = (
+    "live mode is not available under pytest --evalrunner yet: run it with "
+    "evalrunner run --mode live"
+)
+
+
 class EvalrunnerSession:
     """The plugin's state for one pytest run: run settings, fixture roots, names seen."""
 
     def __init__(self, config: pytest.Config) -> None:
         from evalrunner.config import ConfigError, load_config
-        from evalrunner.pipeline import LIVE_NOT_BUILT
         from evalrunner.plugins import PluginError, configured_settings
 
         self.config = config
@@ -131,7 +136,7 @@ class EvalrunnerSession:
                 agent_command=config.getoption("--evalrunner-agent-command"),
             )
             if loaded.mode == "live":
-                raise pytest.UsageError(_lines([LIVE_NOT_BUILT]))
+                raise pytest.UsageError(_lines([PYTEST_LIVE_NOT_BUILT]))
             self.settings: RunSettings = configured_settings(loaded)
         except (ConfigError, PluginError) as exc:
             raise pytest.UsageError(_lines(exc.problems)) from None
@@ -387,6 +392,8 @@ class EvalItem(pytest.Item):
             case_timeout=settings.case_timeout,
             trimmed_history=settings.trimmed_history,
         )
+        if report.skipped is not None:
+            pytest.skip(report.skipped)  # a live case: reported as skipped, never as a pass
         if not report.passed:
             raise CaseFailed(report)
 

@@ -37,7 +37,7 @@ from evalrunner.agent import (
 from evalrunner.conformance import ConversationMonitor
 from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCallRecord
 from evalrunner.observer import RecordingObserver
-from evalrunner.provider import ReplayProvider
+from evalrunner.provider import ModelProvider, ReplayProvider
 from evalrunner.tools import InvocationLog, ToolSource, fresh_tools, recorded_tools
 
 
@@ -99,8 +99,12 @@ def run_case(
     workspace: Path | None = None,
     timeout: float | None = None,
     trimmed_history: bool = False,
+    provider: ModelProvider | None = None,
 ) -> RunRecord:
     """Replay ``case`` turn by turn and return its :class:`RunRecord`.
+
+    ``provider`` is the model side (default: a :class:`ReplayProvider` serving the case's
+    script; in live mode, a live provider). The monitor wraps whichever it is.
 
     ``tools`` defaults to the built-in tools; a function is called for this case's own.
     Without ``workspace``, a temporary one is made when the agent first reads
@@ -123,7 +127,7 @@ def run_case(
         where = workspace
     try:
         monitor = ConversationMonitor(
-            ReplayProvider(case.turns),
+            provider if provider is not None else ReplayProvider(case.turns),
             [turn.user_input for turn in case.turns],
             trimmed_history=trimmed_history,
         )
@@ -263,6 +267,7 @@ def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
         llm_calls=evidence.llm_calls,
         duration_ms=duration_ms,
         requests=evidence.requests,
+        responses=evidence.responses,
         # The monitor's error comes first: it is the root cause even when the agent caught
         # it and failed (or hung) later in some other way.
         error=_printable(evidence.error or run.error),

@@ -104,9 +104,11 @@ def test_json_report_validates_against_the_report_schema(tmp_path: Path) -> None
         "agent",
         "passed",
         "failed",
+        "skipped",
         "total",
         "all_passed",
         "interrupted",
+        "budget_spent",
         "trimmed_history",
         "duration_ms",
         "cases",
@@ -168,11 +170,14 @@ def test_broken_suite_exits_2_naming_every_file_with_its_position(tmp_path: Path
     assert lines[-1].endswith("in 3 file(s); nothing was run")
 
 
-def test_live_mode_is_refused_with_exit_2(tmp_path: Path) -> None:
+def test_live_mode_without_a_model_is_refused_with_exit_2(tmp_path: Path) -> None:
     directory = suite(tmp_path, {"a.yaml": PASSING})
     code, _, err = invoke("run", "--suite", str(directory), "--mode", " Live")
     assert code == 2
-    assert err.strip() == "live mode is not implemented yet (replay only)"
+    assert err.strip() == (
+        "live mode needs a model: set model in [eval.live] (the model name sent with every "
+        'request, for example model = "gpt-4.1-mini")'
+    )
 
 
 def test_bad_mode_is_a_usage_error(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_key_has_a_variable_and_the_example_names_it() -> None:
     schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text("utf-8"))
-    assert set(ENV_VARIABLES) == set(schema["$defs"]["eval"]["properties"])
+    # [eval.live] is a table of its own, set in the file only (its key is never in a file).
+    assert set(ENV_VARIABLES) == set(schema["$defs"]["eval"]["properties"]) - {"live"}
     example = (ROOT / "config.toml.example").read_text("utf-8")
     for name in ENV_VARIABLES.values():
         assert name in example, name

@@ -655,6 +655,29 @@ def test_mutate_exits_1_and_names_a_survivor_with_a_hint(tmp_path: Path) -> None
     assert re.search(r"^replies-without-model\s+killed \(1\)", result.stdout, re.M)
 
 
+def test_mutate_leaves_live_cases_out_rather_than_counting_them(tmp_path: Path) -> None:
+    (tmp_path / "greeting.yaml").write_text(
+        "name: greeting\nturns:\n  - user_input: hi\n    steps:\n"
+        "      - response: {type: text, content: Hello there}\n"
+        "expects:\n  response_contains: [Hello]\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "live.yaml").write_text(
+        "name: live_only\nturns:\n  - user_input: hi\nexpects:\n  response_contains: [x]\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        app, ["mutate", "--suite", str(tmp_path), "--path", "in-process"], env={}
+    )
+    # Not a baseline failure, and no kills: the live case has no script for mutants to break.
+    notes = [line for line in result.stdout.splitlines() if "live_only" in line]
+    assert notes == [
+        "note: 'live_only' is a live case (no scripted steps), left out: mutants break "
+        "scripted runs"
+    ], result.output
+    assert re.search(r"^replies-without-model\s+killed \(1\)", result.stdout, re.M)
+
+
 def test_the_evals_readme_lists_the_catalogue_as_it_is() -> None:
     readme = (ROOT / "evals" / "README.md").read_text(encoding="utf-8")
     rows = [

@@ -16,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "evals/README.md")
 
+LIVE_DOCS = "run by tests/test_live_docs.py, in the Live mode section's project, on a local model"
+
 # command → (exit code, text the output must hold), or a string: why it is not run here.
 EXPECTED: dict[str, tuple[int, str] | str] = {
     "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
@@ -36,6 +38,9 @@ EXPECTED: dict[str, tuple[int, str] | str] = {
     "evalrunner mutate": (0, "73/73 mutant runs killed"),
     "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
     "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),
+    "evalrunner run --mode live": LIVE_DOCS,
+    "evalrunner run": LIVE_DOCS,
+    "evalrunner config": LIVE_DOCS,
 }
 
 

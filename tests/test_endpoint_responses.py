@@ -511,10 +511,10 @@ class _FakeModel(threading.Thread):
         (False, b'{"object": "response", "output": [3]}', "AttributeError"),
         (False, b'{"object": "chat.completion"}', "not a response object"),
         (False, b'{"object": "response", "status": "failed"}', "did not complete"),
-        (False, b"{", "could not be read"),
+        (False, b"{", "answer is malformed"),
         (True, b'data: {"type": "response.created"}\n\n', "ended before response.completed"),
         (True, b'data: {"type": "error", "message": "boom"}\n\n', "carried an error: boom"),
-        (True, b"data: [3]\n\n", "AttributeError"),
+        (True, b"data: [3]\n\n", "stream event 1 is not a JSON object"),
     ],
 )
 def test_the_wire_client_names_an_answer_that_is_not_a_response(

@@ -217,7 +217,7 @@ def _allowed_writes(args: list[str]) -> set[str]:
 STDERR_LINE = re.compile(
     r"^(?:\S[^\n]*?(?::\d+(?::\d+)?)?: \S[^\n]*"
     r"|\d+ problem\(s\) in \d+ file\(s\); nothing was run"
-    r"|live mode is not implemented yet \(replay only\)"
+    r"|live mode needs a model: set model in \[eval\.live\][^\n]*"
     r"|stops once the script is consumed, at a run error, or on Ctrl-C)$"
 )
 TERMINAL_ACTS_ON = re.compile(

@@ -84,3 +84,11 @@ def test_wide_characters_are_cut_by_the_cells_they_take() -> None:
     assert cells >= 57  # as much of the name as fits
     accents = progress_line(3, 10, 2, 4.25, "e\u0301" * 10, 60)[len(CLEAR) :]  # 56 cells
     assert not accents.endswith("…")  # combining marks take no cell
+
+
+def test_skipped_cases_are_counted_apart_not_as_failures() -> None:
+    line = progress_line(4, 10, 2, 1.0, None, 200, skipped=1)[len(CLEAR) :]
+    assert line == "[4/10] 2 passed, 1 failed, 1 not run · 1.0 s"
+    assert progress_line(4, 10, 2, 1.0, None, 200)[len(CLEAR) :].startswith(
+        "[4/10] 2 passed, 2 failed · "
+    )

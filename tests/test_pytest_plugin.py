@@ -295,6 +295,22 @@ def test_a_suite_below_the_arguments_is_collected_once_with_the_rest(
     assert collected(result) == ["test_plain.py::test_plain", "build/evals/b.json::failing"]
 
 
+LIVE = """\
+name: live_only
+turns:
+  - user_input: say hi
+expects:
+  response_contains: [hi]
+"""
+
+
+def test_a_live_case_is_skipped_not_passed(pytester: pytest.Pytester, run: Runner) -> None:
+    write_suite(pytester.path, {"a.yaml": PASSING, "live.yaml": LIVE}, "evals/regression")
+    result = run("--evalrunner", "-q", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*live case (its turns script no steps): not run in replay*"])
+
+
 def test_the_default_suite_is_evals_regression(pytester: pytest.Pytester, run: Runner) -> None:
     write_suite(pytester.path, {"a.yaml": PASSING}, "evals/regression")
     result = run("--evalrunner", "-q")
@@ -647,7 +663,10 @@ def test_another_config_file_can_be_named(pytester: pytest.Pytester, run: Runner
             '[eval]\nsuite_dir = "nowhere"\n',
             ["ERROR: evalrunner: nowhere: suite directory not found"],
         ),
-        ('[eval]\nmode = "live"\n', ["ERROR: evalrunner: live mode is not implemented yet*"]),
+        (
+            '[eval]\nmode = "live"\n',
+            ["ERROR: evalrunner: live mode is not available under pytest --evalrunner yet*"],
+        ),
     ],
     ids=["bad-values", "bad-toml", "bad-agent", "no-suite", "live"],
 )

@@ -79,6 +79,8 @@ def github_annotations(outcome: SuiteReport | RunRefused) -> list[str]:
     lines = refused  # --continue-on-admission-errors: the files left out, then the cases
     for case in outcome.cases:
         lines.extend(_case_annotations(case))
+    if outcome.budget_spent is not None:
+        lines.append(annotation(outcome.budget_spent, title="evalrunner: token budget spent"))
     stopped = interruption(outcome)
     if stopped is not None:
         lines.append(annotation(stopped, title="evalrunner: run interrupted"))
@@ -88,6 +90,8 @@ def github_annotations(outcome: SuiteReport | RunRefused) -> list[str]:
 def _case_annotations(case: CaseReport) -> list[str]:
     file = case.path or None
     name_at = case.positions.get("name")
+    if case.skipped is not None:
+        return []  # not a problem of the case: the table and the summary say it was not run
     if case.error is not None:
         line, col = name_at if name_at is not None else (None, None)
         return [

@@ -27,9 +27,11 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "agent": None if report.agent is None else encodable(report.agent),
         "passed": report.passed,
         "failed": report.failed,
+        "skipped": report.skipped,
         "total": len(report.cases),
         "all_passed": report.all_passed,
         "interrupted": report.interrupted is not None,
+        "budget_spent": report.budget_spent,
         "trimmed_history": report.trimmed_history,
         **report_fields(report),  # keyword, shard, admission_errors: only when used
         "duration_ms": report.duration_ms,
@@ -45,6 +47,7 @@ def _case_data(case: CaseReport) -> dict[str, Any]:
         "class": case.case_class,
         "passed": case.passed,
         "error": None if case.error is None else encodable(case.error),
+        "skipped": case.skipped,
         "grades": [
             {"check": encodable(g.check), "passed": g.passed, "detail": encodable(g.detail)}
             for g in case.grades

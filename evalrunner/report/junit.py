@@ -40,6 +40,9 @@ def render_junit(outcome: SuiteReport | RunRefused) -> str:
         if outcome.admission_errors:  # --continue-on-admission-errors: the files left out
             left_out = RunRefused(admission_errors=outcome.admission_errors)
             suites.extend(_refused(left_out, consequence="the file was skipped"))
+        if outcome.budget_spent is not None:
+            error = _Problem("budget spent", outcome.budget_spent, outcome.budget_spent)
+            suites.append(_Suite("evalrunner", [_Test("evalrunner", "token budget", error)]))
         stopped = interruption(outcome)
         if stopped is not None and outcome.interrupted is not None:
             error = _Problem(signal_name(outcome.interrupted), stopped, stopped)
@@ -69,6 +72,7 @@ class _Test:
     error: _Problem | None = None
     failure: _Problem | None = None
     ms: int = 0
+    skipped: str | None = None
 
     def element(self) -> ET.Element:
         case = ET.Element(
@@ -80,6 +84,8 @@ class _Test:
             },
         )
         # The schema's order within a testcase: skipped, error, failure, system-out, system-err.
+        if self.skipped is not None:
+            ET.SubElement(case, "skipped", {"message": _message(self.skipped)})
         for tag, problem in (("error", self.error), ("failure", self.failure)):
             if problem is not None:
                 child = ET.SubElement(
@@ -99,7 +105,7 @@ class _Suite:
     def element(self) -> ET.Element:
         suite = ET.Element("testsuite", {"name": _attr(self.name)})
         _counts(suite, [self])
-        suite.set("skipped", "0")
+        suite.set("skipped", str(sum(1 for t in self.tests if t.skipped is not None)))
         suite.set("time", _seconds(self.ms))
         if self.properties:
             properties = ET.SubElement(suite, "properties")
@@ -135,6 +141,8 @@ def _case_test(case: CaseReport) -> _Test:
     raised = "".join(
         f"\n\nraised in the agent or its tools:\n{trace.rstrip()}" for trace in case.tracebacks
     )
+    if case.skipped is not None:
+        return _Test(classname, case.name, skipped=case.skipped)
     if case.error is not None:
         problem = _Problem("run error", case.error.split("\n", 1)[0], case.error + raised)
         return _Test(classname, case.name, error=problem, ms=case.duration_ms)

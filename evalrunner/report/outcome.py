@@ -10,15 +10,20 @@ from evalrunner.model import CaseReport, GradeResult, RunRefused, SuiteReport
 EXIT_PASSED = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
+EXIT_BUDGET = 3
+"""Live mode: ``max_total_tokens`` was spent and the run stopped before its end."""
 
 
 def exit_code(outcome: SuiteReport | RunRefused) -> int:
-    """0 when every case passed, 1 when any failed or errored, 2 when the run could not start,
-    128 + the signal number when a signal stopped it (130 for SIGINT, 143 for SIGTERM)."""
+    """0 when every case passed, 1 when any failed or errored (or none ran), 2 when the run
+    could not start, 3 when live mode's token budget stopped it, 128 + the signal number when
+    a signal stopped it (130 for SIGINT, 143 for SIGTERM)."""
     if isinstance(outcome, RunRefused):
         return EXIT_REFUSED
     if outcome.interrupted is not None:
         return 128 + outcome.interrupted
+    if outcome.budget_spent is not None:
+        return EXIT_BUDGET
     return EXIT_PASSED if outcome.all_passed else EXIT_FAILED
 
 
@@ -72,4 +77,4 @@ def kind_of(check: str) -> str:
 
 def failures(report: SuiteReport) -> tuple[CaseReport, ...]:
     """The cases that failed or errored, in suite order."""
-    return tuple(case for case in report.cases if not case.passed)
+    return tuple(case for case in report.cases if not case.passed and case.skipped is None)

@@ -11,11 +11,21 @@ CLEAR = "\r\x1b[2K"
 
 
 def progress_line(
-    done: int, total: int, passed: int, elapsed: float, current: str | None, width: int
+    done: int,
+    total: int,
+    passed: int,
+    elapsed: float,
+    current: str | None,
+    width: int,
+    skipped: int = 0,
 ) -> str:
-    """``[done/total] P passed, F failed · 3.2 s · running: case``, cut to ``width``."""
-    failed = done - passed
-    line = f"[{done}/{total}] {passed} passed, {failed} failed · {elapsed:.1f} s"
+    """``[done/total] P passed, F failed · 3.2 s · running: case``, cut to ``width``;
+    ``, S not run`` after the failures when cases were skipped."""
+    failed = done - passed - skipped
+    line = f"[{done}/{total}] {passed} passed, {failed} failed"
+    if skipped:
+        line += f", {skipped} not run"
+    line += f" · {elapsed:.1f} s"
     if current is not None:
         line += f" · running: {printable(current)}"
     if _columns(line) > width - 1:

@@ -53,11 +53,15 @@ def render_table(
     def mark(passed: bool) -> str:
         return paint("✓", _GREEN) if passed else paint("✗", _RED)
 
+    def case_mark(case: CaseReport) -> str:
+        # Not run is neither a pass nor a failure: its own mark, so no one reads it as green.
+        return "-" if case.skipped is not None else mark(case.passed)
+
     lines: list[str] = []
     if verbosity > Verbosity.QUIET:
         lines.append(header(report))
         for case in report.cases:
-            lines.append(f"{mark(case.passed)} {_case_line(case)}")
+            lines.append(f"{case_mark(case)} {_case_line(case)}")
             if verbosity >= Verbosity.VERBOSE:
                 lines.extend(
                     f"    {mark(g.passed)} {_check_line(g.check, g.detail, g.passed)}"
@@ -92,6 +96,8 @@ def render_table(
     for detail, (number, count) in notes.items():
         lines.append(f"note {number} ({count} checks): {printable(detail)}")
     lines.append(summary(report, paint_failed=lambda text: paint(text, _RED)))
+    if report.budget_spent is not None:
+        lines.append(paint(f"run stopped: {report.budget_spent}", _RED))
     stopped = interruption(report)
     if stopped is not None:
         lines.append(paint(stopped, _RED))
@@ -121,16 +127,23 @@ def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) ->
     counts = [
         f"{report.failed - errored} failed" if report.failed - errored else "",
         f"{errored} errored" if errored else "",
+        f"{report.skipped} not run" if report.skipped else "",
         f"{refused} file{'s' if refused > 1 else ''} refused" if refused else "",
     ]
     shown = ", ".join(count for count in counts if count)
     if shown:
         text += " " + paint_failed(f"({shown})")
+    if report.mode == "live":
+        spent_in = sum(case.input_tokens for case in report.cases)
+        spent_out = sum(case.output_tokens for case in report.cases)
+        text += f", {spent_in} input + {spent_out} output tokens"
     return f"{text} in {duration(report.duration_ms)}"
 
 
 def _case_line(case: CaseReport) -> str:
     head = f"{printable(case.name)} ({printable_path(case.source)})"
+    if case.skipped is not None:
+        return f"{head}  skipped: {printable(case.skipped)}"
     if case.error is not None:
         return f"{head}  run error  {duration(case.duration_ms)}"
     passed = sum(1 for g in case.grades if g.passed)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from evalrunner.admit import argument_text
 from evalrunner.model import (
     JSONValue,
     Message,
@@ -31,10 +31,15 @@ from evalrunner.model import (
 )
 from evalrunner.wire.common import (
     ANTHROPIC,
+    SseEvent,
     ToolResult,
     WireRequest,
     WireRequestError,
+    WireResponseError,
+    compact_arguments,
+    event_json,
     optional_string,
+    reading,
     request_with_messages,
     require_list,
     require_object,
@@ -43,6 +48,7 @@ from evalrunner.wire.common import (
     stream_flag,
     stream_pieces,
     text_of_parts,
+    token_count,
     tool_parameters,
 )
 
@@ -170,10 +176,209 @@ class AnthropicMessages:
         frames.append(_event("message_stop", {}))
         return frames
 
+    # --- the client side ------------------------------------------------------------------
+
+    def request_url(self, base_url: str) -> str:
+        """``{base_url}/v1/messages``: the base URL is the host root, as the SDK's is."""
+        return base_url.rstrip("/") + "/v1/messages"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        """The headers that carry the API key and the API version."""
+        return {"x-api-key": key, "anthropic-version": API_VERSION}
+
+    def request_body(
+        self, request: ModelRequest, *, model: str, stream: bool, options: dict[str, JSONValue]
+    ) -> dict[str, JSONValue]:
+        """``request`` as a messages body: system prompts joined into ``system``, consecutive
+        same-role blocks in one message, ``options`` sent as given (``max_tokens`` defaults
+        to 1024: the API requires it)."""
+        system = [m.content for m in request.messages if m.role == "system"]
+        messages: list[dict[str, Any]] = []
+
+        def add(role: str, block: dict[str, JSONValue]) -> None:
+            if messages and messages[-1]["role"] == role:
+                messages[-1]["content"].append(block)
+            else:
+                messages.append({"role": role, "content": [block]})
+
+        for message in request.messages:
+            if message.role == "system":
+                continue
+            if message.role == "tool":
+                block: dict[str, JSONValue] = {
+                    "type": "tool_result",
+                    "tool_use_id": message.tool_call_id,
+                    "content": message.content,
+                }
+                if message.is_error:
+                    block["is_error"] = True
+                add("user", block)
+            elif message.role == "user":
+                add("user", {"type": "text", "text": message.content})
+            else:
+                if message.content:
+                    add("assistant", {"type": "text", "text": message.content})
+                for call in message.tool_calls:
+                    add("assistant", _tool_use(call))
+                if not message.content and not message.tool_calls:
+                    add("assistant", {"type": "text", "text": ""})
+        body: dict[str, JSONValue] = {
+            "model": model,
+            "max_tokens": 1024,
+            "messages": messages,  # type: ignore[dict-item]
+            **options,
+        }
+        if system:
+            body["system"] = "\n".join(system)
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+        if stream:
+            body["stream"] = True
+        return body
+
+    def read_response(self, body: JSONValue) -> ModelResponse:
+        """A ``message`` body as a response; :class:`WireResponseError` if it is not one."""
+        with reading("the message"):
+            answer = require_object(body, "the body")
+            _raise_error(answer)
+            blocks = [
+                require_object(b, f"content[{i}]")
+                for i, b in enumerate(require_list(answer.get("content"), "content"))
+            ]
+            usage = _usage_of(answer.get("usage"), (0, 0))
+            return _response_of(blocks, usage)
+
+    def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
+        """A ``message_start`` … ``message_stop`` stream as one response;
+        :class:`WireResponseError` if an event is malformed or the stream ends early."""
+        blocks: dict[int, dict[str, Any]] = {}
+        usage = (0, 0)
+        for number, event in enumerate(events, start=1):
+            where = f"stream event {number}"
+            data = event_json(event, where)
+            kind = event.event or data.get("type")
+            with reading(where):
+                _raise_error(data)
+                if kind == "message_start":
+                    message = require_object(data.get("message"), "message")
+                    usage = _usage_of(message.get("usage"), usage)
+                elif kind == "content_block_start":
+                    index = _index(data)
+                    block = require_object(data.get("content_block"), "content_block")
+                    blocks[index] = {**block, "partial": ""}
+                elif kind == "content_block_delta":
+                    index = _index(data)
+                    if index not in blocks:
+                        raise WireRequestError(f"a delta for block {index}, which never started")
+                    delta = require_object(data.get("delta"), "delta")
+                    if delta.get("type") == "text_delta":
+                        text = require_string(delta.get("text"), "delta.text")
+                        blocks[index]["text"] = blocks[index].get("text", "") + text
+                    elif delta.get("type") == "input_json_delta":
+                        partial = require_string(delta.get("partial_json"), "delta.partial_json")
+                        blocks[index]["partial"] += partial
+                elif kind == "message_delta":
+                    output = _usage_of(data.get("usage"), (usage[0], usage[1]))[1]
+                    usage = (usage[0], output)
+                elif kind == "message_stop":
+                    break
+        else:
+            raise WireResponseError(
+                "the stream ended before its message_stop event (cut off or malformed)"
+            )
+        ordered: list[dict[str, JSONValue]] = []
+        for index in sorted(blocks):
+            block = blocks[index]
+            partial = str(block.pop("partial"))
+            if block.get("type") == "tool_use" and partial:
+                try:
+                    block["input"] = json.loads(partial, parse_constant=_refuse_constant)
+                except (ValueError, RecursionError):
+                    raise WireResponseError(
+                        f"the streamed input of tool call block {index} is not valid JSON"
+                    ) from None
+            ordered.append(block)
+        with reading("the streamed message"):
+            return _response_of(ordered, usage)
+
+    def error_message(self, body: JSONValue) -> str | None:
+        """The message of an error body, if ``body`` is one."""
+        return _error_text(body)
+
     def error_body(self, status: int, message: str) -> JSONValue:
         """``{"type": "error", "error": {"type", "message"}}``."""
         error_type = _ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+API_VERSION = "2023-06-01"
+"""The ``anthropic-version`` a live request sends."""
+
+
+def _error_text(body: JSONValue) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return None
+
+
+def _raise_error(body: dict[str, JSONValue]) -> None:
+    message = _error_text(body)
+    if message is not None or body.get("type") == "error":
+        raise WireResponseError(f"the model answered with an error: {message or 'no message'}")
+
+
+def _usage_of(value: JSONValue, known: tuple[int, int]) -> tuple[int, int]:
+    if value is None:
+        return known
+    usage = require_object(value, "usage")
+    return (
+        token_count(usage, "input_tokens", "usage") if "input_tokens" in usage else known[0],
+        token_count(usage, "output_tokens", "usage") if "output_tokens" in usage else known[1],
+    )
+
+
+def _index(data: dict[str, JSONValue]) -> int:
+    index = data.get("index")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise WireRequestError("index must be a number")
+    return index
+
+
+def _response_of(blocks: list[dict[str, JSONValue]], usage: tuple[int, int]) -> ModelResponse:
+    """Text blocks joined, or the tool calls (text beside them is the model thinking aloud,
+    which the neutral response does not carry)."""
+    calls: list[ToolCall] = []
+    text: list[str] = []
+    for index, block in enumerate(blocks):
+        at = f"content[{index}]"
+        if block.get("type") == "text":
+            text.append(require_string(block.get("text"), f"{at}.text"))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=require_string(block.get("id"), f"{at}.id"),
+                    name=require_string(block.get("name"), f"{at}.name"),
+                    arguments=compact_arguments(require_object(block.get("input"), f"{at}.input")),
+                )
+            )
+    if calls:
+        return ToolCallsResponse(tuple(calls), *usage)
+    return TextResponse("".join(text), *usage)
+
+
+def _tool_use(call: ToolCall) -> dict[str, JSONValue]:
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        value = None
+    # The wire carries an object; argument text that is not one cannot travel (the endpoint
+    # refuses to script it for this API), so what is sent here is a best effort.
+    arguments = value if isinstance(value, dict) else {}
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
 
 
 def _event(kind: str, data: dict[str, JSONValue]) -> str:
@@ -343,7 +548,7 @@ def _assistant(content: JSONValue, where: str) -> Message:
                 ToolCall(
                     id=require_string(block.get("id"), f"{at}.id"),
                     name=require_string(block.get("name"), f"{at}.name"),
-                    arguments=argument_text(require_object(block.get("input"), f"{at}.input")),
+                    arguments=compact_arguments(require_object(block.get("input"), f"{at}.input")),
                 )
             )
     return Message("assistant", "".join(text), tool_calls=tuple(calls))

@@ -12,9 +12,9 @@ or as server-sent events.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse
 
@@ -197,3 +197,110 @@ def stream_flag(body: dict[str, JSONValue]) -> bool:
 def tool_parameters(value: JSONValue, where: str) -> dict[str, JSONValue]:
     """A tool's JSON Schema (absent = ``{}``)."""
     return {} if value is None else require_object(value, where)
+
+
+# --- the client side: what a live client or an agent command sends, and reads back ------------
+
+
+class WireResponseError(Exception):
+    """A model's answer that is not a response of its API (malformed JSON, a broken stream,
+    a missing field); the message says what was wrong, never what the request carried."""
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One server-sent event: its ``event:`` name (``None`` without one) and its ``data:``
+    lines joined."""
+
+    event: str | None
+    data: str
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
+    """The events of a server-sent event stream, given its lines (with or without their line
+    endings). A last event cut off before its blank line is still yielded: whether the stream
+    ended properly is for the API's reader to say."""
+    event: str | None = None
+    data: list[str] = []
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        if not line:
+            if data:
+                yield SseEvent(event, "\n".join(data))
+            event, data = None, []
+        elif line.startswith(":"):
+            continue  # a comment (a keep-alive)
+        else:
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+    if data:
+        yield SseEvent(event, "\n".join(data))
+
+
+def event_json(event: SseEvent, where: str) -> dict[str, JSONValue]:
+    """An event's data as a JSON object; :class:`WireResponseError` when it is not one."""
+    try:
+        value = json.loads(event.data, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise WireResponseError(f"{where} is not valid JSON: {_excerpt(event.data)}") from None
+    if not isinstance(value, dict):
+        raise WireResponseError(f"{where} is not a JSON object: {_excerpt(event.data)}")
+    return value
+
+
+def body_json(raw: bytes) -> JSONValue:
+    """A response body parsed as JSON; :class:`WireResponseError` when it is not JSON."""
+    try:
+        value: JSONValue = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        text = raw[:80].decode("utf-8", "replace")
+        raise WireResponseError(f"the response body is not valid JSON: {_excerpt(text)}") from None
+    return value
+
+
+def token_count(usage: dict[str, JSONValue], key: str, where: str) -> int:
+    """A usage field: a whole number of tokens, 0 when absent or null."""
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise WireResponseError(f"{where}.{key} must be a whole number of tokens")
+    return value
+
+
+def compact_arguments(value: JSONValue) -> str:
+    """A tool call's ``input`` object as argument text: compact JSON with sorted keys and
+    non-ASCII kept, as a fixture's object arguments are (:func:`evalrunner.admit.argument_text`),
+    so the monitor compares a live call with its echo the way it compares a scripted one."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def reading(where: str) -> _Reading:
+    """A context in which a malformed request-side value (a :class:`WireRequestError` from
+    the ``require_*`` helpers) is a malformed *response*, named as such."""
+    return _Reading(where)
+
+
+class _Reading:
+    def __init__(self, where: str) -> None:
+        self._where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, WireRequestError):
+            raise WireResponseError(f"{self._where}: {exc}") from None
+
+
+def _excerpt(text: str, limit: int = 60) -> str:
+    shown = text if len(text) <= limit else text[: limit - 3] + "..."
+    return json.dumps(shown)
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")

@@ -4,10 +4,11 @@ A loopback server (127.0.0.1 only, a free port by default) that speaks OpenAI ch
 (``POST /v1/chat/completions``), the OpenAI Responses API (``POST /v1/responses``) and
 Anthropic messages (``POST /v1/messages``), streaming or not. It only translates: each request
 is decoded into a neutral :class:`~evalrunner.model.ModelRequest` and handed to the case's
-:class:`~evalrunner.conformance.ConversationMonitor`, which checks it against the script and
-the run so far and answers it from the script (the same per-turn queues, run errors, ids and
-argument text as in-process). The monitor keeps every request and the evidence: results fed
-back, with Anthropic's ``is_error`` as their failure flag (the OpenAI wires have none).
+:class:`~evalrunner.conformance.ConversationMonitor`, which checks it against the run so far
+and answers it from the script (the same per-turn queues, run errors, ids and argument text as
+in-process) or, in live mode, from the live model it forwards the request to. The monitor
+keeps every request and the evidence: results fed back, with Anthropic's ``is_error`` as their
+failure flag (the OpenAI wires have none).
 
 The one state the endpoint keeps itself is what the Responses API keeps server-side: the
 conversation of each response it served in the current case, so that a request naming one in

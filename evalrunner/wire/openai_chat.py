@@ -10,6 +10,8 @@ for it (``stream_options.include_usage``), as the API does.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from evalrunner.model import (
     JSONValue,
     Message,
@@ -17,14 +19,19 @@ from evalrunner.model import (
     ModelResponse,
     TextResponse,
     ToolCall,
+    ToolCallsResponse,
     ToolSpec,
 )
 from evalrunner.wire.common import (
     OPENAI,
+    SseEvent,
     ToolResult,
     WireRequest,
     WireRequestError,
+    WireResponseError,
+    event_json,
     optional_string,
+    reading,
     request_with_messages,
     require_list,
     require_object,
@@ -33,6 +40,7 @@ from evalrunner.wire.common import (
     stream_flag,
     stream_pieces,
     text_of_parts,
+    token_count,
     tool_parameters,
 )
 
@@ -159,11 +167,153 @@ class OpenAIChat:
         frames.append("data: [DONE]\n\n")
         return frames
 
+    # --- the client side ------------------------------------------------------------------
+
+    def request_url(self, base_url: str) -> str:
+        """``{base_url}/chat/completions``: the base URL includes ``/v1``, as the SDK's does."""
+        return base_url.rstrip("/") + "/chat/completions"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        """The header that carries the API key."""
+        return {"Authorization": f"Bearer {key}"}
+
+    def request_body(
+        self, request: ModelRequest, *, model: str, stream: bool, options: dict[str, JSONValue]
+    ) -> dict[str, JSONValue]:
+        """``request`` as a chat completions body; ``options`` (``temperature``,
+        ``max_tokens``, ...) are sent as given. A stream asks for its usage chunk."""
+        messages: list[JSONValue] = []
+        for message in request.messages:
+            if message.role == "tool":
+                call_id, content = message.tool_call_id, message.content
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+            elif message.role == "assistant" and message.tool_calls:
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": message.content or None,
+                        "tool_calls": [
+                            {
+                                "id": call.id,
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": call.arguments},
+                            }
+                            for call in message.tool_calls
+                        ],
+                    }
+                )
+            else:
+                messages.append({"role": message.role, "content": message.content})
+        body: dict[str, JSONValue] = {"model": model, "messages": messages, **options}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def read_response(self, body: JSONValue) -> ModelResponse:
+        """A ``chat.completion`` body as a response; :class:`WireResponseError` if it is not
+        one (or is an error body)."""
+        with reading("the chat completion"):
+            answer = require_object(body, "the body")
+            _raise_error(answer)
+            choices = require_list(answer.get("choices"), "choices")
+            if not choices:
+                raise WireResponseError("the chat completion has no choices")
+            choice = require_object(choices[0], "choices[0]")
+            message = require_object(choice.get("message"), "choices[0].message")
+            content = optional_string(message.get("content"), "choices[0].message.content")
+            calls = _tool_calls(message.get("tool_calls"), "choices[0].message")
+            usage = _usage_of(answer.get("usage"))
+        if calls:
+            return ToolCallsResponse(calls, *usage)
+        return TextResponse(content or "", *usage)
+
+    def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
+        """A stream of ``chat.completion.chunk`` events, up to ``[DONE]``, as one response;
+        :class:`WireResponseError` if a chunk is malformed or the stream ends early."""
+        text: list[str] = []
+        calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        usage = (0, 0)
+        for number, event in enumerate(events, start=1):
+            if event.data.strip() == "[DONE]":
+                break
+            where = f"stream chunk {number}"
+            chunk = event_json(event, where)
+            with reading(where):
+                _raise_error(chunk)
+                if chunk.get("usage") is not None:
+                    usage = _usage_of(chunk.get("usage"))
+                for choice in require_list(chunk.get("choices", []), "choices"):
+                    delta = require_object(require_object(choice, "choice").get("delta"), "delta")
+                    piece = optional_string(delta.get("content"), "delta.content")
+                    if piece:
+                        text.append(piece)
+                    for raw in require_list(delta.get("tool_calls") or [], "delta.tool_calls"):
+                        fragment = require_object(raw, "delta.tool_calls[]")
+                        index = fragment.get("index")
+                        if isinstance(index, bool) or not isinstance(index, int):
+                            raise WireRequestError("delta.tool_calls[].index must be a number")
+                        call = calls.setdefault(index, ["", "", ""])
+                        function = require_object(fragment.get("function") or {}, "function")
+                        call[0] = optional_string(fragment.get("id"), "id") or call[0]
+                        call[1] = optional_string(function.get("name"), "name") or call[1]
+                        call[2] += optional_string(function.get("arguments"), "arguments") or ""
+        else:
+            raise WireResponseError(
+                "the stream ended before its closing data: [DONE] (cut off or malformed)"
+            )
+        if calls:
+            ordered = [calls[i] for i in sorted(calls)]
+            for call_id, name, _ in ordered:
+                if not call_id or not name:
+                    raise WireResponseError("a streamed tool call came without its id or name")
+            return ToolCallsResponse(tuple(ToolCall(*c) for c in ordered), *usage)
+        return TextResponse("".join(text), *usage)
+
+    def error_message(self, body: JSONValue) -> str | None:
+        """The message of an error body, if ``body`` is one."""
+        return _error_text(body)
+
     def error_body(self, status: int, message: str) -> JSONValue:
         """``{"error": {"message", "type", "code"}}``."""
         error_type = _ERROR_TYPES.get(status, "replay_error")
         code = "run_error" if status >= 500 else None
         return {"error": {"message": message, "type": error_type, "code": code, "param": None}}
+
+
+def _error_text(body: JSONValue) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return error if isinstance(error, str) else None
+
+
+def _raise_error(body: dict[str, JSONValue]) -> None:
+    message = _error_text(body)
+    if message is not None:
+        raise WireResponseError(f"the model answered with an error: {message}")
+
+
+def _usage_of(value: JSONValue) -> tuple[int, int]:
+    if value is None:
+        return (0, 0)
+    usage = require_object(value, "usage")
+    return (
+        token_count(usage, "prompt_tokens", "usage"),
+        token_count(usage, "completion_tokens", "usage"),
+    )
 
 
 def _chunk(response_id: str, model: str, choices: list[JSONValue]) -> dict[str, JSONValue]:

@@ -50,9 +50,12 @@ from evalrunner.model import (
 )
 from evalrunner.wire.common import (
     OPENAI_RESPONSES,
+    SseEvent,
     ToolResult,
     WireRequest,
     WireRequestError,
+    WireResponseError,
+    event_json,
     optional_string,
     require_list,
     require_object,
@@ -215,6 +218,77 @@ class OpenAIResponses:
         error_type = _ERROR_TYPES.get(status, "replay_error")
         code = "run_error" if status >= 500 else None
         return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+    # --- the client side, as a ClientWire (evalrunner.wire.client) ----------------------------
+
+    def request_url(self, base_url: str) -> str:
+        """``{base_url}/responses``: the base URL includes ``/v1``, as the SDK's does."""
+        return base_url.rstrip("/") + "/responses"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        """The header that carries the API key."""
+        return {"Authorization": f"Bearer {key}"}
+
+    def request_body(
+        self, request: ModelRequest, *, model: str, stream: bool, options: dict[str, JSONValue]
+    ) -> dict[str, JSONValue]:
+        """``request`` as a Responses body carrying the whole conversation; ``options`` are
+        sent as given, ``max_tokens`` under this API's name, ``max_output_tokens``."""
+        body: dict[str, JSONValue] = request_body(request, model=model, stream=stream)
+        for key, value in options.items():
+            body["max_output_tokens" if key == "max_tokens" else key] = value
+        return body
+
+    def read_response(self, body: JSONValue) -> ModelResponse:
+        """A ``response`` object as a response; :class:`WireResponseError` if it is not one."""
+        with _malformed("the response"):
+            _raise_error(body)
+            return read_response(body)
+
+    def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
+        """A stream's events as one response; :class:`WireResponseError` if an event is
+        malformed or the stream ends before ``response.completed``."""
+        payloads = (
+            event_json(event, f"stream event {number}")
+            for number, event in enumerate(events, start=1)
+            if event.data.strip() != "[DONE]"
+        )
+        with _malformed("the stream"):
+            return read_stream(payloads)
+
+    def error_message(self, body: JSONValue) -> str | None:
+        """The message of an error body, if ``body`` is one."""
+        error = body.get("error") if isinstance(body, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        return message if isinstance(message, str) else None
+
+
+def _raise_error(body: JSONValue) -> None:
+    if not isinstance(body, dict):
+        return
+    error = body.get("error")
+    if isinstance(error, dict) and body.get("object") != "response":
+        raise WireResponseError(f"an error body: {error.get('message')!r}")
+
+
+class _malformed:
+    """A response or stream that is JSON but not this API's shape (a field missing, of
+    another type, a status other than completed) is a :class:`WireResponseError`."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError, IndexError)) and (
+            not isinstance(exc, WireResponseError)
+        ):
+            raise WireResponseError(
+                f"{self._what} is not a well-formed Responses API answer "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
 
 
 class _Events:

@@ -1,0 +1,366 @@
+"""The live provider: each model request sent to a real OpenAI- or Anthropic-compatible API.
+
+:class:`LiveModel` is one run's connection to the model (an HTTP client, the concurrency cap,
+the token budget); :class:`LiveProvider` is one case's :class:`~evalrunner.provider.ModelProvider`
+on it, which keeps every exchange (request and response, in order) so that a recorder can turn
+a live run into a fixture. Bodies are written and read by the wire modules
+(:mod:`evalrunner.wire.openai_chat`, :mod:`evalrunner.wire.anthropic`), the same code the
+replay endpoint and the standard-library client use.
+
+HTTP goes through httpx2, imported only here and only when a live run starts (the
+``evalrunner[live]`` extra). Retries: an answer 429 or 5xx, a timeout or a dropped connection
+is tried again, up to ``max_retries`` times, after ``Retry-After`` when the answer gives one
+(seconds or an HTTP date, capped at :data:`MAX_RETRY_AFTER_SECS`), else after an exponential
+backoff; any other 4xx is final.
+
+The API key is read from the environment when a request is sent, and put in its header only.
+No message this module writes holds it: every error text is built here, from status codes and
+the server's own error message, with the key struck out of that message too.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from evalrunner.config import LiveConfig
+from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
+from evalrunner.text import printable
+from evalrunner.wire.client import ClientWire, client_wire
+from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
+
+if TYPE_CHECKING:
+    import httpx2
+
+MAX_RETRY_AFTER_SECS = 60.0
+"""The longest wait a ``Retry-After`` can ask for; a longer one is cut to this."""
+BACKOFF_BASE_SECS = 0.5
+"""The wait before the first retry without ``Retry-After``; it doubles on each retry."""
+BACKOFF_CAP_SECS = 8.0
+MAX_ERROR_CHARS = 300
+"""How much of a server's error message a run error quotes."""
+
+INSTALL_HINT = (
+    "live mode needs the httpx2 HTTP client, which is not installed: "
+    "pip install 'evalrunner[live]'"
+)
+
+
+class BudgetSpent(RunError):
+    """The run's token budget (``max_total_tokens``) is spent: no request is sent."""
+
+
+class TokenBudget:
+    """The run's budget of input + output tokens, shared by every case (thread-safe)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self._spent = 0
+        self._lock = threading.Lock()
+
+    @property
+    def spent(self) -> int:
+        """Tokens used so far."""
+        with self._lock:
+            return self._spent
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether no further request may be sent."""
+        with self._lock:
+            return self.limit is not None and self._spent >= self.limit
+
+    def check(self) -> None:
+        """Raise :class:`BudgetSpent` when the budget is spent."""
+        if self.exhausted:
+            raise BudgetSpent(self.message())
+
+    def message(self) -> str:
+        """The sentence that says the budget stopped the run."""
+        return (
+            f"the token budget is spent ({self.spent} of max_total_tokens = {self.limit} "
+            "tokens used): no further model request was sent"
+        )
+
+    def add(self, response: ModelResponse) -> None:
+        """Count a response's usage."""
+        with self._lock:
+            self._spent += response.input_tokens + response.output_tokens
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request the live model answered, and its answer (for a recorder)."""
+
+    request: ModelRequest
+    response: ModelResponse
+
+
+class _Retry(Exception):
+    """This attempt failed in a way worth another (``wait``: what the server asked for)."""
+
+    def __init__(self, reason: str, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait = wait
+
+
+class LiveModel:
+    """One run's connection to the live model (see the module docstring).
+
+    ``environ`` is where the key is read from, when each request is sent; ``sleep`` waits
+    between retries (tests pass one that records and returns); ``transport`` replaces
+    httpx2's own (tests). Close it when the run ends.
+    """
+
+    def __init__(
+        self,
+        config: LiveConfig,
+        *,
+        budget: TokenBudget | None = None,
+        environ: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: Any = None,
+    ) -> None:
+        if config.model is None:
+            raise ValueError(config.problems()[0])
+        self.config = config
+        self.model = config.model
+        self.wire: ClientWire = client_wire(config.wire)
+        self.budget = budget if budget is not None else TokenBudget(config.max_total_tokens)
+        self._environ = environ if environ is not None else os.environ
+        self._sleep = sleep
+        self._transport = transport
+        self._slots = threading.BoundedSemaphore(config.max_concurrency)
+        self._client: httpx2.Client | None = None
+        self._lock = threading.Lock()
+
+    def provider(self) -> LiveProvider:
+        """A fresh provider for one case."""
+        return LiveProvider(self)
+
+    def close(self) -> None:
+        """Close the HTTP client (its connections)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def _http(self) -> httpx2.Client:
+        with self._lock:
+            if self._client is None:
+                try:
+                    import httpx2  # only a live run pays for importing it
+                except ImportError:
+                    raise RunError(INSTALL_HINT) from None
+                seconds = self.config.timeout_secs
+                self._client = httpx2.Client(
+                    timeout=httpx2.Timeout(seconds),
+                    transport=self._transport,
+                    trust_env=False,  # no proxy or .netrc from the environment: it goes where
+                    # base_url says, and nowhere may the key be sent that config did not name
+                    follow_redirects=False,
+                )
+            return self._client
+
+    def _key(self) -> str:
+        name = self.config.api_key_env
+        key = self._environ.get(name, "")
+        if not key.strip():
+            raise RunError(
+                f"live mode: the environment variable {name} (api_key_env in [eval.live]) is "
+                "not set or empty; export the API key there"
+            )
+        return key
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` (retrying as configured) and read the answer; every failure is
+        a :class:`RunError` whose text names what went wrong, never the key."""
+        self.budget.check()
+        key = self._key()
+        body = self.wire.request_body(
+            request,
+            model=self.model,
+            stream=self.config.stream,
+            options=self._options(),
+        )
+        data = wire_json(body).encode("utf-8")
+        headers = {"Content-Type": "application/json", **self.wire.auth_headers(key)}
+        attempts = self.config.max_retries + 1
+        with self._slots:
+            for attempt in range(1, attempts + 1):
+                try:
+                    response = self._attempt(data, headers, key)
+                except _Retry as retry:
+                    if attempt == attempts:
+                        tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+                        raise RunError(f"live model: {retry.reason}{tried}") from None
+                    self._sleep(_backoff(attempt, retry.wait))
+                    continue
+                self.budget.add(response)
+                return response
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _options(self) -> dict[str, JSONValue]:
+        return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+
+    def _attempt(self, data: bytes, headers: dict[str, str], key: str) -> ModelResponse:
+        import httpx2
+
+        url = self.wire.request_url(self.config.base_url)
+        timeout = self.config.timeout_secs
+        # httpx2's timeout bounds each phase (connect, each read); a server that trickles
+        # bytes would never trip it, so the attempt as a whole is bounded too.
+        deadline = time.monotonic() + timeout
+        try:
+            with self._http().stream("POST", url, content=data, headers=headers) as reply:
+                status = reply.status_code
+                if status >= 400:
+                    raw = _body(reply, deadline)
+                    raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
+                if self.config.stream:
+                    return self.wire.read_stream(parse_sse(_lines(reply, deadline)))
+                return self.wire.read_response(body_json(_body(reply, deadline)))
+        except (httpx2.TimeoutException, _Overdue):
+            raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
+        except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
+            raise _Retry(f"the connection broke ({type(exc).__name__})") from None
+        except httpx2.ConnectError:
+            raise _Retry(f"cannot connect to {self.config.base_url}") from None
+        except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
+            raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
+        except WireResponseError as exc:
+            problem = _scrub(str(exc), key)
+            raise RunError(f"live model: the answer is malformed: {problem}") from None
+        except UnicodeEncodeError:
+            # Only the key is not ASCII-checked before this point; the exception holds it.
+            raise RunError(
+                f"live model: the key in {self.config.api_key_env} holds characters an HTTP "
+                "header cannot carry (not ASCII)"
+            ) from None
+        except UnicodeDecodeError:
+            raise RunError("live model: the answer is not UTF-8 text") from None
+
+    def _status_error(
+        self, status: int, raw: bytes, retry_after: str | None, key: str
+    ) -> Exception:
+        try:
+            message = self.wire.error_message(body_json(raw))
+        except WireResponseError:
+            message = None
+        said = f": {_quoted(_scrub(message, key))}" if message else ""
+        if status in (401, 403):
+            return RunError(
+                f"live model: the API refused the key in {self.config.api_key_env} "
+                f"(HTTP {status}){said}; check that variable holds a valid key for "
+                f"{self.config.base_url}"
+            )
+        if status == 429 or status >= 500:
+            return _Retry(f"HTTP {status}{said}", _retry_after(retry_after))
+        return RunError(f"live model: HTTP {status}{said} (not retried: a 4xx is final)")
+
+
+class LiveProvider:
+    """One case's view of the live model: a :class:`~evalrunner.provider.ModelProvider`
+    that keeps every exchange in order (:attr:`exchanges`), for a recorder."""
+
+    def __init__(self, model: LiveModel) -> None:
+        self._model = model
+        self._lock = threading.Lock()
+        self._exchanges: list[Exchange] = []
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """The live model's answer to ``request``."""
+        response = self._model.complete(request)
+        with self._lock:
+            self._exchanges.append(Exchange(request, response))
+        return response
+
+    @property
+    def exchanges(self) -> tuple[Exchange, ...]:
+        """Every request answered so far, with its answer."""
+        with self._lock:
+            return tuple(self._exchanges)
+
+
+class _Overdue(Exception):
+    """The attempt's answer did not arrive whole within ``timeout_secs``."""
+
+
+def _lines(reply: Any, deadline: float) -> Iterator[str]:
+    for line in reply.iter_lines():
+        if time.monotonic() > deadline:
+            raise _Overdue
+        yield line
+
+
+def _body(reply: Any, deadline: float) -> bytes:
+    chunks = []
+    for chunk in reply.iter_bytes():
+        if time.monotonic() > deadline:
+            raise _Overdue
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _backoff(attempt: int, asked: float | None) -> float:
+    """The wait before retry ``attempt`` (1-based): what the server asked for, else
+    exponential."""
+    if asked is not None:
+        return asked
+    return float(min(BACKOFF_CAP_SECS, BACKOFF_BASE_SECS * 2 ** (attempt - 1)))
+
+
+def _retry_after(value: str | None, now: Callable[[], datetime] | None = None) -> float | None:
+    """A ``Retry-After`` header as seconds to wait, capped; ``None`` when absent or unreadable.
+
+    It is either a number of seconds or an HTTP date (RFC 9110 §10.2.3).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isascii() and text.replace(".", "", 1).isdigit():
+        seconds = float(text)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        current = now() if now is not None else datetime.now(UTC)
+        seconds = (when - current).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return min(MAX_RETRY_AFTER_SECS, max(0.0, seconds))
+
+
+KEY_FRAGMENT_CHARS = 8
+"""A piece of the key this long or longer is struck out of messages too: a quoted excerpt
+of a body may cut the key in two."""
+
+
+def _scrub(text: str, key: str) -> str:
+    """``text`` with the key, and any piece of it of :data:`KEY_FRAGMENT_CHARS` or more
+    characters, struck out (a server may echo what it was sent)."""
+    if not key:
+        return text
+    text = text.replace(key, "[redacted]")
+    for length in range(len(key) - 1, KEY_FRAGMENT_CHARS - 1, -1):
+        for start in range(len(key) - length + 1):
+            piece = key[start : start + length]
+            if piece in text:
+                text = text.replace(piece, "[redacted]")
+    return text
+
+
+def _quoted(text: str) -> str:
+    shown = text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+    return printable(shown)

@@ -1,0 +1,287 @@
+"""``evalrunner run --mode live`` end to end against local model servers (no network): every
+agent path (reference agent, Python factory, command agent through the replay endpoint), each
+mode with the other kind of case, conformance on live answers, the token budget and its exit
+code, and a known key scanned for in every output (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from support.model_server import ModelServer, Reply
+
+from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "sk-live-KNOWN-SECRET-987654321"
+WIRE_AGENT = Path(__file__).parent / "support" / "wire_agent.py"
+
+LIVE_CASE = """\
+name: live_echo
+turns:
+  - user_input: say hi through echo
+expects:
+  tools_used: [echo]
+  response_contains: [hello]
+"""
+SCRIPTED_CASE = """\
+name: scripted_hi
+turns:
+  - user_input: say hi
+    steps:
+      - response: {type: text, content: hi there}
+expects:
+  response_contains: [hi]
+"""
+CALL = ToolCallsResponse((ToolCall("call_7", "echo", '{"message":"hi"}'),), 20, 5)
+TEXT = TextResponse("hello from the live model", 30, 4)
+
+
+def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    for name, text in (cases or {"live_echo": LIVE_CASE}).items():
+        (suite / f"{name}.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        f'[eval]\nsuite_dir = "evals"\n{extra}\n[eval.live]\nwire = "{wire}"\n'
+        f'base_url = "{base_url}"\nmodel = "local-test"\napi_key_env = "LIVE_TEST_KEY"\n'
+        "timeout_secs = 5\nmax_retries = 0\n",
+        encoding="utf-8",
+    )
+    return tmp_path
+
+
+def run(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
+    env.pop("LIVE_TEST_KEY", None)
+    if key is not None:
+        env["LIVE_TEST_KEY"] = key
+    env["NO_COLOR"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "evalrunner", "run", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def outputs(cwd: Path, done: subprocess.CompletedProcess[str]) -> str:
+    """Everything the run wrote: its streams and every report file."""
+    files = [p.read_text(encoding="utf-8") for p in cwd.glob("out.*")]
+    return "\n".join([done.stdout, done.stderr, *files])
+
+
+SDK_AGENTS = ROOT / "examples" / "sdk-agents"
+AGENTS = {
+    "reference": [],
+    "command-urllib": ["--agent-command", f"{sys.executable} {WIRE_AGENT} ok"],
+    # The official SDKs on the endpoint's side, whichever wire the live model speaks.
+    "command-openai-sdk": [
+        "--agent-command",
+        f"{sys.executable} {SDK_AGENTS / 'openai_agent.py'} --stream",
+    ],
+    "command-anthropic-sdk": [
+        "--agent-command",
+        f"{sys.executable} {SDK_AGENTS / 'anthropic_agent.py'}",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("wire", "stream", "agent"),
+    [
+        *[(wire, stream, "reference") for wire in ("openai", "anthropic") for stream in (0, 1)],
+        ("openai", False, "command-urllib"),
+        ("anthropic", True, "command-urllib"),
+        ("anthropic", True, "command-openai-sdk"),
+        ("openai", True, "command-anthropic-sdk"),
+    ],
+)
+def test_a_live_case_passes_on_every_wire_and_agent_path(
+    tmp_path: Path, wire: str, stream: bool, agent: str
+) -> None:
+    with ModelServer(wire, [Reply(CALL), Reply(TEXT)]) as server:
+        extra = ""
+        cwd = project(tmp_path, wire, server.base_url, extra)
+        if stream:
+            toml = cwd / "evalrunner.toml"
+            toml.write_text(toml.read_text(encoding="utf-8") + "stream = true\n", "utf-8")
+        done = run(cwd, "--mode", "live", "--json", "out.json", *AGENTS[agent])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1/1 cases passed, 50 input + 9 output tokens" in done.stdout
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    assert report["mode"] == "live" and report["all_passed"] is True
+    case = report["cases"][0]
+    assert (case["input_tokens"], case["output_tokens"], case["llm_calls"]) == (50, 9, 2)
+    assert len(server.seen) == 2
+    second = server.seen[1].body
+    assert second["model"] == "local-test"
+    # The agent's result went back to the live model, and the monitor saw the same.
+    assert "call_7" in json.dumps(second)
+
+
+def test_a_python_factory_gets_the_live_provider(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, 'agent = "my_agent:make"')
+        (cwd / "my_agent.py").write_text(
+            "from evalrunner.agent import reference_agent\n"
+            "SEEN = []\n"
+            "def make(context):\n"
+            "    SEEN.append(type(context.provider).__name__)\n"
+            "    assert SEEN == ['ConversationMonitor']\n"
+            "    return reference_agent(context)\n",
+            encoding="utf-8",
+        )
+        done = run(cwd, "--mode", "live")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "agent python:my_agent:make · live mode" in done.stdout
+    assert "1/1 cases passed" in done.stdout
+
+
+def test_replay_mode_reports_a_live_case_as_not_run(tmp_path: Path) -> None:
+    cwd = project(
+        tmp_path, "openai", "http://127.0.0.1:9/v1", live_echo=LIVE_CASE, scripted=SCRIPTED_CASE
+    )
+    done = run(cwd, "--json", "out.json", "--junit-xml", "out.xml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "- live_echo (live_echo.yaml)  skipped: live case (its turns script no steps): " in (
+        done.stdout
+    )
+    assert "1/2 cases passed (1 not run)" in done.stdout
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    assert (report["passed"], report["failed"], report["skipped"]) == (1, 0, 1)
+    live = next(c for c in report["cases"] if c["name"] == "live_echo")
+    assert live["passed"] is False and live["skipped"].startswith("live case")
+    junit = (cwd / "out.xml").read_text(encoding="utf-8")
+    assert '<skipped message="live case (its turns script no steps)' in junit
+    assert 'skipped="1"' in junit
+
+
+def test_a_run_of_only_live_cases_in_replay_mode_is_not_green(tmp_path: Path) -> None:
+    cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1")
+    done = run(cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "0/1 cases passed (1 not run)" in done.stdout
+
+
+def test_live_mode_skips_scripted_cases_and_says_so(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(
+            tmp_path, "openai", server.base_url, live_echo=LIVE_CASE, scripted=SCRIPTED_CASE
+        )
+        done = run(cwd, "--mode", "live")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "- scripted_hi (scripted.yaml)  skipped: scripted case: not run in live mode" in (
+        done.stdout
+    )
+    assert "1/2 cases passed (1 not run)" in done.stdout
+    assert len(server.seen) == 2  # only the live case's requests
+
+
+def test_conformance_holds_the_agent_to_what_the_live_model_answered(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        forget = ["--agent-command", f"{sys.executable} {WIRE_AGENT} forget-result"]
+        done = run(cwd, "--mode", "live", *forget)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 'the result of tool call(s) "call_7" (echo) was not fed back' in done.stdout
+    assert len(server.seen) == 1  # the refused request never reached the live model
+
+
+def test_the_budget_stops_the_run_cleanly_with_exit_3(tmp_path: Path) -> None:
+    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(3)}
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)] * 3) as server:
+        cwd = project(tmp_path, "openai", server.base_url, **cases)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_total_tokens = 60\n", "utf-8")
+        done = run(cwd, "--mode", "live", "--json", "out.json", "--junit-xml", "out.xml")
+    assert done.returncode == 3, done.stdout + done.stderr
+    # Case 1 spends 59 tokens; case 2's first answer takes it to 84; its second request is
+    # refused; case 3 is not run.
+    assert "run stopped: the token budget is spent (84 of max_total_tokens = 60" in done.stdout
+    assert "- live_2 (live_2.yaml)  skipped: not run: the token budget" in done.stdout
+    assert len(server.seen) == 3
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    assert report["budget_spent"].startswith("the token budget is spent")
+    assert report["all_passed"] is False
+    assert [c["passed"] for c in report["cases"]] == [True, False, False]
+    assert "token budget" in (cwd / "out.xml").read_text(encoding="utf-8")
+
+
+def test_a_wrong_key_fails_each_case_naming_the_variable(tmp_path: Path) -> None:
+    refused = json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()
+    with ModelServer("anthropic", [Reply(status=401, raw=refused)]) as server:
+        cwd = project(tmp_path, "anthropic", server.base_url)
+        done = run(cwd, "--mode", "live", "--json", "out.json", "--junit-xml", "out.xml")
+    assert done.returncode == 1
+    assert "the API refused the key in LIVE_TEST_KEY (HTTP 401)" in done.stdout
+    assert KEY not in outputs(cwd, done)
+
+
+def test_a_missing_key_is_a_run_error_naming_the_variable(tmp_path: Path) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = run(cwd, "--mode", "live", key=None)
+    assert done.returncode == 1
+    assert "the environment variable LIVE_TEST_KEY (api_key_env in [eval.live]) is not set" in (
+        done.stdout
+    )
+    assert server.seen == []
+
+
+def test_live_mode_refuses_jobs(tmp_path: Path) -> None:
+    cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1")
+    done = run(cwd, "--mode", "live", "--jobs", "2")
+    assert done.returncode == 2
+    assert done.stderr.startswith("--jobs: live mode runs its cases one at a time")
+
+
+def test_the_key_never_appears_in_any_output(tmp_path: Path) -> None:
+    """Every way a live run can end, with a known key in the environment: each stream and
+    report file is scanned for it, tracebacks included."""
+    echoed = json.dumps({"error": {"message": f"you sent {KEY}"}}).encode()
+    replies = [
+        Reply(CALL),
+        Reply(TEXT),  # case 1 passes
+        Reply(status=500, raw=echoed),  # case 2: a server error echoing the key
+        Reply(raw=b"{not json " + KEY.encode()),  # case 3: a malformed body holding the key
+        Reply(status=400, raw=echoed),  # case 4: a final 4xx echoing the key
+    ]
+    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(1, 5)}
+    with ModelServer("openai", replies) as server:
+        cwd = project(tmp_path, "openai", server.base_url, **cases)
+        done = run(
+            cwd,
+            "--mode",
+            "live",
+            "-v",
+            "--traceback",
+            "--json",
+            "out.json",
+            "--junit-xml",
+            "out.xml",
+        )
+        github = run(cwd, "--mode", "live", "--format", "github")
+    assert done.returncode == 1
+    text = outputs(cwd, done) + github.stdout + github.stderr
+    assert KEY not in text
+    assert "[redacted]" in text
+    assert "Traceback" not in done.stderr
+    config = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "config"],
+        cwd=cwd,
+        env={**os.environ, "LIVE_TEST_KEY": KEY},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert KEY not in config.stdout + config.stderr
+    assert 'api_key_env = "LIVE_TEST_KEY"' in config.stdout
