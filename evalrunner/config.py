@@ -50,14 +50,19 @@ MAX_TOOL_ITERATIONS = 10_000
 CONFIG_MAX_BYTES = 1024 * 1024
 """Config files larger than this are refused unread (a real one is a few hundred bytes)."""
 MODES = ("replay", "live")
-WIRES = ("openai", "anthropic")
-"""The live wires (``openai-responses`` joins them with the Responses API)."""
+WIRES = ("openai", "openai-responses", "anthropic")
+"""The live wires: Chat Completions, the Responses API, Anthropic Messages."""
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
 }
 """Each wire's public endpoint, in its SDK's convention: OpenAI's includes ``/v1``."""
-DEFAULT_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
 LIVE_KEYS = (
     "wire",
     "base_url",

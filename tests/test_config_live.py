@@ -62,7 +62,10 @@ def test_live_needs_a_model() -> None:
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        ('wire = "openai-chat"', "3:8: eval.live.wire must be 'openai' or 'anthropic', got string"),
+        (
+            'wire = "openai-chat"',
+            "3:8: eval.live.wire must be 'openai' or 'openai-responses' or 'anthropic', got string",
+        ),
         ("wire = 1", "3:8: eval.live.wire must be a string, got integer 1"),
         ('base_url = "ftp://x"', "3:12: eval.live.base_url must be an http:// or https:// URL"),
         ('base_url = ""', "3:12: eval.live.base_url must not be empty"),

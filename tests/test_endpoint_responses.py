@@ -271,7 +271,7 @@ def test_the_wire_client_names_a_stream_cut_before_it_completes() -> None:
         TextResponse("cut short"), response_id="resp_x", model="m", usage=True
     )
     events = [json.loads(f.split("data: ", 1)[1]) for f in frames[:-1]]
-    with pytest.raises(ValueError, match=r"ended before response\.completed"):
+    with pytest.raises(ValueError, match=r"ended before its response\.completed"):
         openai_responses.read_stream(events)
     whole = [json.loads(f.split("data: ", 1)[1]) for f in frames]
     assert openai_responses.read_stream(whole) == TextResponse("cut short")
@@ -512,7 +512,7 @@ class _FakeModel(threading.Thread):
         (False, b'{"object": "chat.completion"}', "not a response object"),
         (False, b'{"object": "response", "status": "failed"}', "did not complete"),
         (False, b"{", "answer is malformed"),
-        (True, b'data: {"type": "response.created"}\n\n', "ended before response.completed"),
+        (True, b'data: {"type": "response.created"}\n\n', "ended before its response.completed"),
         (True, b'data: {"type": "error", "message": "boom"}\n\n', "carried an error: boom"),
         (True, b"data: [3]\n\n", "stream event 1 is not a JSON object"),
     ],

@@ -34,7 +34,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from support.model_server import ModelServer, Reply, cut_stream
 
 KEY = "sk-test-KNOWN-SECRET-31337"
-WIRES = ["openai", "anthropic"]
+WIRES = ["openai", "openai-responses", "anthropic"]
 ECHO = ToolSpec("echo", "Echo text", {"type": "object", "properties": {"text": {"type": "string"}}})
 REQUEST = ModelRequest(messages=(Message("user", "say hi"),), tools=(ECHO,))
 CALL = ToolCallsResponse((ToolCall("call_1", "echo", '{"text":"hi"}'),), 7, 3)
@@ -74,12 +74,17 @@ def test_tool_calls_and_text_round_trip_with_usage(wire: str, stream: bool) -> N
     assert waits == []
     body = server.seen[0].body
     assert body["model"] == "test-model"
-    assert (body["temperature"], body["max_tokens"]) == (0.5, 77)
+    tokens = "max_output_tokens" if wire == "openai-responses" else "max_tokens"
+    assert (body["temperature"], body[tokens]) == (0.5, 77)
     assert body.get("stream", False) is stream
     if wire == "openai":
         assert server.seen[0].path == "/v1/chat/completions"
         assert server.seen[0].headers["authorization"] == f"Bearer {KEY}"
         assert body["tools"][0]["function"]["name"] == "echo"
+    elif wire == "openai-responses":
+        assert server.seen[0].path == "/v1/responses"
+        assert server.seen[0].headers["authorization"] == f"Bearer {KEY}"
+        assert body["tools"][0]["name"] == "echo" and body["store"] is False
     else:
         assert server.seen[0].path == "/v1/messages"
         assert server.seen[0].headers["x-api-key"] == KEY

@@ -98,7 +98,11 @@ AGENTS = {
 @pytest.mark.parametrize(
     ("wire", "stream", "agent"),
     [
-        *[(wire, stream, "reference") for wire in ("openai", "anthropic") for stream in (0, 1)],
+        *[
+            (wire, stream, "reference")
+            for wire in ("openai", "openai-responses", "anthropic")
+            for stream in (0, 1)
+        ],
         ("openai", False, "command-urllib"),
         ("anthropic", True, "command-urllib"),
         ("anthropic", True, "command-openai-sdk"),

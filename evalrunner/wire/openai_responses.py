@@ -282,9 +282,11 @@ class _malformed:
         return None
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError, IndexError)) and (
-            not isinstance(exc, WireResponseError)
-        ):
+        if isinstance(exc, WireResponseError):
+            return
+        if isinstance(exc, ValueError):  # the readers' own words
+            raise WireResponseError(str(exc)) from None
+        if isinstance(exc, (KeyError, TypeError, AttributeError, IndexError)):
             raise WireResponseError(
                 f"{self._what} is not a well-formed Responses API answer "
                 f"({type(exc).__name__}: {exc})"
@@ -536,8 +538,10 @@ def request_body(request: ModelRequest, *, model: str, stream: bool) -> dict[str
 def read_response(answer: Any) -> ModelResponse:
     """A ``response`` object as a neutral response; raises :class:`ValueError` when it is
     not one (or did not complete)."""
-    if not isinstance(answer, dict) or answer.get("object") != "response":
-        raise ValueError("the answer is not a response object")
+    if not isinstance(answer, dict):
+        raise ValueError("the body must be an object (a response object)")
+    if answer.get("object") != "response":
+        raise ValueError('the body is not a response object: its object must be "response"')
     if answer.get("status") not in (None, "completed"):
         raise ValueError(f"the response did not complete (status {answer.get('status')!r})")
     text: list[str] = []
@@ -575,7 +579,7 @@ def read_stream(events: Iterable[Any]) -> ModelResponse:
             if assembled != final:
                 raise ValueError("the stream's deltas disagree with its response.completed")
             return final
-    raise ValueError("the stream ended before response.completed")
+    raise ValueError("the stream ended before its response.completed event")
 
 
 def _assembled(items: list[dict[str, Any]], final: ModelResponse) -> ModelResponse:

@@ -20,10 +20,15 @@ from typing import Any
 from evalrunner.model import ModelResponse
 from evalrunner.wire.anthropic import AnthropicMessages
 from evalrunner.wire.openai_chat import OpenAIChat
+from evalrunner.wire.openai_responses import OpenAIResponses
 
 HANG_LIMIT_SECS = 10.0
 LIFETIME_SECS = 120.0
-WIRES = {"openai": OpenAIChat(), "anthropic": AnthropicMessages()}
+WIRES = {
+    "openai": OpenAIChat(),
+    "openai-responses": OpenAIResponses(),
+    "anthropic": AnthropicMessages(),
+}
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ class ModelServer:
     def base_url(self) -> str:
         """The base URL in the wire's SDK convention (OpenAI's includes ``/v1``)."""
         root = f"http://127.0.0.1:{self._http.server_address[1]}"
-        return root + "/v1" if self.wire == "openai" else root
+        return root + "/v1" if self.wire.startswith("openai") else root
 
     def close(self) -> None:
         """Release any hung answer and stop serving."""
