@@ -294,6 +294,11 @@ class CaseReport:
         default_factory=dict, compare=False, repr=False
     )
     """:attr:`Case.positions` of the case, for reports that point into the fixture."""
+    runs: tuple[CaseReport, ...] = ()
+    """With ``--repeat K`` above 1: every run of the case, in order (each without runs of its
+    own). The case's grades and error are then those of its first failed run (its first run
+    when all passed), and its tokens, model calls and duration the sums over the runs; empty
+    for a case run once."""
 
     @property
     def passed(self) -> bool:
@@ -335,6 +340,9 @@ class SuiteReport:
     agent: str | None = None
     """The agent under test: ``reference``, ``python:module:factory`` or ``command:<cmd>``
     (``None``: not said by whoever ran the suite)."""
+    repeat: int = 1
+    """How many times each case ran (``--repeat K``); with more than one, each case holds its
+    :attr:`CaseReport.runs` and passes only when every run passed."""
 
     @property
     def passed(self) -> int:

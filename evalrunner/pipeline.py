@@ -108,6 +108,8 @@ class RunSettings:
     trimmed_history: bool = False
     jobs: int = 1
     in_worker: Callable[[], RunSettings] | None = None
+    repeat: int = 1
+    """How many times each case runs (``--repeat``; :mod:`evalrunner.repeats`)."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,7 @@ def run_suite(
     max_bytes: int = DEFAULT_MAX_BYTES,
     trimmed_history: bool = False,
     jobs: int = 1,
+    repeat: int = 1,
     settings: RunSettings | None = None,
     on_case: Callable[[CaseReport], None] | None = None,
     keyword: Keyword | None = None,
@@ -314,7 +317,8 @@ def run_suite(
     run; ``on_start`` is called with the names of the cases about to run, in order, and
     ``on_case`` with each case's report as it finishes (in suite order). With ``cache_dir``,
     admission outcomes are kept there between runs (:mod:`evalrunner.cache`); without it,
-    as by default for library use, nothing is written.
+    as by default for library use, nothing is written. With ``repeat`` above 1 each case
+    runs that many times and its report combines the runs (:mod:`evalrunner.repeats`).
     """
     if mode == "live":
         return RunRefused((LIVE_NOT_BUILT,))
@@ -326,6 +330,7 @@ def run_suite(
             case_timeout=case_timeout,
             trimmed_history=trimmed_history,
             jobs=jobs,
+            repeat=repeat,
         )
     paths = suite_paths(suite)
     if isinstance(paths, RunRefused):
@@ -335,7 +340,9 @@ def run_suite(
     interrupted: int | None = None
     chosen: _Chosen | RunRefused | None = None
     try:
-        if settings.jobs > 1:
+        # Repeats run in the pool, which deals every run to any worker: the crew runs a
+        # case where it was admitted, so all K runs of a slow case would share one worker.
+        if settings.jobs > 1 and settings.repeat == 1:
             chosen = _with_crew(paths, settings, keyword, shard, max_bytes, cache_dir)
         if chosen is None:  # serially, or the crew stood down: admit here
             chosen = _in_this_process(
@@ -380,6 +387,7 @@ def run_suite(
         shard=picked.shard if picked is not None else shard,
         selected=picked.selected if picked is not None and picked.shard else None,
         admission_errors=picked.admission_errors if picked is not None else (),
+        repeat=settings.repeat,
     )
 
 
@@ -408,7 +416,7 @@ def _in_this_process(
         suite=selection.suite,
         names=[case.name for case in cases],
         sources=[item.source for item in selection.cases],
-        reports=execute(cases, settings),
+        reports=_repeated(cases, settings),
         selected=selection.selected,
         keyword=selection.keyword,
         shard=selection.shard,
@@ -485,6 +493,15 @@ def _with_crew(
         keyword=keyword,
         shard=shard,
     )
+
+
+def _repeated(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
+    """Each case's report, its runs combined when it runs more than once."""
+    if settings.repeat <= 1:
+        return execute(cases, settings)
+    from evalrunner.repeats import expanded, grouped
+
+    return grouped(execute(expanded(cases, settings.repeat), settings), settings.repeat)
 
 
 def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
