@@ -32,7 +32,14 @@ from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
 
 from evalrunner import __version__
 from evalrunner.admit import admit_documents, admit_suite
-from evalrunner.config import LIVE_KEYS, Config, ConfigError, load_config, parse_seconds
+from evalrunner.config import (
+    LIVE_KEYS,
+    Config,
+    ConfigError,
+    load_config,
+    parse_repeat,
+    parse_seconds,
+)
 from evalrunner.load import (
     SuiteNotFound,
     discover,
@@ -285,6 +292,7 @@ def _config(
     mode: str | None = None,
     case_timeout: float | None = None,
     agent_command: str | None = None,
+    repeat: int | None = None,
 ) -> Config:
     try:
         return load_config(
@@ -294,6 +302,7 @@ def _config(
             mode=mode,
             case_timeout_secs=case_timeout,
             agent_command=agent_command,
+            repeat=repeat,
         )
     except ConfigError as exc:
         raise _fail(exc.problems) from None
@@ -421,6 +430,18 @@ def _exit_code(report: SuiteReport) -> int:
     return exit_code(report)
 
 
+RepeatOption = Annotated[
+    int | None,
+    typer.Option(
+        "--repeat",
+        metavar="K",
+        parser=parse_repeat,
+        help="Run each case K times, 1 to 1000 (default: from config, 1): the report gives "
+        "each case's passes out of K, pass^k, pass@k, a Wilson 95% interval and flaky cases; "
+        "a case passes only when every run passed.",
+    ),
+]
+
 NoCacheOption = Annotated[
     bool,
     typer.Option(
@@ -529,6 +550,7 @@ def run(
             "and the exit code are those of a serial run.",
         ),
     ] = "1",
+    repeat: RepeatOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Run a suite: admit every fixture, replay each case, grade it, report.
@@ -544,7 +566,7 @@ def run(
     workers = _parse_jobs(jobs)
     verbosity = _verbosity(quiet, verbose)
     shown_format = report_format or _default_format()
-    settings = _config(config, suite, mode, case_timeout, agent_command)
+    settings = _config(config, suite, mode, case_timeout, agent_command, repeat)
     try:
         run_settings = configured_settings(settings, jobs=workers)
     except PluginError as exc:
@@ -1054,6 +1076,7 @@ def show_config(
     agent_command: Annotated[
         str | None, typer.Option("--agent-command", metavar="CMD", help="As for run.")
     ] = None,
+    repeat: RepeatOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Print the effective configuration and where each value came from.
@@ -1061,7 +1084,7 @@ def show_config(
     It takes run's flags, so it shows what a run with them would use: a flag beats an
     EVALRUNNER_* variable, which beats the config file, which beats the default.
     """
-    settings = _config(config, suite, mode, case_timeout, agent_command)
+    settings = _config(config, suite, mode, case_timeout, agent_command, repeat)
     if settings.file is not None:
         shown = printable_path(relative_to_cwd(settings.file))
     else:
@@ -1078,6 +1101,7 @@ def show_config(
         "builtin_tools": settings.builtin_tools,
         "agent_command": settings.agent_command,
         "trimmed_history": settings.trimmed_history,
+        "repeat": settings.repeat,
     }
     for key, value in values.items():
         source = settings.sources.get(key, "default")

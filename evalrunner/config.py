@@ -35,6 +35,7 @@ from evalrunner.load import (
     relative_to_cwd,
 )
 from evalrunner.model import AdmissionError, JSONPath
+from evalrunner.repeats import MAX_REPEAT
 from evalrunner.schemas import config_check, config_validator
 from evalrunner.text import printable, printable_path
 
@@ -139,6 +140,8 @@ class Config:
     """The agent drops earlier turns from its history on purpose: conformance then checks
     the current turn only (and the report says so)."""
     live: LiveConfig = field(default_factory=LiveConfig)
+    repeat: int = 1
+    """How many times each case runs (``--repeat``, ``[eval] repeat``)."""
     file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -149,6 +152,16 @@ def parse_mode(raw: str, origin: str) -> str:
     if mode not in MODES:
         raise ConfigError([f"{origin}: mode must be 'replay' or 'live', got {raw!r}"])
     return mode
+
+
+def parse_repeat(raw: str) -> int:
+    """A repeat count as written on the command line or in the environment: a plain whole
+    number from 1 to :data:`MAX_REPEAT`, spaces around it allowed; anything else (``1_0``,
+    ``1e3``, ``²``, ``5.0``) is a ``ValueError`` saying what would be right."""
+    text = raw.strip()
+    if text.isascii() and text.isdecimal() and len(text) <= 4 and 1 <= int(text) <= MAX_REPEAT:
+        return int(text)
+    raise ValueError(f"must be a whole number from 1 to {MAX_REPEAT}, got {printable(raw[:40])!r}")
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -205,6 +218,7 @@ def load_config(
     mode: str | None = None,
     case_timeout_secs: float | None = None,
     agent_command: str | None = None,
+    repeat: int | None = None,
 ) -> Config:
     """Resolve the effective configuration; the keyword values come from the command line."""
     cwd = cwd or Path.cwd()
@@ -265,6 +279,12 @@ def load_config(
         timeout = float(table.get("case_timeout_secs", DEFAULT_CASE_TIMEOUT_SECS))
         sources["case_timeout_secs"] = _source(eval_table, from_env, "case_timeout_secs")
 
+    if repeat is not None:
+        repeats, sources["repeat"] = repeat, "--repeat"
+    else:
+        repeats = table.get("repeat", 1)
+        sources["repeat"] = _source(eval_table, from_env, "repeat")
+
     for key in ("agent", "tools", "builtin_tools", "trimmed_history"):
         sources[key] = _source(eval_table, from_env, key)
     if agent_command is not None and "agent" in table:
@@ -319,6 +339,7 @@ def load_config(
         command_dir=command_dir,
         trimmed_history=table.get("trimmed_history", False),
         live=live,
+        repeat=repeats,
         file=path,
         sources=sources,
     )
@@ -356,6 +377,7 @@ ENV_VARIABLES: dict[str, str] = {
     "builtin_tools": "EVALRUNNER_BUILTIN_TOOLS",
     "agent_command": "EVALRUNNER_AGENT_COMMAND",
     "trimmed_history": "EVALRUNNER_TRIMMED_HISTORY",
+    "repeat": "EVALRUNNER_REPEAT",
 }
 """Every ``[eval]`` key's environment variable (a test holds this to the config schema). An
 empty variable counts as unset; a set one beats the file and loses to a flag."""
@@ -382,6 +404,11 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
                 values[key] = int(text)
             else:
                 problems.append(f"{name}: must be a whole number from 1 to 10000, got {shown!r}")
+        elif key == "repeat":
+            try:
+                values[key] = parse_repeat(raw)
+            except ValueError as exc:
+                problems.append(f"{name}: {exc}")
         elif key == "case_timeout_secs":
             try:
                 seconds = parse_seconds(raw)

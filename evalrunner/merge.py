@@ -3,9 +3,9 @@ report of the whole run.
 
 A merge is refused, with every reason found, when a report cannot be read or is not a valid
 report, when it is not a shard's report or was interrupted, when the shards are incompatible
-(another suite, mode, agent, ``-k``, history setting, shard count, number of selected cases
-or set of refused files), when a shard is given twice or is missing, or when two shards hold
-the same case. The merged report lists the cases in suite order
+(another suite, mode, agent, ``-k``, history setting, repeat count, shard count, number of
+selected cases or set of refused files), when a shard is given twice or is missing, or when two
+shards hold the same case. The merged report lists the cases in suite order
 (:func:`evalrunner.select.suite_order`), the order an unsharded run reports them in; its
 ``duration_ms`` is the sum of the shards'.
 """
@@ -147,6 +147,7 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
             )
             for e in data.get("admission_errors", [])
         ),
+        repeat=data["repeat"]["k"] if "repeat" in data else 1,
     )
 
 
@@ -154,19 +155,22 @@ def _json_path(raw: list[str | int] | None) -> JSONPath:
     return tuple(raw or ())
 
 
-def _case_report(data: dict[str, Any]) -> CaseReport:
+def _case_report(data: dict[str, Any], case: dict[str, Any] | None = None) -> CaseReport:
+    """A case's report; or, given its ``case``, one of its runs (which carries no name)."""
+    case = data if case is None else case
     return CaseReport(
-        name=data["name"],
-        source=data["source"],
-        case_class=data["class"],
+        name=case["name"],
+        source=case["source"],
+        case_class=case["class"],
         grades=tuple(GradeResult(g["check"], g["passed"], g["detail"]) for g in data["grades"]),
         error=data["error"],
         input_tokens=data["input_tokens"],
         output_tokens=data["output_tokens"],
         llm_calls=data["llm_calls"],
         duration_ms=data["duration_ms"],
-        path=data["path"],
+        path=case["path"],
         skipped=data.get("skipped"),
+        runs=tuple(_case_report(run, case) for run in data.get("runs", [])),
     )
 
 
@@ -180,6 +184,7 @@ def _check_counts(shown: str, data: dict[str, Any], report: SuiteReport) -> None
                 f"{shown}: at $.cases[{index}].passed: {raw['passed']} does not follow from "
                 "its error and grades"
             )
+        problems.extend(_check_runs(f"{shown}: at $.cases[{index}]", case, raw, report.repeat))
     counted = {
         "passed": report.passed,
         "failed": report.failed,
@@ -194,12 +199,38 @@ def _check_counts(shown: str, data: dict[str, Any], report: SuiteReport) -> None
         raise MergeRefused([*problems, f"{shown}: the report does not add up; rerun the shard"])
 
 
+def _check_runs(where: str, case: CaseReport, raw: dict[str, Any], repeat: int) -> list[str]:
+    """A repeated case must hold K runs whose numbers give its verdict and statistics."""
+    if repeat == 1:
+        if "runs" in raw or "repeat" in raw:
+            return [f"{where}: holds runs, but the report is not of a repeated run"]
+        return []
+    if "runs" not in raw or "repeat" not in raw:
+        return [f"{where}: holds no runs, but the report is of a run with --repeat {repeat}"]
+    problems = []
+    if len(case.runs) != repeat:
+        problems.append(f"{where}.runs: {len(case.runs)} run(s), but each case ran {repeat} times")
+    passes = sum(1 for run in case.runs if run.passed)
+    if raw["repeat"]["passes"] != passes or raw["repeat"]["runs"] != len(case.runs):
+        problems.append(f"{where}.repeat: its counts do not follow from its runs")
+    if case.passed != (passes == len(case.runs)):
+        problems.append(f"{where}.passed: does not follow from its runs")
+    for number, (run, run_raw) in enumerate(zip(case.runs, raw["runs"], strict=True)):
+        if run.passed != run_raw["passed"]:
+            problems.append(
+                f"{where}.runs[{number}].passed: {run_raw['passed']} does not follow from its "
+                "error and grades"
+            )
+    return problems
+
+
 _SAME = (
     ("suite", "suite"),
     ("mode", "mode"),
     ("agent", "agent"),
     ("keyword", "-k expression"),
     ("trimmed_history", "trimmed_history setting"),
+    ("repeat", "repeat count (--repeat)"),
 )
 
 
@@ -255,6 +286,7 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
         admission_errors=template.admission_errors,
         # A shard stopped by its token budget leaves the merged run incomplete too.
         budget_spent=next((s.report.budget_spent for s in shards if s.report.budget_spent), None),
+        repeat=template.repeat,
     )
 
 

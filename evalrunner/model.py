@@ -304,6 +304,11 @@ class CaseReport:
     skipped: str | None = None
     """Why the case was not run (a live case in replay mode, a scripted case in live mode,
     the token budget spent); ``None`` for a case that ran. A skipped case is not a pass."""
+    runs: tuple[CaseReport, ...] = ()
+    """With ``--repeat K`` above 1: every run of the case, in order (each without runs of its
+    own). The case's grades and error are then those of its first failed run (its first run
+    when all passed), and its tokens, model calls and duration the sums over the runs; empty
+    for a case run once."""
 
     @property
     def passed(self) -> bool:
@@ -348,6 +353,9 @@ class SuiteReport:
     budget_spent: str | None = None
     """Live mode: the sentence saying the token budget stopped the run (cases were left
     unrun or cut off), or ``None``."""
+    repeat: int = 1
+    """How many times each case ran (``--repeat K``); with more than one, each case holds its
+    :attr:`CaseReport.runs` and passes only when every run passed."""
 
     @property
     def passed(self) -> int:

@@ -143,6 +143,8 @@ class RunSettings:
     in_worker: Callable[[], RunSettings] | None = None
     live: LiveModel | None = None
     """Live mode: the run's model (each case gets a provider on it); ``None`` replays."""
+    repeat: int = 1
+    """How many times each case runs (``--repeat``; :mod:`evalrunner.repeats`)."""
 
 
 @dataclass(frozen=True)
@@ -329,6 +331,7 @@ def run_suite(
     max_bytes: int = DEFAULT_MAX_BYTES,
     trimmed_history: bool = False,
     jobs: int = 1,
+    repeat: int = 1,
     settings: RunSettings | None = None,
     on_case: Callable[[CaseReport], None] | None = None,
     keyword: Keyword | None = None,
@@ -349,7 +352,8 @@ def run_suite(
     run; ``on_start`` is called with the names of the cases about to run, in order, and
     ``on_case`` with each case's report as it finishes (in suite order). With ``cache_dir``,
     admission outcomes are kept there between runs (:mod:`evalrunner.cache`); without it,
-    as by default for library use, nothing is written.
+    as by default for library use, nothing is written. With ``repeat`` above 1 each case
+    runs that many times and its report combines the runs (:mod:`evalrunner.repeats`).
     """
     if settings is None:
         settings = RunSettings(
@@ -359,6 +363,7 @@ def run_suite(
             case_timeout=case_timeout,
             trimmed_history=trimmed_history,
             jobs=jobs,
+            repeat=repeat,
         )
     if mode == "live" and settings.live is None:
         return RunRefused((LIVE_WITHOUT_MODEL,))
@@ -374,7 +379,9 @@ def run_suite(
     interrupted: int | None = None
     chosen: _Chosen | RunRefused | None = None
     try:
-        if settings.jobs > 1 and settings.live is None:
+        # Repeats run in the pool, which deals every run to any worker: the crew runs a
+        # case where it was admitted, so all K runs of a slow case would share one worker.
+        if settings.jobs > 1 and settings.live is None and settings.repeat == 1:
             chosen = _with_crew(paths, settings, keyword, shard, max_bytes, cache_dir)
         if chosen is None:  # serially, or the crew stood down: admit here
             chosen = _in_this_process(
@@ -420,6 +427,7 @@ def run_suite(
         selected=picked.selected if picked is not None and picked.shard else None,
         admission_errors=picked.admission_errors if picked is not None else (),
         budget_spent=_budget_stop(settings, reports),
+        repeat=settings.repeat,
     )
 
 
@@ -448,7 +456,7 @@ def _in_this_process(
         suite=selection.suite,
         names=[case.name for case in cases],
         sources=[item.source for item in selection.cases],
-        reports=execute(cases, settings),
+        reports=_repeated(cases, settings),
         selected=selection.selected,
         keyword=selection.keyword,
         shard=selection.shard,
@@ -536,6 +544,15 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
         for r in reports
     )
     return settings.live.budget.message() if stopped else None
+
+
+def _repeated(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
+    """Each case's report, its runs combined when it runs more than once."""
+    if settings.repeat <= 1:
+        return execute(cases, settings)
+    from evalrunner.repeats import expanded, grouped
+
+    return grouped(execute(expanded(cases, settings.repeat), settings), settings.repeat)
 
 
 def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:

@@ -223,4 +223,5 @@ def configured_settings(config: Config, *, jobs: int = 1) -> RunSettings:
         trimmed_history=config.trimmed_history,
         jobs=jobs,
         in_worker=partial(configured_settings, config) if jobs > 1 else None,
+        repeat=config.repeat,
     )

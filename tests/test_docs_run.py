@@ -35,6 +35,11 @@ EXPECTED: dict[str, tuple[int, str] | str] = {
         '"python examples/sdk-agents/openai_responses_agent.py --previous-response"'
     ): (0, "18/18 cases passed"),
     "evalrunner schema export evals/schemas": (0, "yaml-language-server: $schema="),
+    "evalrunner run --repeat 3 --jobs 2": (0, "repeats: 54/54 runs passed"),
+    (
+        "FLAKY_AGENT_STATE=flaky.state evalrunner run examples/flaky-agent/evals --repeat 5 "
+        '--agent-command "python examples/flaky-agent/flaky_agent.py"'
+    ): (1, "3/5 runs passed  FLAKY  pass^5 no  pass@5 yes  Wilson 95% [0.231, 0.882]"),
     "evalrunner mutate": (0, "73/73 mutant runs killed"),
     "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
     "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from evalrunner.model import CaseReport, RunRefused, SuiteReport
 from evalrunner.report.outcome import failed_grades, interruption, kind_of
+from evalrunner.report.stats import case_summary
 from evalrunner.report.table import Verbosity, render_table
 from evalrunner.text import printable, printable_path
 
@@ -78,7 +79,7 @@ def github_annotations(outcome: SuiteReport | RunRefused) -> list[str]:
         return lines + refused
     lines = refused  # --continue-on-admission-errors: the files left out, then the cases
     for case in outcome.cases:
-        lines.extend(_case_annotations(case))
+        lines.extend(_case_annotations(case, outcome.repeat))
     if outcome.budget_spent is not None:
         lines.append(annotation(outcome.budget_spent, title="evalrunner: token budget spent"))
     stopped = interruption(outcome)
@@ -87,23 +88,33 @@ def github_annotations(outcome: SuiteReport | RunRefused) -> list[str]:
     return lines
 
 
-def _case_annotations(case: CaseReport) -> list[str]:
+def _case_annotations(case: CaseReport, repeat: int = 1) -> list[str]:
     file = case.path or None
     name_at = case.positions.get("name")
     if case.skipped is not None:
         return []  # not a problem of the case: the table and the summary say it was not run
+    # A repeated case's numbers lead each message of its first failed run, which is shown.
+    lead = f"{case_summary(case, repeat)}; run {_first_failed(case)}: " if repeat > 1 else ""
     if case.error is not None:
         line, col = name_at if name_at is not None else (None, None)
         return [
-            annotation(f"run error: {case.error}", file=file, line=line, col=col, title=case.name)
+            annotation(
+                f"{lead}run error: {case.error}", file=file, line=line, col=col, title=case.name
+            )
         ]
     out = []
     for grade in failed_grades(case):
         spot = case.positions.get(f"expects.{kind_of(grade.check)}", name_at)
         line, col = spot if spot is not None else (None, None)
         message = f"{grade.check}: {grade.detail}" if grade.detail else f"{grade.check} failed"
+        message = lead + message
         out.append(annotation(message, file=file, line=line, col=col, title=case.name))
     return out
+
+
+def _first_failed(case: CaseReport) -> int:
+    runs = case.runs or (case,)
+    return next((n for n, run in enumerate(runs, start=1) if not run.passed), 1)
 
 
 def render_github(

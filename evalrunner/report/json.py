@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from evalrunner.model import CaseReport, SuiteReport
+from evalrunner.report.stats import case_stats, suite_stats
 from evalrunner.select import report_fields
 from evalrunner.text import encodable, encodable_path
 
@@ -34,12 +35,63 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "budget_spent": report.budget_spent,
         "trimmed_history": report.trimmed_history,
         **report_fields(report),  # keyword, shard, admission_errors: only when used
+        **_suite_repeat(report),  # only with --repeat above 1
         "duration_ms": report.duration_ms,
-        "cases": [_case_data(case) for case in report.cases],
+        "cases": [_case_data(case, report.repeat) for case in report.cases],
     }
 
 
-def _case_data(case: CaseReport) -> dict[str, Any]:
+def _suite_repeat(report: SuiteReport) -> dict[str, Any]:
+    if report.repeat <= 1:
+        return {}
+    stats = suite_stats(report)
+    return {
+        "repeat": {
+            "k": report.repeat,
+            "runs": stats.runs.runs,
+            "passes": stats.runs.passes,
+            "pass_rate": _rate(stats.runs.pass_rate),
+            "wilson_95": [_rate(bound) for bound in stats.runs.interval],
+            "pass_hat_k": _rate(stats.pass_hat_k),
+            "pass_at_k": _rate(stats.pass_at_k),
+            "cases_pass_hat_k": stats.pass_all,
+            "cases_pass_at_k": stats.pass_any,
+            "flaky": len(stats.flaky),
+        }
+    }
+
+
+def _rate(value: float) -> float:
+    # Six decimals: the same text on every platform, and far finer than any interval.
+    return round(value, 6)
+
+
+def _case_data(case: CaseReport, repeat: int = 1) -> dict[str, Any]:
+    data = _run_data(case)
+    if repeat > 1:
+        stats = case_stats(case)
+        data["repeat"] = {
+            "runs": stats.runs,
+            "passes": stats.passes,
+            "pass_rate": _rate(stats.pass_rate),
+            "wilson_95": [_rate(bound) for bound in stats.interval],
+            "pass_hat_k": stats.pass_all,
+            "pass_at_k": stats.pass_any,
+            "flaky": stats.flaky,
+        }
+        data["runs"] = [_verdict_data(run) for run in case.runs or (case,)]
+    return data
+
+
+def _verdict_data(run: CaseReport) -> dict[str, Any]:
+    """One run of a repeated case: its verdict and what it cost."""
+    data = _run_data(run)
+    for key in ("name", "source", "path", "class"):
+        del data[key]
+    return data
+
+
+def _run_data(case: CaseReport) -> dict[str, Any]:
     return {
         "name": encodable(case.name),
         "source": encodable_path(case.source),

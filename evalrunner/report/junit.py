@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from evalrunner.model import AdmissionError, CaseReport, RunRefused, SuiteReport
 from evalrunner.report.outcome import failed_grades, interruption, signal_name
+from evalrunner.report.stats import case_summary, suite_stats
 from evalrunner.text import printable, printable_path
 
 _MESSAGE_LIMIT = 1000
@@ -73,6 +74,8 @@ class _Test:
     failure: _Problem | None = None
     ms: int = 0
     skipped: str | None = None
+    output: str | None = None
+    """The testcase's ``system-out`` (how a repeated case's runs went)."""
 
     def element(self) -> ET.Element:
         case = ET.Element(
@@ -92,6 +95,8 @@ class _Test:
                     case, tag, {"message": _message(problem.message), "type": _attr(problem.type)}
                 )
                 child.text = _text(problem.text)
+        if self.output is not None:
+            ET.SubElement(case, "system-out").text = _text(self.output)
         return case
 
 
@@ -126,9 +131,19 @@ def _cases_suite(report: SuiteReport) -> _Suite:
     properties = [("mode", report.mode), ("trimmed_history", str(report.trimmed_history).lower())]
     if report.agent is not None:
         properties.insert(0, ("agent", report.agent))
+    tests = [_case_test(case) for case in report.cases]
+    if report.repeat > 1:
+        properties.append(("repeat", str(report.repeat)))
+        stats = suite_stats(report)
+        properties.append(("runs_passed", f"{stats.runs.passes}/{stats.runs.runs}"))
+        properties.append(("flaky", str(len(stats.flaky))))
+        tests = [
+            _repeated(test, case, report.repeat)
+            for test, case in zip(tests, report.cases, strict=True)
+        ]
     return _Suite(
         report.suite,
-        [_case_test(case) for case in report.cases],
+        tests,
         properties,
         report.duration_ms,
     )
@@ -158,6 +173,24 @@ def _case_test(case: CaseReport) -> _Test:
         failure=_Problem("checks", message, text + raised),
         ms=case.duration_ms,
     )
+
+
+def _repeated(test: _Test, case: CaseReport, repeat: int) -> _Test:
+    """A repeated case's testcase: its runs' numbers lead the message and fill system-out;
+    the failure or error shown is its first failed run's."""
+    numbers = case_summary(case, repeat)
+    runs = case.runs or (case,)
+    shown = next((n for n, run in enumerate(runs, start=1) if not run.passed), None)
+    lead = numbers if shown is None else f"{numbers}; run {shown}"
+
+    def led(problem: _Problem | None) -> _Problem | None:
+        if problem is None:
+            return None
+        return replace(
+            problem, message=f"{lead}: {problem.message}", text=f"{lead}\n{problem.text}"
+        )
+
+    return replace(test, error=led(test.error), failure=led(test.failure), output=numbers)
 
 
 def _refused(outcome: RunRefused, consequence: str = "nothing was run") -> list[_Suite]:

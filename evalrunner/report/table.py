@@ -16,6 +16,7 @@ from enum import IntEnum
 
 from evalrunner.model import CaseReport, SuiteReport
 from evalrunner.report.outcome import duration, failed_grades, failures, interruption
+from evalrunner.report.stats import case_stats, shown_interval, suite_stats, yes_no
 from evalrunner.text import printable, printable_path
 
 _GREEN = "\x1b[32m"
@@ -61,7 +62,7 @@ def render_table(
     if verbosity > Verbosity.QUIET:
         lines.append(header(report))
         for case in report.cases:
-            lines.append(f"{case_mark(case)} {_case_line(case)}")
+            lines.append(f"{case_mark(case)} {_case_line(case, report.repeat)}")
             if verbosity >= Verbosity.VERBOSE:
                 lines.extend(
                     f"    {mark(g.passed)} {_check_line(g.check, g.detail, g.passed)}"
@@ -75,6 +76,8 @@ def render_table(
         lines.append(paint("failures:", _RED))
         for case in failed:
             lines.append(f"{mark(False)} {printable(case.name)} ({_where(case)})")
+            if report.repeat > 1:
+                lines.append(f"    {_failed_runs_line(case)}")
             if case.error is not None:
                 # An error may carry lines of its own (a command's stderr tail): each is
                 # shown, indented, and escaped on its own, so none can pass for a report line.
@@ -95,6 +98,8 @@ def render_table(
                 lines.append(f"    ({count} traceback(s) from the agent or its tools: --traceback)")
     for detail, (number, count) in notes.items():
         lines.append(f"note {number} ({count} checks): {printable(detail)}")
+    if report.repeat > 1:
+        lines.append(repeat_summary(report, paint_flaky=lambda text: paint(text, _RED)))
     lines.append(summary(report, paint_failed=lambda text: paint(text, _RED)))
     if report.budget_spent is not None:
         lines.append(paint(f"run stopped: {report.budget_spent}", _RED))
@@ -112,7 +117,25 @@ def header(report: SuiteReport) -> str:
     parts.append(f"{printable(report.mode)} mode")
     if report.trimmed_history:
         parts.append("trimmed history allowed")
+    if report.repeat > 1:
+        parts.append(f"each case run {report.repeat} times")
     return " · ".join(parts)
+
+
+def repeat_summary(report: SuiteReport, *, paint_flaky: Callable[[str], str] = str) -> str:
+    """``repeats: 8/10 runs passed · pass^5 1/2 cases · pass@5 2/2 cases · pass rate 0.800,
+    Wilson 95% [0.490, 0.943] · 1 flaky``."""
+    stats = suite_stats(report)
+    k = report.repeat
+    text = (
+        f"repeats: {stats.runs.passes}/{stats.runs.runs} runs passed · pass^{k} "
+        f"{stats.pass_all}/{stats.cases} cases · pass@{k} {stats.pass_any}/{stats.cases} "
+        f"cases · pass rate {stats.runs.pass_rate:.3f}, Wilson 95% "
+        f"{shown_interval(stats.runs.interval)}"
+    )
+    if stats.flaky:
+        text += " · " + paint_flaky(f"{len(stats.flaky)} flaky")
+    return text
 
 
 def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) -> str:
@@ -140,14 +163,35 @@ def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) ->
     return f"{text} in {duration(report.duration_ms)}"
 
 
-def _case_line(case: CaseReport) -> str:
+def _case_line(case: CaseReport, repeat: int = 1) -> str:
     head = f"{printable(case.name)} ({printable_path(case.source)})"
     if case.skipped is not None:
         return f"{head}  skipped: {printable(case.skipped)}"
+    if repeat > 1:
+        stats = case_stats(case)
+        flaky = "  FLAKY" if stats.flaky else ""
+        return (
+            f"{head}  {stats.passes}/{stats.runs} runs passed{flaky}  pass^{repeat} "
+            f"{yes_no(stats.pass_all)}  pass@{repeat} {yes_no(stats.pass_any)}  Wilson 95% "
+            f"{shown_interval(stats.interval)}  {duration(case.duration_ms)}"
+        )
     if case.error is not None:
         return f"{head}  run error  {duration(case.duration_ms)}"
     passed = sum(1 for g in case.grades if g.passed)
     return f"{head}  {passed}/{len(case.grades)} checks  {duration(case.duration_ms)}"
+
+
+def _failed_runs_line(case: CaseReport) -> str:
+    """Under a failed case of a repeated run: which runs failed, and which one is shown."""
+    runs = case.runs or (case,)
+    failed = [number for number, run in enumerate(runs, start=1) if not run.passed]
+    flaky = ", flaky" if case_stats(case).flaky else ""
+    listed = ", ".join(str(number) for number in failed[:20])
+    more = f" and {len(failed) - 20} more" if len(failed) > 20 else ""
+    return (
+        f"{len(runs) - len(failed)}/{len(runs)} runs passed{flaky}; failed runs: "
+        f"{listed}{more}; run {failed[0]} shown"
+    )
 
 
 LONG_DETAIL = 120

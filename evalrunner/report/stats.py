@@ -1,0 +1,131 @@
+"""Statistics of repeated runs (``--repeat K``): pure functions of pass counts.
+
+A case run K times passed ``passes`` of them. pass^k holds when all K passed, pass@k when at
+least one did, and the case is flaky when its runs disagree (some passed, some failed). The
+pass rate carries a Wilson score interval, which stays inside [0, 1] and is sensible at 0/K
+and K/K, where the normal approximation collapses to a point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from evalrunner.model import CaseReport, SuiteReport
+
+Z_95 = 1.959964
+"""The standard normal quantile for a two-sided 95% interval."""
+
+
+def wilson_interval(passes: int, runs: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval on ``passes / runs``; (0, 1) when there are no runs."""
+    if runs <= 0:
+        return (0.0, 1.0)
+    rate = passes / runs
+    z2 = z * z
+    denominator = 1 + z2 / runs
+    centre = (rate + z2 / (2 * runs)) / denominator
+    margin = z * math.sqrt(rate * (1 - rate) / runs + z2 / (4 * runs * runs)) / denominator
+    # At 0/K and K/K the bound is exactly 0 or 1; rounding must not put it a hair outside.
+    lower = 0.0 if passes == 0 else max(0.0, centre - margin)
+    upper = 1.0 if passes == runs else min(1.0, centre + margin)
+    return (lower, upper)
+
+
+@dataclass(frozen=True)
+class RepeatStats:
+    """How K runs of one case (or of every case of a suite) went."""
+
+    runs: int
+    passes: int
+
+    @property
+    def pass_rate(self) -> float:
+        """Passed runs over runs (0 when there were none)."""
+        return self.passes / self.runs if self.runs else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The Wilson 95% interval on :attr:`pass_rate`."""
+        return wilson_interval(self.passes, self.runs)
+
+    @property
+    def pass_all(self) -> bool:
+        """pass^k: every run passed."""
+        return self.runs > 0 and self.passes == self.runs
+
+    @property
+    def pass_any(self) -> bool:
+        """pass@k: at least one run passed."""
+        return self.passes > 0
+
+    @property
+    def flaky(self) -> bool:
+        """The runs disagree: some passed and some failed."""
+        return 0 < self.passes < self.runs
+
+
+def case_stats(case: CaseReport) -> RepeatStats:
+    """The runs of one case; a case run once counts as one run."""
+    runs = case.runs or (case,)
+    return RepeatStats(runs=len(runs), passes=sum(1 for run in runs if run.passed))
+
+
+@dataclass(frozen=True)
+class SuiteStats:
+    """A repeated suite: every run of every case, and how many cases met pass^k and pass@k."""
+
+    cases: int
+    runs: RepeatStats
+    pass_all: int
+    """Cases whose every run passed (pass^k)."""
+    pass_any: int
+    """Cases with at least one passed run (pass@k)."""
+    flaky: tuple[str, ...]
+    """Names of the flaky cases, in suite order."""
+
+    @property
+    def pass_hat_k(self) -> float:
+        """pass^k over the suite: the share of cases whose every run passed."""
+        return self.pass_all / self.cases if self.cases else 0.0
+
+    @property
+    def pass_at_k(self) -> float:
+        """pass@k over the suite: the share of cases with at least one passed run."""
+        return self.pass_any / self.cases if self.cases else 0.0
+
+
+def suite_stats(report: SuiteReport) -> SuiteStats:
+    """The statistics of a suite's runs. The interval pools every run of every case, as if
+    independent; runs of one case are not, so read it as a summary, not a test."""
+    per_case = [case_stats(case) for case in report.cases]
+    return SuiteStats(
+        cases=len(report.cases),
+        runs=RepeatStats(
+            runs=sum(s.runs for s in per_case), passes=sum(s.passes for s in per_case)
+        ),
+        pass_all=sum(1 for s in per_case if s.pass_all),
+        pass_any=sum(1 for s in per_case if s.pass_any),
+        flaky=tuple(case.name for case, s in zip(report.cases, per_case, strict=True) if s.flaky),
+    )
+
+
+def shown_interval(interval: tuple[float, float]) -> str:
+    """``[0.490, 0.943]``: three decimals, as the table and messages print it."""
+    return f"[{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def case_summary(case: CaseReport, repeat: int) -> str:
+    """``3/5 runs passed, flaky; pass^5 no, pass@5 yes, Wilson 95% [0.231, 0.882]``."""
+    stats = case_stats(case)
+    flaky = ", flaky" if stats.flaky else ""
+    return (
+        f"{stats.passes}/{stats.runs} runs passed{flaky}; pass^{repeat} "
+        f"{yes_no(stats.pass_all)}, pass@{repeat} {yes_no(stats.pass_any)}, Wilson 95% "
+        f"{shown_interval(stats.interval)}"
+    )
+
+
+def yes_no(flag: bool) -> str:
+    """``yes`` or ``no``, as reports print pass^k and pass@k."""
+    return "yes" if flag else "no"

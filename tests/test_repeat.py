@@ -1,0 +1,371 @@
+"""--repeat K: each case run K times; passes out of K, pass^k, pass@k and a Wilson interval per
+case and per suite; flaky cases marked in every format; every run must pass for exit 0; K = 1
+leaves every report as it was; bad values refused in one line; shards of a repeated run merge."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xmlschema
+from typer.testing import CliRunner
+
+from evalrunner import run_suite
+from evalrunner.cli import app
+from evalrunner.config import ConfigError, load_config
+from evalrunner.model import CaseReport, GradeResult, SuiteReport
+from evalrunner.repeats import combine_runs
+from evalrunner.report import render_table
+from evalrunner.report.stats import RepeatStats, case_stats, suite_stats, wilson_interval
+from evalrunner.schemas import report_validator
+
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSION = ROOT / "evals" / "regression"
+FLAKY = ROOT / "examples" / "flaky-agent"
+JUNIT_XSD = xmlschema.XMLSchema(ROOT / "tests" / "data" / "jenkins-junit.xsd")
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args), env={"NO_COLOR": "1", **(env or {})})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def flaky_run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    command = shlex.join([sys.executable, str(FLAKY / "flaky_agent.py")])
+    state = tmp_path / "flaky.state"
+    state.unlink(missing_ok=True)
+    return cli(
+        "run", str(FLAKY / "evals"), "--repeat", "5", "--agent-command", command, *args,
+        env={"FLAKY_AGENT_STATE": str(state)},
+    )
+
+
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    def case(data: dict[str, Any]) -> dict[str, Any]:
+        runs = [dict(run, duration_ms=0) for run in data.get("runs", [])]
+        return dict(data, duration_ms=0, **({"runs": runs} if runs else {}))
+
+    return dict(report, duration_ms=0, cases=[case(c) for c in report["cases"]])
+
+
+# --- the statistics ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("passes", "runs", "lower", "upper"),
+    [
+        (8, 10, 0.490, 0.943),
+        (5, 10, 0.237, 0.763),
+        (0, 10, 0.0, 0.278),
+        (10, 10, 0.722, 1.0),
+        (1, 1, 0.207, 1.0),
+        (0, 1, 0.0, 0.793),
+        (3, 5, 0.231, 0.882),
+        (95, 100, 0.888, 0.978),
+    ],
+)
+def test_the_wilson_interval_gives_the_published_values(
+    passes: int, runs: int, lower: float, upper: float
+) -> None:
+    low, high = wilson_interval(passes, runs)
+    assert (round(low, 3), round(high, 3)) == (lower, upper)
+
+
+def test_the_wilson_interval_is_exact_at_the_edges_and_wide_open_without_runs() -> None:
+    assert wilson_interval(0, 7)[0] == 0.0
+    assert wilson_interval(7, 7)[1] == 1.0
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    for runs in range(1, 60):
+        for passes in range(runs + 1):
+            low, high = wilson_interval(passes, runs)
+            assert 0.0 <= low <= passes / runs <= high <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("passes", "pass_all", "pass_any", "flaky"),
+    [(0, False, False, False), (2, False, True, True), (5, True, True, False)],
+)
+def test_pass_hat_k_pass_at_k_and_flaky(
+    passes: int, pass_all: bool, pass_any: bool, flaky: bool
+) -> None:
+    stats = RepeatStats(runs=5, passes=passes)
+    assert (stats.pass_all, stats.pass_any, stats.flaky) == (pass_all, pass_any, flaky)
+
+
+def test_a_case_shows_its_first_failed_run_and_passes_only_when_every_run_did() -> None:
+    def run(passed: bool, detail: str, ms: int) -> CaseReport:
+        grade = GradeResult("response_contains(\"x\")", passed, detail)
+        return CaseReport("c", "c.yaml", None, (grade,), llm_calls=1, duration_ms=ms)
+
+    runs = [run(True, "", 1), run(False, "second", 2), run(False, "third", 4)]
+    case = combine_runs(runs)
+    assert not case.passed
+    assert case.grades[0].detail == "second"
+    assert (case.llm_calls, case.duration_ms, case.runs) == (3, 7, tuple(runs))
+    assert case_stats(case) == RepeatStats(runs=3, passes=1)
+    assert combine_runs(runs[:1]) is runs[0]  # K = 1: the run is the case
+    report = SuiteReport("s", "replay", (case, combine_runs([runs[0], runs[0]])), repeat=3)
+    stats = suite_stats(report)
+    assert (stats.pass_all, stats.pass_any, stats.flaky) == (1, 2, ("c",))
+
+
+# --- a deliberately flaky agent, in every format ----------------------------------------------
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_flaky_agent_is_reported_flaky_with_its_numbers_in_every_format(
+    tmp_path: Path, jobs: str
+) -> None:
+    junit, report = tmp_path / "report.xml", tmp_path / "report.json"
+    code, out, err = flaky_run(
+        tmp_path, "--jobs", jobs, "--junit-xml", str(junit), "--json", str(report)
+    )
+    assert code == 1, err
+    line = next(row for row in out.splitlines() if row.startswith("✗ ping-answers-pong"))
+    assert "3/5 runs passed  FLAKY  pass^5 no  pass@5 yes  Wilson 95% [0.231, 0.882]" in line
+    assert "each case run 5 times" in out.splitlines()[0]
+    # Serially, run n is the agent's n-th run; in workers, which run the agent gets wrong
+    # depends on which worker asked first (the agent's state, not the runner's): the
+    # numbers are the same, the failed runs' places may differ.
+    serial = jobs == "1"
+    assert re.search(r"\n    3/5 runs passed, flaky; failed runs: \d, \d; run \d shown\n", out)
+    assert not serial or "failed runs: 2, 4; run 2 shown" in out
+    assert (
+        "repeats: 3/5 runs passed · pass^5 0/1 cases · pass@5 1/1 cases · pass rate 0.600, "
+        "Wilson 95% [0.231, 0.882] · 1 flaky"
+    ) in out
+    assert out.rstrip().splitlines()[-1].startswith("0/1 cases passed (1 failed)")
+
+    data = json.loads(report.read_text("utf-8"))
+    assert not list(report_validator().iter_errors(data))
+    assert data["repeat"] == {
+        "k": 5, "runs": 5, "passes": 3, "pass_rate": 0.6, "wilson_95": [0.230724, 0.882379],
+        "pass_hat_k": 0.0, "pass_at_k": 1.0, "cases_pass_hat_k": 0, "cases_pass_at_k": 1,
+        "flaky": 1,
+    }
+    (case,) = data["cases"]
+    assert case["repeat"] == {
+        "runs": 5, "passes": 3, "pass_rate": 0.6, "wilson_95": [0.230724, 0.882379],
+        "pass_hat_k": False, "pass_at_k": True, "flaky": True,
+    }
+    verdicts = [run["passed"] for run in case["runs"]]
+    assert verdicts.count(True) == 3
+    assert not serial or verdicts == [True, False, True, False, True]
+    assert case["passed"] is False and data["all_passed"] is False
+    assert case["grades"][0]["detail"] == 'not found in response: "I forgot"'
+
+    xml = junit.read_text("utf-8")
+    JUNIT_XSD.validate(xml)
+    summary = "3/5 runs passed, flaky; pass^5 no, pass@5 yes, Wilson 95% [0.231, 0.882]"
+    assert f'<failure message="{summary}; run ' in xml
+    assert not serial or f'<failure message="{summary}; run 2: 1 of 1 checks failed' in xml
+    assert f"<system-out>{summary}</system-out>" in xml
+    assert '<property name="repeat" value="5" />' in xml
+    assert '<property name="flaky" value="1" />' in xml
+
+    code, out, _ = flaky_run(tmp_path, "--jobs", jobs, "--format", "github")
+    assert code == 1
+    (annotation,) = [row for row in out.splitlines() if row.startswith("::error ")]
+    assert re.search(
+        r"::3/5 runs passed, flaky; pass\^5 no, pass@5 yes, Wilson 95%25 \[0.231, 0.882\]; run "
+        r'\d: response_contains\("pong"\): not found in response: "I forgot"$',
+        annotation,
+    )
+    assert "title=ping-answers-pong" in annotation
+    assert "FLAKY" in out
+
+
+def test_a_flaky_python_agent_is_flaky_in_the_library_too() -> None:
+    from evalrunner.agent import reference_agent
+
+    calls = iter(range(1000))
+
+    def every_third_run_forgets(context: Any) -> Any:
+        agent = reference_agent(context)
+        if next(calls) % 3 == 2:
+            raise RuntimeError("forgot how to start")
+        return agent
+
+    report = run_suite(
+        [REGRESSION / "echo_token_roundtrip.yaml"], agent_factory=every_third_run_forgets, repeat=6
+    )
+    assert isinstance(report, SuiteReport)
+    (case,) = report.cases
+    assert case_stats(case) == RepeatStats(runs=6, passes=4)
+    assert case_stats(case).flaky and not case.passed
+    assert case.error is not None and "forgot how to start" in case.error
+
+
+# --- the exit rule, K = 1, jobs ---------------------------------------------------------------
+
+
+def test_every_run_must_pass_a_stable_suite_repeated_exits_0() -> None:
+    code, out, err = cli("run", "--suite", str(REGRESSION), "--repeat", "3")
+    assert code == 0, err
+    assert "repeats: 54/54 runs passed · pass^3 18/18 cases · pass@3 18/18 cases" in out
+    assert "flaky" not in out.lower()
+
+
+def test_repeat_1_leaves_every_report_as_it_was(tmp_path: Path) -> None:
+    reports = []
+    for extra in ([], ["--repeat", "1"]):
+        junit = tmp_path / f"r{len(reports)}.xml"
+        code, out, _ = cli(
+            "run", "--suite", str(REGRESSION), "--format", "json", "--junit-xml", str(junit),
+            *extra, env={"EVALRUNNER_REPEAT": ""},
+        )
+        assert code == 0
+        reports.append((json.loads(out), re.sub(r'time="[^"]*"', "", junit.read_text("utf-8"))))
+    (first, first_xml), (second, second_xml) = reports
+    assert without_timings(first) == without_timings(second)
+    assert "repeat" not in first and all("runs" not in case for case in first["cases"])
+    assert first_xml == second_xml and "repeat" not in first_xml
+    table = render_table(SuiteReport("s", "replay", ()))
+    assert "repeat" not in table and "each case run" not in table
+
+
+@pytest.mark.parametrize("jobs", ["2", "3"])
+def test_repeats_in_workers_give_the_serial_report(jobs: str) -> None:
+    serial = cli("run", "--suite", str(REGRESSION), "--format", "json", "--repeat", "3")
+    parallel = cli(
+        "run", "--suite", str(REGRESSION), "--format", "json", "--repeat", "3", "-j", jobs
+    )
+    assert serial[0] == parallel[0] == 0
+    assert without_timings(json.loads(serial[1])) == without_timings(json.loads(parallel[1]))
+
+
+def test_a_failing_case_fails_every_run_and_is_not_flaky(tmp_path: Path) -> None:
+    failing = json.loads((REGRESSION / "forbidden_tool_not_used.json").read_text("utf-8"))
+    failing["expects"]["response_contains"] = ["not in the reply"]
+    (tmp_path / "fail.json").write_text(json.dumps(failing), encoding="utf-8")
+    code, out, _ = cli("run", str(tmp_path / "fail.json"), "--repeat", "4", "--format", "json")
+    assert code == 1
+    (case,) = json.loads(out)["cases"]
+    assert case["repeat"]["passes"] == 0
+    assert case["repeat"]["flaky"] is False and case["repeat"]["pass_at_k"] is False
+    assert case["repeat"]["wilson_95"] == [0.0, 0.489891]  # z² / (K + z²)
+
+
+# --- hostile values ---------------------------------------------------------------------------
+
+BAD = ["0", "-1", "1001", "99999999999", "1.5", "1e3", "1_0", "²", "١٢", " ", "", "5 5", "x",
+       "\x1b[31m", "0x10", "+5"]
+
+
+@pytest.mark.parametrize("value", BAD)
+def test_a_bad_repeat_flag_is_refused_in_one_line(value: str) -> None:
+    code, out, err = cli("run", "--suite", str(REGRESSION), "--repeat", value)
+    assert code == 2 and out == ""
+    assert err.startswith("--repeat: must be a whole number from 1 to 1000, got ")
+    assert err.count("\n") == 1 and "Traceback" not in err and "\x1b" not in err
+
+
+@pytest.mark.parametrize("value", [v for v in BAD if v])  # empty counts as unset
+def test_a_bad_repeat_variable_is_refused_naming_it(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(cwd=tmp_path, env={"EVALRUNNER_REPEAT": value})
+    (problem,) = refused.value.problems
+    assert problem.startswith("EVALRUNNER_REPEAT: must be a whole number from 1 to 1000, got ")
+    code, out, err = cli("run", "--suite", str(REGRESSION), env={"EVALRUNNER_REPEAT": value})
+    assert code == 2 and out == "" and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", "eval.repeat must be at least 1, got integer 0"),
+        ("-3", "eval.repeat must be at least 1, got integer -3"),
+        ("1001", "eval.repeat must be at most 1000, got integer 1001"),
+        ("99999999999", "eval.repeat must be at most 1000, got integer 99999999999"),
+        ('"5"', 'eval.repeat must be a whole number (written without a decimal point), got string'),
+        ("5.0", "eval.repeat must be a whole number (written without a decimal point), got float"),
+        ("true", "eval.repeat must be a whole number (written without a decimal point), got bool"),
+        ("[5]", "eval.repeat must be a whole number (written without a decimal point), got array"),
+        ("1_0", ""),  # TOML's own underscore: the integer 10, a valid count
+    ],
+)
+def test_a_bad_repeat_in_the_config_file_is_a_positioned_message(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    (tmp_path / "evalrunner.toml").write_text(f"[eval]\nrepeat = {value}\n", encoding="utf-8")
+    if not message:
+        assert load_config(cwd=tmp_path, env={}).repeat == 10
+        return
+    code, out, err = cli("config", "--config", str(tmp_path / "evalrunner.toml"))
+    assert code == 2 and out == ""
+    assert f"evalrunner.toml:2:10: {message}" in err
+    assert err.count("\n") == 1
+
+
+def test_the_flag_beats_the_variable_which_beats_the_file(tmp_path: Path) -> None:
+    (tmp_path / "evalrunner.toml").write_text("[eval]\nrepeat = 4\n", encoding="utf-8")
+    assert load_config(cwd=tmp_path, env={}).repeat == 4
+    assert load_config(cwd=tmp_path, env={"EVALRUNNER_REPEAT": " 7 "}).repeat == 7
+    assert load_config(cwd=tmp_path, env={"EVALRUNNER_REPEAT": "7"}, repeat=2).repeat == 2
+    code, out, _ = cli("config", "--config", str(tmp_path / "evalrunner.toml"), "--repeat", "3")
+    assert code == 0 and "repeat = 3  # --repeat" in out
+    code, out, _ = cli("config", "--config", str(tmp_path / "evalrunner.toml"))
+    assert code == 0 and re.search(r"repeat = 4  # .*evalrunner\.toml:2", out)
+
+
+# --- shards ------------------------------------------------------------------------------------
+
+
+def test_the_shards_of_a_repeated_run_merge_into_the_unsharded_report(tmp_path: Path) -> None:
+    shards = []
+    for index in (1, 2, 3):
+        path = tmp_path / f"shard-{index}.json"
+        code, _, err = cli(
+            "run", "--suite", str(REGRESSION), "--repeat", "2", "--shard", f"{index}/3",
+            "--json", str(path),
+        )
+        assert code == 0, err
+        shards.append(str(path))
+    merged = tmp_path / "merged.json"
+    code, out, err = cli("merge", *shards, "--json", str(merged))
+    assert code == 0, err
+    assert "repeats: 36/36 runs passed" in out
+    code, whole, _ = cli("run", "--suite", str(REGRESSION), "--repeat", "2", "--format", "json")
+    merged_data = json.loads(merged.read_text("utf-8"))
+    assert not list(report_validator().iter_errors(merged_data))
+    assert without_timings(merged_data) == without_timings(json.loads(whole))
+
+
+def test_shards_of_different_repeat_counts_are_not_merged(tmp_path: Path) -> None:
+    paths = []
+    for index, repeat in ((1, "2"), (2, "1")):
+        path = tmp_path / f"shard-{index}.json"
+        cli("run", "--suite", str(REGRESSION), "--repeat", repeat, "--shard", f"{index}/2",
+            "--json", str(path))
+        paths.append(str(path))
+    code, out, err = cli("merge", *paths)
+    assert code == 2 and out == ""
+    assert "its repeat count (--repeat) is '1', but " in err
+    assert "merge the shards of one run" in err
+
+
+def test_a_repeated_report_whose_runs_do_not_add_up_is_not_merged(tmp_path: Path) -> None:
+    paths = []
+    for index in (1, 2):
+        path = tmp_path / f"shard-{index}.json"
+        cli("run", "--suite", str(REGRESSION), "--repeat", "2", "--shard", f"{index}/2",
+            "--json", str(path))
+        paths.append(path)
+    data = json.loads(paths[0].read_text("utf-8"))
+    data["cases"][0]["runs"][1]["passed"] = False  # a run edited to fail, the case still passed
+    paths[0].write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = cli("merge", *map(str, paths))
+    assert code == 2
+    assert "runs[1].passed: False does not follow from its error and grades" in err
+    data["cases"][0]["runs"][1]["passed"] = True
+    data["cases"][0]["runs"].append(data["cases"][0]["runs"][0])
+    paths[0].write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = cli("merge", *map(str, paths))
+    assert code == 2
+    assert ".runs: 3 run(s), but each case ran 2 times" in err
+
