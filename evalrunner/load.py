@@ -113,8 +113,9 @@ def discover(suite_dir: Path) -> list[Path]:
     """The fixture files of a suite directory and its subdirectories, in suite order.
 
     Directories are searched recursively; names starting with a dot (files and directories)
-    are skipped. Links to directories are followed, except a link to a directory that holds
-    it (a loop), and a directory reached twice through links is searched once.
+    are skipped, and so are JSON Schemas (``*.schema.json``). Links to directories are
+    followed, except a link to a directory that holds it (a loop), and a directory reached
+    twice through links is searched once.
     Files are ordered by their path relative to ``suite_dir``, compared one component at a
     time. Raises :class:`SuiteNotFound` when there is no such directory or no fixture in it,
     and ``OSError`` when a directory cannot be listed: a suite never silently shrinks.
@@ -212,7 +213,15 @@ def _is_fixture_name(name: str) -> bool:
     # Path(name).suffix, without building a Path for every file of a suite
     dot = name.rfind(".")
     suffix = name[dot:] if 0 < dot < len(name) - 1 else ""
+    if name.lower().endswith(SCHEMA_SUFFIX):
+        return False  # `schema export` output under a suite (evals/schemas) is no fixture
     return not name.startswith(".") and suffix.lower() in FIXTURE_SUFFIXES
+
+
+SCHEMA_SUFFIX = ".schema.json"
+"""JSON Schemas (``evalrunner schema export``) end so; discovery passes them over, so an
+export into a directory below a suite (``evals/schemas``, where ``evalrunner new`` points)
+does not become fixtures."""
 
 
 def relative_to_cwd(path: Path) -> Path:

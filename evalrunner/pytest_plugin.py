@@ -308,7 +308,12 @@ def _absolute(path: Path) -> Path:
 
 
 def _is_fixture_name(name: str) -> bool:
-    return not name.startswith(".") and os.path.splitext(name)[1].lower() in FIXTURE_SUFFIXES
+    # As evalrunner.load's: exported JSON Schemas (*.schema.json) are not fixtures.
+    return (
+        not name.startswith(".")
+        and not name.lower().endswith(".schema.json")
+        and os.path.splitext(name)[1].lower() in FIXTURE_SUFFIXES
+    )
 
 
 def _holds_fixtures(path: Path) -> bool:

@@ -41,8 +41,9 @@ def same(a: Case | list[AdmissionError], b: Case | list[AdmissionError] | None) 
 
 def test_every_outcome_round_trips(tmp_path: Path) -> None:
     known = outcomes()
-    assert sum(isinstance(o, Case) for _, _, o in known) > 30
-    assert sum(isinstance(o, list) for _, _, o in known) > 30
+    # The repository alone holds more than 20 of each; ../shared/compat adds more if present.
+    assert sum(isinstance(o, Case) for _, _, o in known) > 20
+    assert sum(isinstance(o, list) for _, _, o in known) > 20
     writer = AdmissionCache(tmp_path / CACHE_DIR_NAME)
     for shown, raw, outcome in known:
         writer.store(writer.key(shown, raw), outcome)

@@ -235,7 +235,10 @@ def cli_verdicts_refused(where: Path, *args: str) -> list[str]:
     """The problems ``evalrunner run`` refuses a suite for, run from ``where``."""
     done = subprocess.run(
         [sys.executable, "-m", "evalrunner", "run", *args],
-        cwd=where, capture_output=True, text=True, timeout=120,
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 2, done.stdout
     return done.stderr.splitlines()[:-1]
@@ -749,3 +752,25 @@ def test_a_broken_file_with_an_odd_name_is_a_clean_collection_error(
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*ERROR collecting suite/caf\\xe9.yaml*", "suite/caf\\xe9.yaml:*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_plugin_and_discovery_agree_on_what_is_a_fixture() -> None:
+    from evalrunner import load, pytest_plugin
+
+    names = [
+        "a.json",
+        "a.YAML",
+        "a.yml",
+        "a.toml",
+        "a.txt",
+        ".hidden.json",
+        "case.schema.json",
+        "CASE.SCHEMA.JSON",
+        "schema.json",
+        "a.schema.yaml",
+        "json",
+        ".json",
+        "a.",
+    ]
+    for name in names:
+        assert pytest_plugin._is_fixture_name(name) == load._is_fixture_name(name), name

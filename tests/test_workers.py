@@ -156,3 +156,14 @@ def test_library_runs_with_jobs_give_the_serial_report() -> None:
         return [(c.name, c.source, c.path, c.passed, c.grades, c.error) for c in report.cases]
 
     assert verdicts(2) == verdicts(1)
+
+
+def test_exported_schemas_below_a_suite_are_not_fixtures(tmp_path: Path) -> None:
+    project(tmp_path, count=3)
+    exported = evalrunner(tmp_path, "schema", "export", "evals/schemas")
+    assert exported.returncode == 0, exported.stderr
+    assert list((tmp_path / "evals" / "schemas").rglob("*.schema.json"))
+    for jobs in ("1", "2"):
+        done = evalrunner(tmp_path, "run", "--no-cache", "--format", "json", "-j", jobs)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["total"] == 3
