@@ -20,7 +20,7 @@ from typing import Any, cast
 from evalrunner.agent import AgentFactory, reference_agent
 from evalrunner.config import Config
 from evalrunner.pipeline import RunSettings
-from evalrunner.tools import Tool, builtin_tools
+from evalrunner.tools import Tool, ToolSource, builtin_tools
 
 
 class PluginError(Exception):
@@ -189,15 +189,19 @@ def tool_source(
     return make
 
 
-def configured_agent(config: Config) -> tuple[AgentFactory, Callable[[], dict[str, Tool]]]:
+def configured_agent(config: Config) -> tuple[AgentFactory, ToolSource | None]:
     """The agent factory and tools that ``config`` selects.
 
     ``agent_command`` runs an external agent against the replay endpoint; ``agent`` imports a
     Python factory; otherwise the reference agent runs. Tools: the built-in ones (unless
-    ``builtin_tools = false``) plus ``tools``. An external agent brings its own tools, so the
-    configured ones are offered only to Python agents.
+    ``builtin_tools = false``) plus ``tools``; ``None`` when that is the built-in ones alone,
+    as the replay stage takes it (so that a case running only evalrunner's own code is seen to
+    be one). An external agent brings its own tools, so the configured ones are offered only
+    to Python agents.
     """
-    tools = tool_source(config.tools, config.base_dir, include_builtin=config.builtin_tools)
+    tools: ToolSource | None = None
+    if config.tools or not config.builtin_tools:
+        tools = tool_source(config.tools, config.base_dir, include_builtin=config.builtin_tools)
     if config.agent_command is not None:
         from evalrunner.command_agent import command_agent_factory
 

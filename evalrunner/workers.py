@@ -42,15 +42,17 @@ from evalrunner.admit import admit, admit_documents
 from evalrunner.agent import reference_agent
 from evalrunner.cache import AdmissionCache
 from evalrunner.load import Fixture, load_document
-from evalrunner.model import Case, CaseClass, CaseReport
+from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted
 from evalrunner.pipeline import RunSettings, admit_with_cache, evaluate_with
 
 FINISH_GRACE_SECS = 30.0
 """How long a worker that has sent its last report may take to end its agents and exit."""
 
-BATCH = 8
-"""Reports a worker sends at once: enough to keep messages cheap, few enough that progress
-keeps flowing."""
+DEATH_CHECK_SECS = 0.5
+"""How often the parent asks whether a worker that has sent nothing has died."""
+
+STOP_GRACE_SECS = 5.0
+"""How long a worker told to stop (an interrupt) may take to end its case and its agents."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +100,20 @@ class Crew:
             for slot in range(jobs):
                 share = list(range(slot, len(fixtures), jobs))
                 ours, theirs = context.Pipe()
+                # The parent's ends, this one's and the earlier workers', are closed in the
+                # child: a worker holding one open would never see the parent hang up.
+                parents = [ours, *(member.connection for member in self._members)]
                 process = context.Process(
                     target=_serve,
-                    args=(theirs, [fixtures[i] for i in share], share, max_bytes, cache_dir, start),
+                    args=(
+                        theirs,
+                        parents,
+                        [fixtures[i] for i in share],
+                        share,
+                        max_bytes,
+                        cache_dir,
+                        start,
+                    ),
                     daemon=True,
                     name=f"evalrunner worker {slot + 1}",
                 )
@@ -134,31 +147,43 @@ class Crew:
             member.connection.send(member.pending)
         done: dict[int, CaseReport] = {}
         following = 0
-        live = {member.connection: member for member in self._members if member.pending}
+        live = [member for member in self._members if member.pending]
         while following < len(order):
             if order[following] in done:
                 yield done.pop(order[following])
                 following += 1
                 continue
-            for ready in wait(list(live)):
-                member = live[ready]  # type: ignore[index]
-                try:
-                    reports: list[tuple[int, CaseReport]] = member.connection.recv()
-                except (EOFError, OSError):
-                    # The worker died with cases unreported: the one it was running killed
-                    # it, and which one that was is found by running each alone.
-                    del live[ready]  # type: ignore[arg-type]
-                    member.process.join()
-                    for index in member.pending:
-                        done[index] = self._alone(index)
-                    member.pending = []
-                    continue
-                for index, report in reports:
-                    if index in wanted:
-                        done[index] = report
-                        member.pending.remove(index)
+            # A process the agent forked inherits the worker's end of the pipe and its
+            # sentinel, and may hold both open after the worker died: so a worker's death is
+            # also asked of the process itself (waitpid), every DEATH_CHECK_SECS.
+            ready = set(wait([m.connection for m in live], timeout=DEATH_CHECK_SECS))
+            for member in list(live):
+                if member.connection in ready or member.connection.poll():
+                    self._take(member, wanted, done)
+                elif member.process.exitcode is not None:
+                    self._buried(member, done)
                 if not member.pending:
-                    del live[ready]  # type: ignore[arg-type]
+                    live.remove(member)
+
+    def _take(self, member: _Member, wanted: set[int], done: dict[int, CaseReport]) -> None:
+        """Read one message of ``member``'s; at the pipe's end, bury it."""
+        try:
+            reports: list[tuple[int, CaseReport]] = member.connection.recv()
+        except (EOFError, OSError):
+            self._buried(member, done)
+            return
+        for index, report in reports:
+            if index in wanted:
+                done[index] = report
+                member.pending.remove(index)
+
+    def _buried(self, member: _Member, done: dict[int, CaseReport]) -> None:
+        # The worker died with cases unreported: the one it was running killed it, and which
+        # one that was is found by running each alone.
+        member.process.join()
+        for index in member.pending:
+            done[index] = self._alone(index)
+        member.pending = []
 
     def _alone(self, index: int) -> CaseReport:
         fixture = self._fixtures[index]
@@ -177,7 +202,8 @@ class Crew:
         )
 
     def close(self, *, at_once: bool = False) -> None:
-        """Let every worker finish and reap it; ``at_once`` (an interrupt) kills them first.
+        """Let every worker finish and reap it; ``at_once`` (an interrupt) tells each to
+        stop its case first (SIGTERM).
 
         A worker that finishes runs its exit hooks, which end the agent processes it started
         (a persistent command agent); one still running after a grace period is killed.
@@ -185,11 +211,12 @@ class Crew:
         for member in self._members:
             with contextlib.suppress(OSError):
                 member.connection.close()  # a worker waiting for its orders leaves
-        for member in self._members:
-            if at_once and member.process.is_alive():
+        if at_once:
+            for member in self._members:
                 with contextlib.suppress(OSError, AttributeError):
-                    member.process.kill()
-            member.process.join(FINISH_GRACE_SECS)
+                    member.process.terminate()  # SIGTERM: see _serve
+        for member in self._members:
+            member.process.join(STOP_GRACE_SECS if at_once else FINISH_GRACE_SECS)
             if member.process.is_alive():
                 with contextlib.suppress(OSError, AttributeError):
                     member.process.kill()
@@ -208,6 +235,7 @@ class _Member:
 
 def _serve(
     connection: Connection,
+    parents: Sequence[Connection],
     fixtures: Sequence[Fixture],
     share: Sequence[int],
     max_bytes: int,
@@ -215,7 +243,13 @@ def _serve(
     start: Callable[[], Callable[[Case], CaseReport]],
 ) -> None:
     """A worker: admit the share, say what was admitted, run what the parent asks for."""
+    for inherited in parents:
+        inherited.close()
     evaluate = start()
+    # SIGTERM is how the parent stops a crew on an interrupt: the case under way ends as an
+    # interrupted case does serially (its agent, a command's process group, is stopped),
+    # and the worker's exit hooks end the agents it started.
+    signal.signal(signal.SIGTERM, _interrupted)
     if cache_dir is not None:
         admission = admit_with_cache(fixtures, AdmissionCache(cache_dir), max_bytes)
     else:
@@ -227,16 +261,18 @@ def _serve(
         connection.send((not admission.errors, summary))
     try:
         order: list[int] = connection.recv()
-        batch: list[tuple[int, CaseReport]] = []
         for index in order:
-            batch.append((index, _portable(evaluate(cases[index]))))
-            if len(batch) >= BATCH:
-                connection.send(batch)
-                batch = []
-        if batch:
-            connection.send(batch)
+            # Each report as soon as it is made: an interrupt or a crash loses no finished
+            # case, and a case that kills the worker is the only one run again.
+            connection.send([(index, _portable(evaluate(cases[index])))])
     except (EOFError, OSError):
         return  # the parent stood the crew down, or stopped listening: nothing to say
+    except RunInterrupted:
+        return  # stopped by the parent: it reports what it received
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise RunInterrupted(signum)
 
 
 def _portable(report: CaseReport) -> CaseReport:
@@ -343,6 +379,11 @@ def run_alone(
         process.start()
         writer.close()
         try:
+            # Not a bare recv(): a process the agent forked may hold the pipe (and the
+            # sentinel) open after the worker died; only waitpid says so for certain.
+            while not reader.poll(DEATH_CHECK_SECS):
+                if process.exitcode is not None and not reader.poll():
+                    raise EOFError
             report: CaseReport = reader.recv()
         except EOFError:  # died without a word
             process.join()

@@ -5,11 +5,14 @@ admitted; every refusal, duplicate name included, reads exactly as in a serial r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -167,3 +170,174 @@ def test_exported_schemas_below_a_suite_are_not_fixtures(tmp_path: Path) -> None
         done = evalrunner(tmp_path, "run", "--no-cache", "--format", "json", "-j", jobs)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["total"] == 3
+
+
+# --- what the breaker found: stopping, dying and interrupts ---------------------------------
+
+TRAPS = """\
+import os
+import sys
+import time
+from pathlib import Path
+
+from evalrunner.agent import ReferenceAgent
+
+
+class Traps(ReferenceAgent):
+    def respond(self, user_input):
+        marks = Path(os.environ["MARKS"])
+        marks.mkdir(exist_ok=True)
+        (marks / user_input.replace(" ", "_")).write_text(str(os.getpid()))
+        if "HANG" in user_input:
+            time.sleep(600)
+        if "FORKEXIT" in user_input:
+            if os.fork() == 0:  # a child that keeps the worker's pipe open, then the worker dies
+                (marks / "child.pid").write_text(str(os.getpid()))
+                time.sleep(600)
+                os._exit(0)
+            os._exit(3)
+        return super().respond(user_input)
+"""
+
+
+def trap_project(tmp_path: Path, tokens: list[str]) -> Path:
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    for i, token in enumerate(tokens):
+        (suite / f"case_{i:02d}.json").write_text(case_text(f"case-{i}", token), "utf-8")
+    (tmp_path / "traps.py").write_text(TRAPS, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "evals"\nagent = "traps:Traps"\n', encoding="utf-8"
+    )
+    return suite
+
+
+def test_a_crew_that_stands_down_lets_its_workers_leave_by_themselves(tmp_path: Path) -> None:
+    from evalrunner.load import find_fixtures
+    from evalrunner.model import Case, CaseReport
+    from evalrunner.workers import Crew
+
+    suite = project(tmp_path, count=6)
+    (suite / "case_04.json").write_text("{not json", encoding="utf-8")
+
+    def start() -> object:
+        return lambda case: None
+
+    def alone(case: Case) -> CaseReport:
+        raise AssertionError("nothing runs")
+
+    crew = Crew(
+        find_fixtures([suite]),
+        jobs=3,
+        max_bytes=1 << 20,
+        cache_dir=None,
+        start=start,
+        run_alone=alone,  # type: ignore[arg-type]
+    )
+    processes = [member.process for member in crew._members]
+    assert crew.admitted() is None
+    crew.close()
+    # Each saw the parent hang up and left (0); one that had to be killed would say -9.
+    assert [process.exitcode for process in processes] == [0, 0, 0]
+
+
+def test_a_worker_that_dies_while_its_agents_child_holds_the_pipe_is_seen_dead(
+    tmp_path: Path,
+) -> None:
+    trap_project(tmp_path, ["t0", "t1", "FORKEXIT", "t3"])
+    out, err = tmp_path / "out.json", tmp_path / "err.txt"
+    # Files, not pipes: the agent's child holds what it inherited, and a pipe read to its
+    # end would wait for that child, not for evalrunner.
+    with out.open("w") as stdout, err.open("w") as stderr:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalrunner",
+                "run",
+                "--no-cache",
+                "--format",
+                "json",
+                "-j",
+                "2",
+            ],
+            cwd=tmp_path,
+            stdout=stdout,
+            stderr=stderr,
+            timeout=120,
+            env={**os.environ, "MARKS": str(tmp_path / "marks")},
+        )
+    for child in (tmp_path / "marks").glob("child.pid"):
+        with contextlib.suppress(OSError):
+            os.kill(int(child.read_text()), signal.SIGKILL)
+    assert done.returncode == 1, err.read_text()
+    errors = {c["name"]: c["error"] for c in json.loads(out.read_text())["cases"] if c["error"]}
+    assert list(errors) == ["case-2"] and "died (exit code 3)" in errors["case-2"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_reports_every_case_finished_before_the_first_unfinished(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    tokens = [f"t{i}" for i in range(6)] + ["HANG", "t7"]
+    trap_project(tmp_path, tokens)
+    marks = tmp_path / "marks"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evalrunner", "run", "--no-cache", "--format", "json", "-j", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MARKS": str(marks), "NO_COLOR": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        # Every case has started (the hung one too); the others end at once after their mark.
+        while time.monotonic() < deadline and len(list(marks.glob("*"))) < len(tokens):
+            time.sleep(0.05)
+        time.sleep(1)  # not a timing assertion: lets the started cases reach the parent
+        process.send_signal(sig)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        subprocess.run(["pkill", "-9", "-f", str(tmp_path)], check=False)
+    assert process.returncode == 128 + sig, err
+    report = json.loads(out)
+    assert [c["name"] for c in report["cases"]] == [f"case-{i}" for i in range(6)]
+
+
+def test_an_interrupt_ends_the_command_agents_of_every_worker(tmp_path: Path) -> None:
+    project(tmp_path, count=4)
+    marker = f"sleep-agent-{os.getpid()}-{tmp_path.name}"
+    (tmp_path / "evalrunner.toml").write_text(
+        f'[eval]\nsuite_dir = "evals"\nagent_command = "{sys.executable} -c \\"import time; '
+        f'time.sleep(300)\\" {marker}"\n',
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evalrunner", "run", "--no-cache", "-j", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_running(marker)) < 2:
+            time.sleep(0.05)
+        assert len(_running(marker)) == 2  # one agent per worker
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _running(marker):
+            time.sleep(0.05)
+        assert _running(marker) == [], "an agent outlived the interrupted run"
+    finally:
+        process.kill()
+        subprocess.run(["pkill", "-f", "-9", marker], check=False)
+    assert process.returncode == 130
+
+
+def _running(marker: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return found.stdout.split()
