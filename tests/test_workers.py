@@ -191,10 +191,11 @@ class Traps(ReferenceAgent):
         if "HANG" in user_input:
             time.sleep(600)
         if "FORKEXIT" in user_input:
-            if os.fork() == 0:  # a child that keeps the worker's pipe open, then the worker dies
-                (marks / "child.pid").write_text(str(os.getpid()))
+            child = os.fork()
+            if child == 0:  # a child that keeps the worker's pipe open, then the worker dies
                 time.sleep(600)
                 os._exit(0)
+            (marks / "child.pid").write_text(str(child))
             os._exit(3)
         return super().respond(user_input)
 """
