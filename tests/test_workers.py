@@ -195,7 +195,7 @@ class Traps(ReferenceAgent):
             if child == 0:  # a child that keeps the worker's pipe open, then the worker dies
                 time.sleep(600)
                 os._exit(0)
-            (marks / "child.pid").write_text(str(child))
+            (marks / f"child-{child}.pid").write_text(str(child))  # once per run of the case
             os._exit(3)
         return super().respond(user_input)
 """
@@ -268,7 +268,7 @@ def test_a_worker_that_dies_while_its_agents_child_holds_the_pipe_is_seen_dead(
             timeout=120,
             env={**os.environ, "MARKS": str(tmp_path / "marks")},
         )
-    for child in (tmp_path / "marks").glob("child.pid"):
+    for child in (tmp_path / "marks").glob("child-*.pid"):
         with contextlib.suppress(OSError):
             os.kill(int(child.read_text()), signal.SIGKILL)
     assert done.returncode == 1, err.read_text()
