@@ -243,7 +243,7 @@ class ConversationMonitor:
         # Beyond the script (an unscripted turn, or one more request after the turn's final
         # reply), the script's own error says what happened: ask it first. A live model has
         # no script to say it, and must not be paid for an answer no agent should ask for.
-        scripted = isinstance(self._model, TurnScripted)
+        scripted = self._script is not None
         if not scripted and (self._turn >= len(self._inputs) or self._replied):
             raise RunError(
                 f"{where}: the model already gave this turn's final reply (text), so the turn "

@@ -29,6 +29,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -47,6 +48,10 @@ from evalrunner.pipeline import RunSettings, admit_with_cache, evaluate_with
 
 FINISH_GRACE_SECS = 30.0
 """How long a worker that has sent its last report may take to end its agents and exit."""
+
+BATCH = 32
+BATCH_SECS = 0.05
+"""A worker sends its reports when it has BATCH of them, or BATCH_SECS after the last send."""
 
 DEATH_CHECK_SECS = 0.5
 """How often the parent asks whether a worker that has sent nothing has died."""
@@ -139,31 +144,65 @@ class Crew:
         return sorted(found, key=lambda case: case.index)
 
     def run(self, order: Sequence[int]) -> Iterator[CaseReport]:
-        """Run the cases of these fixture indices; their reports, in this order."""
+        """Run the cases of these fixture indices; their reports, in this order.
+
+        Interrupted (:class:`RunInterrupted`), it stops the workers, takes the reports they
+        had finished, yields those that follow in order, and re-raises."""
         wanted = set(order)
         owner = {index: member for member in self._members for index in member.share}
         for member in self._members:
             member.pending = [index for index in order if owner[index] is member]
             member.connection.send(member.pending)
         done: dict[int, CaseReport] = {}
-        following = 0
         live = [member for member in self._members if member.pending]
-        while following < len(order):
-            if order[following] in done:
-                yield done.pop(order[following])
-                following += 1
-                continue
-            # A process the agent forked inherits the worker's end of the pipe and its
-            # sentinel, and may hold both open after the worker died: so a worker's death is
-            # also asked of the process itself (waitpid), every DEATH_CHECK_SECS.
-            ready = set(wait([m.connection for m in live], timeout=DEATH_CHECK_SECS))
-            for member in list(live):
-                if member.connection in ready or member.connection.poll():
-                    self._take(member, wanted, done)
-                elif member.process.exitcode is not None:
-                    self._buried(member, done)
-                if not member.pending:
-                    live.remove(member)
+        position = [0]  # how many of ``order`` have been yielded
+        try:
+            while position[0] < len(order):
+                if order[position[0]] in done:
+                    position[0] += 1
+                    yield done.pop(order[position[0] - 1])
+                    continue
+                self._gather(live, wanted, done)
+        except RunInterrupted:
+            self._drain(live, wanted, done)
+            while position[0] < len(order) and order[position[0]] in done:
+                position[0] += 1
+                yield done.pop(order[position[0] - 1])
+            raise
+
+    def _gather(self, live: list[_Member], wanted: set[int], done: dict[int, CaseReport]) -> None:
+        """Wait for a message of any live worker (or its death), and take it."""
+        # A process the agent forked inherits the worker's end of the pipe and its sentinel,
+        # and may hold both open after the worker died: so a worker's death is also asked of
+        # the process itself (waitpid), every DEATH_CHECK_SECS.
+        ready = set(wait([m.connection for m in live], timeout=DEATH_CHECK_SECS))
+        for member in list(live):
+            if member.connection in ready or member.connection.poll():
+                self._take(member, wanted, done)
+            elif member.process.exitcode is not None:
+                self._buried(member, done)
+            if not member.pending:
+                live.remove(member)
+
+    def _drain(self, live: list[_Member], wanted: set[int], done: dict[int, CaseReport]) -> None:
+        """An interrupt: stop the workers, and take the reports they send as they stop."""
+        for member in live:
+            with contextlib.suppress(OSError, AttributeError):
+                member.process.terminate()  # SIGTERM: see _serve
+        deadline = time.monotonic() + STOP_GRACE_SECS
+        for member in live:
+            while time.monotonic() < deadline:
+                try:
+                    if not member.connection.poll(DEATH_CHECK_SECS):
+                        if member.process.exitcode is not None:
+                            break
+                        continue
+                    reports: list[tuple[int, CaseReport]] = member.connection.recv()
+                except Exception:  # the end, or a message cut by the stop: nothing more
+                    break
+                for index, report in reports:
+                    if index in wanted:
+                        done[index] = report
 
     def _take(self, member: _Member, wanted: set[int], done: dict[int, CaseReport]) -> None:
         """Read one message of ``member``'s; at the pipe's end, bury it."""
@@ -259,16 +298,27 @@ def _serve(
     summary = [(index, case.name, case.case_class) for index, case in sorted(cases.items())]
     with contextlib.suppress(OSError):
         connection.send((not admission.errors, summary))
+    batch: list[tuple[int, CaseReport]] = []
     try:
         order: list[int] = connection.recv()
+        sent = time.monotonic()
         for index in order:
-            # Each report as soon as it is made: an interrupt or a crash loses no finished
-            # case, and a case that kills the worker is the only one run again.
-            connection.send([(index, _portable(evaluate(cases[index])))])
+            batch.append((index, _portable(evaluate(cases[index]))))
+            # Batched, since each message wakes the parent (a message a case cost as much as
+            # a tenth of the case); but never held back long, so that progress flows.
+            if len(batch) >= BATCH or time.monotonic() - sent >= BATCH_SECS:
+                connection.send(batch)
+                batch, sent = [], time.monotonic()
+        if batch:
+            connection.send(batch)
     except (EOFError, OSError):
         return  # the parent stood the crew down, or stopped listening: nothing to say
     except RunInterrupted:
-        return  # stopped by the parent: it reports what it received
+        # Stopped by the parent (an interrupt): what finished is still the parent's to report.
+        with contextlib.suppress(OSError):
+            if batch:
+                connection.send(batch)
+        return
 
 
 def _interrupted(signum: int, frame: object) -> None:
