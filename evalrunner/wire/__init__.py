@@ -2,11 +2,11 @@
 
 - :mod:`~evalrunner.wire.common`: the :class:`~evalrunner.wire.common.WireAPI` protocol and
   the path-carrying helpers every wire format uses;
-- :mod:`~evalrunner.wire.openai_chat`, :mod:`~evalrunner.wire.anthropic`: one module per
-  wire format, both directions;
+- :mod:`~evalrunner.wire.openai_chat`, :mod:`~evalrunner.wire.openai_responses`,
+  :mod:`~evalrunner.wire.anthropic`: one module per wire format, both directions;
 - :mod:`~evalrunner.wire.endpoint`: the replay endpoint a command agent talks to;
 - :mod:`~evalrunner.wire.serve`: ``evalrunner serve``, the endpoint on its own;
-- :mod:`~evalrunner.wire.client`: a standard-library client for both wires;
+- :mod:`~evalrunner.wire.client`: a standard-library client for all three wires;
 - :mod:`~evalrunner.wire.live`: live mode's provider, on httpx2 (the ``live`` extra).
 
 Nothing here knows about grading. Importing the package imports none of its modules, so an
