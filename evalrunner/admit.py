@@ -41,7 +41,7 @@ from evalrunner.model import (
 )
 from evalrunner.schemas import case_check, case_validator
 from evalrunner.sourcemap import SourceMap
-from evalrunner.text import name_problem, printable, printable_path
+from evalrunner.text import dotted, name_problem, printable, printable_path
 
 
 @dataclass(frozen=True)
@@ -627,12 +627,7 @@ def _json_type(value: object) -> str:
 
 def _describe(path: Sequence[str | int]) -> str:
     """``('turns', 0, 'steps')`` → ``turns[0].steps``; the root is "the case"."""
-    if not path:
-        return "the case"
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+    return dotted(path) if path else "the case"
 
 
 def _short(value: object) -> str:

@@ -358,9 +358,7 @@ ConfigOption = Annotated[
 ]
 
 
-_PATHS_HELP = (
-    "Fixture files and suite directories, searched recursively (dot-directories skipped)."
-)
+_PATHS_HELP = "Fixture files and suite directories, searched recursively (dot-directories skipped)."
 PathsArgument = Annotated[
     list[Path] | None,
     typer.Argument(
@@ -863,6 +861,181 @@ def _refusal_summary(outcome: RunRefused) -> str | None:
     return f"{count} problem(s) in {files} file(s); nothing was run"
 
 
+@app.command("record")
+def record(
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Write the recorded fixtures here, each at its live case's path relative to "
+            "its suite (directories made as needed).",
+            show_default=False,
+        ),
+    ],
+    paths: PathsArgument = None,
+    fixture_format: Annotated[
+        FixtureFormat | None,
+        typer.Option("--format", help="Format of the fixtures written (default: each case's own)."),
+    ] = None,
+    keyword: KeywordOption = None,
+    keep_ids: Annotated[
+        bool,
+        typer.Option(
+            "--keep-ids",
+            help="Keep the live API's tool-call ids instead of renumbering them call_1, "
+            "call_2, ... in the order the calls came.",
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Replace fixtures already in DIR (refused otherwise)."),
+    ] = False,
+    case_timeout: Annotated[
+        float | None,
+        typer.Option("--case-timeout", metavar="SECS", parser=parse_seconds, help="As for run."),
+    ] = None,
+    agent_command: Annotated[
+        str | None, typer.Option("--agent-command", metavar="CMD", help="As for run.")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run live cases against the live model ([eval.live]) and write each as a replay fixture.
+
+    A fixture is written only when the live run passed, and the fixture admits and replays
+    green with the same agent and tools; otherwise the case's line says why. Scripted cases
+    are left alone. Exit codes: 0 every live case recorded; 1 some were not; 2 nothing could
+    start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
+    143 on SIGINT or SIGTERM (what was recorded stays written).
+    """
+    from evalrunner.pipeline import select_cases
+    from evalrunner.record import (
+        NotRecorded,
+        Provenance,
+        Recorded,
+        RecordSettings,
+        line,
+        record_case,
+        recording_date,
+    )
+    from evalrunner.redact import Redactor
+
+    chosen_by, _ = _selection(keyword, None)
+    settings = _config(config, None, None, case_timeout, agent_command)
+    try:
+        run_settings = configured_settings(settings)
+    except PluginError as exc:
+        raise _fail(exc.problems) from None
+    selection = select_cases(paths or [settings.suite_dir], keyword=chosen_by)
+    if isinstance(selection, RunRefused):
+        raise _fail(list(selection.lines()), _refusal_summary(selection))
+    live_cases = [item for item in selection.cases if item.case.live]
+    scripted = len(selection.cases) - len(live_cases)
+    if not live_cases:
+        raise _fail(
+            [
+                f"no live case to record among the {len(selection.cases)} case(s) admitted: a "
+                "live case is one whose turns give no steps (the live model answers them)"
+            ]
+        )
+    fmt = fixture_format.as_format() if fixture_format is not None else None
+    targets, problems = _record_targets(live_cases, out, fmt, overwrite)
+    if problems:
+        raise _fail(problems, "nothing was run or written")
+    live = _live_model(settings, 1)
+    recording = RecordSettings(
+        Provenance(settings.live.wire, settings.live.model or "", recording_date(os.environ)),
+        Redactor(settings.record.redact),
+        keep_ids=keep_ids,
+    )
+    outcomes: list[Recorded | NotRecorded] = []
+    failures: list[str] = []
+    interrupted: int | None = None
+    from evalrunner.replay import process_exit_refused
+
+    try:
+        with _signals_stop_the_run(), _agent_output_to_stderr(), process_exit_refused():
+            for item, target in zip(live_cases, targets, strict=True):
+                outcome = record_case(
+                    item.case,
+                    item.source,
+                    target,
+                    settings=run_settings,
+                    live=live,
+                    recording=recording,
+                )
+                if isinstance(outcome, Recorded):
+                    try:
+                        prepare_output(target)
+                        write_atomic(target, outcome.text)
+                    except OSError as exc:
+                        shown = printable_path(target)
+                        failures.append(f"{shown}: cannot write: {exc.strerror or exc}")
+                        continue
+                outcomes.append(outcome)
+    except RunInterrupted as stop:
+        interrupted = stop.signum
+    except KeyboardInterrupt:
+        interrupted = int(signal.SIGINT)
+    finally:
+        live.close()
+    written = sum(isinstance(o, Recorded) for o in outcomes)
+    missed = len(live_cases) - written
+    skipped = f"; {scripted} scripted case(s) left alone" if scripted else ""
+    # Said once the cases are done: while they run, standard output is the agents' stderr.
+    _emit(
+        "".join(line(outcome) + "\n" for outcome in outcomes)
+        + f"recorded {written} of {len(live_cases)} live case(s) into "
+        f"{printable_path(out)}{skipped}\n"
+    )
+    if failures:
+        raise _fail(failures)
+    if interrupted is not None:
+        raise typer.Exit(128 + interrupted)
+    if any(isinstance(o, NotRecorded) and o.budget for o in outcomes) or (
+        missed and live.budget.exhausted
+    ):
+        typer.echo(live.budget.message(), err=True)
+        raise typer.Exit(3)
+    raise typer.Exit(1 if missed else 0)
+
+
+def _record_targets(
+    cases: Sequence[Any], out: Path, fmt: Format | None, overwrite: bool
+) -> tuple[list[Path], list[str]]:
+    """Where each live case's recording goes, and every reason that cannot be (two cases to
+    one file, a file there already, the live case's own file, an --out that is a file)."""
+    from evalrunner.load import FIXTURE_SUFFIXES
+    from evalrunner.record import target_path
+
+    problems: list[str] = []
+    if os.path.lexists(out) and not out.is_dir():
+        return [], [f"--out {printable_path(out)}: is not a directory"]
+    targets: list[Path] = []
+    first: dict[str, str] = {}
+    for item in cases:
+        source_format = FIXTURE_SUFFIXES[item.case.source.suffix.lower()]
+        target = target_path(item.source, out, fmt, source_format)
+        targets.append(target)
+        key = os.path.normcase(os.path.abspath(target))
+        shown = printable_path(target)
+        if key in first:
+            problems.append(
+                f"{shown}: both {printable(first[key])} and {printable(item.source)} would be "
+                "recorded here; record them into different directories, or with --format"
+            )
+            continue
+        first[key] = item.source
+        if key == os.path.normcase(os.path.abspath(item.case.source)):
+            problems.append(
+                f"{shown}: is the live case itself, which recording would replace; record "
+                "into another directory (--out)"
+            )
+        elif os.path.lexists(target) and not overwrite:
+            problems.append(f"{shown}: already exists; pass --overwrite to replace it")
+    return targets, problems
+
+
 @app.command()
 def validate(
     paths: Annotated[
@@ -1120,6 +1293,9 @@ def show_config(
             typer.echo(printable(f"# {key} is not set  # {source}"))
         else:
             typer.echo(printable(f"{key} = {json.dumps(value, ensure_ascii=False)}  # {source}"))
+    typer.echo("[eval.record]")
+    redact = json.dumps(list(settings.record.redact), ensure_ascii=False)
+    typer.echo(printable(f"redact = {redact}  # {settings.sources.get('record.redact')}"))
 
 
 @schema_app.command("list")

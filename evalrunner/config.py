@@ -37,7 +37,7 @@ from evalrunner.load import (
 from evalrunner.model import AdmissionError, JSONPath
 from evalrunner.repeats import MAX_REPEAT
 from evalrunner.schemas import config_check, config_validator
-from evalrunner.text import printable, printable_path
+from evalrunner.text import dotted, printable, printable_path
 
 CONFIG_FILE = "evalrunner.toml"
 PYPROJECT = "pyproject.toml"
@@ -118,6 +118,15 @@ class LiveConfig:
 
 
 @dataclass(frozen=True)
+class RecordConfig:
+    """How ``evalrunner record`` writes fixtures (``[eval.record]``)."""
+
+    redact: tuple[str, ...] = ()
+    """RE2 patterns; every match in what a recorded fixture holds becomes ``[redacted]``.
+    Each compiles: a pattern that does not is refused when the config is read."""
+
+
+@dataclass(frozen=True)
 class Config:
     """Effective settings, and for each the place it came from."""
 
@@ -140,6 +149,7 @@ class Config:
     """The agent drops earlier turns from its history on purpose: conformance then checks
     the current turn only (and the report says so)."""
     live: LiveConfig = field(default_factory=LiveConfig)
+    record: RecordConfig = field(default_factory=RecordConfig)
     repeat: int = 1
     """How many times each case runs (``--repeat``, ``[eval] repeat``)."""
     file: Path | None = None
@@ -323,6 +333,7 @@ def load_config(
         )
 
     live = _live_config(eval_table, sources)
+    record = _record_config(eval_table, sources)
 
     if problems:
         raise ConfigError(problems)
@@ -339,6 +350,7 @@ def load_config(
         command_dir=command_dir,
         trimmed_history=table.get("trimmed_history", False),
         live=live,
+        record=record,
         repeat=repeats,
         file=path,
         sources=sources,
@@ -365,6 +377,13 @@ def _live_config(table: _EvalTable, sources: dict[str, str]) -> LiveConfig:
         if key in values:
             values[key] = float(values[key])  # TOML's 1 is an integer; the setting is a float
     return LiveConfig(**values)
+
+
+def _record_config(table: _EvalTable, sources: dict[str, str]) -> RecordConfig:
+    """``[eval.record]`` as checked by the schema and :func:`_bad_redactions`."""
+    raw = table.values.get("record", {})
+    sources["record.redact"] = table.source("redact", within="record")
+    return RecordConfig(redact=tuple(raw.get("redact", ())))
 
 
 ENV_VARIABLES: dict[str, str] = {
@@ -579,6 +598,9 @@ def _read_eval_table(path: Path) -> _EvalTable:
         live = eval_values.get("live")
         if isinstance(live, dict):
             problems.extend(_control_characters(document, prefix, live))
+        record = eval_values.get("record")
+        if isinstance(record, dict):
+            problems.extend(_bad_redactions(document, prefix, record))
     if problems:
         ordered = sorted(set(problems), key=AdmissionError.sort_key)
         raise ConfigError([str(error) for error in ordered])
@@ -627,11 +649,6 @@ _PATTERN_WORDS = {
 }
 
 
-def _dotted(path: JSONPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 @dataclass(frozen=True)
@@ -658,7 +675,7 @@ def _shown(value: object) -> str:
 
 
 def _not_a_table(path: JSONPath, value: object) -> str:
-    name = _dotted(path)
+    name = dotted(path)
     return f"{name} must be a table ([{name}]), got {_shown(value)}"
 
 
@@ -668,7 +685,7 @@ def _explain(
     """One schema error as messages that say what is wrong and what would be right."""
     rel: JSONPath = tuple(error.absolute_path)
     where = prefix + rel
-    name = _dotted(where)
+    name = dotted(where)
     keyword = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
     instance = error.instance
@@ -739,11 +756,33 @@ def _control_characters(
             at = prefix + ("eval", "live", key)
             problems.append(
                 document.error(
-                    f"{_dotted(at)} holds a control character (a newline, tab, NUL, ...); "
+                    f"{dotted(at)} holds a control character (a newline, tab, NUL, ...); "
                     "remove it",
                     at,
                 )
             )
+    return problems
+
+
+def _bad_redactions(
+    document: RawDocument, prefix: JSONPath, record: Mapping[str, Any]
+) -> list[AdmissionError]:
+    """Each ``redact`` pattern compiles as RE2, or is refused at its place: a pattern that
+    cannot match would leave the text it was meant to strike in every recorded fixture."""
+    from evalrunner.redact import RedactionError, compile_redaction
+
+    patterns = record.get("redact")
+    if not isinstance(patterns, list):
+        return []  # the schema's message says what it must be
+    problems = []
+    for index, pattern in enumerate(patterns):
+        if not isinstance(pattern, str) or not pattern:
+            continue
+        try:
+            compile_redaction(pattern)
+        except RedactionError as exc:
+            at = prefix + ("eval", "record", "redact", index)
+            problems.append(document.error(f"{dotted(at)}: {exc}", at))
     return problems
 
 
@@ -760,7 +799,7 @@ def _nul_characters(
                 at = prefix + ("eval", key) + ((index,) if isinstance(value, list) else ())
                 problems.append(
                     document.error(
-                        f"{_dotted(at)} holds a NUL character (\\x00), which no path or "
+                        f"{dotted(at)} holds a NUL character (\\x00), which no path or "
                         "command can contain; remove it",
                         at,
                     )

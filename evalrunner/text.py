@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 
 # C0 controls, DEL, C1 controls, the bidi embeddings and overrides (U+202A-U+202E) and the
 # bidi isolates (U+2066-U+2069): the characters that change how a terminal draws what follows.
@@ -94,3 +95,12 @@ def encodable_path(path: str | os.PathLike[str]) -> str:
     by :func:`printable_path`, and nothing else changed."""
     text = _UNDECODABLE_RE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", os.fspath(path))
     return encodable(text)
+
+
+def dotted(path: Sequence[str | int]) -> str:
+    """A path into a document as people write it: ``('turns', 0, 'steps')`` is
+    ``turns[0].steps``; the root is the empty string."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out

@@ -135,13 +135,14 @@ def test_example_config_documents_every_key_and_is_valid(tmp_path: Path) -> None
 
     schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
     for key in schema["$defs"]["eval"]["properties"]:
-        if key == "live":
-            assert "\n[eval.live]\n" in example
+        if key in ("live", "record"):
+            assert f"\n[eval.{key}]\n" in example
             continue
         assert f"\n{key} = " in example or f"\n# {key} = " in example, key
-    live = example.split("\n[eval.live]\n", 1)[1]
-    for key in schema["$defs"]["live"]["properties"]:
-        assert f"\n{key} = " in live or f"\n# {key} = " in live, key
+    for table in ("live", "record"):
+        section = example.split(f"\n[eval.{table}]\n", 1)[1].split("\n[", 1)[0]
+        for key in schema["$defs"][table]["properties"]:
+            assert f"\n{key} = " in section or f"\n# {key} = " in section, key
 
 
 def test_case_timeout_from_file_and_flag(tmp_path: Path) -> None:
