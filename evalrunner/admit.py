@@ -157,11 +157,15 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
         elif isinstance(data.get("expects"), dict):
             # Some kinds are malformed: the well-formed ones are still checked among
             # themselves; the rules about the case as a whole wait for the rest.
-            broken = {e.json_path[1] for e in schema_errors if e.json_path[:1] == ("expects",)
-                      and len(e.json_path) > 1}
+            broken = {
+                e.json_path[1]
+                for e in schema_errors
+                if e.json_path[:1] == ("expects",) and len(e.json_path) > 1
+            }
             if ("expects",) not in {e.json_path for e in schema_errors}:
                 sound = {
-                    k: v for k, v in cast(dict[str, Any], data["expects"]).items()
+                    k: v
+                    for k, v in cast(dict[str, Any], data["expects"]).items()
                     if k not in broken and k in _KIND_NAMES
                 }
                 errors.extend(check_expects(sound, document, partial=True))
@@ -353,12 +357,7 @@ def _check_expects(
 
     # A refused pattern already says why the case cannot fail (or cannot be graded at all), so
     # the whole-case verdict below waits until the patterns are good.
-    if (
-        effective
-        and not partial
-        and not pattern_errors
-        and _passes_on_the_empty_run(expects)
-    ):
+    if effective and not partial and not pattern_errors and _passes_on_the_empty_run(expects):
         errors.append(
             document.error(
                 "every check passes on a run that did nothing (no reply, no tool calls), so this "

@@ -289,7 +289,7 @@ class CommandAgent:
         if not isinstance(text, str) or not text.strip() or len(message) != 1:
             return self._failure(
                 f"printed an error line for turn {self._turn} that is not valid: "
-                f"{_shown(message)}; it is {{\"case\": \"{self._case}\", \"error\": "
+                f'{_shown(message)}; it is {{"case": "{self._case}", "error": '
                 '"<what went wrong>"} and nothing else'
             )
         return RunError(f"the agent command failed turn {self._turn}: {_shown(text, 500)}")
@@ -370,15 +370,16 @@ class CommandAgent:
                 proc.retire()
                 return (
                     f"answered the end of the case with {_shown_bytes(answer)}, not "
-                    f'{{"case": "{self._case}", "ended": true}}'
-                    + proc.stderr_note()
+                    f'{{"case": "{self._case}", "ended": true}}' + proc.stderr_note()
                 )
-            return self._ended_badly(proc, f"printed more after its final reply: "
-                                           f"{_shown_bytes(answer)}")
+            return self._ended_badly(
+                proc, f"printed more after its final reply: {_shown_bytes(answer)}"
+            )
         extra = proc.read_available()
         if extra:
-            return self._ended_badly(proc, f"printed more after ending the case: "
-                                           f"{_shown_bytes(extra)}")
+            return self._ended_badly(
+                proc, f"printed more after ending the case: {_shown_bytes(extra)}"
+            )
         proc.previous_case = self._case
         if self._pool is None or not self._pool.give_back(proc):
             proc.retire()
@@ -453,9 +454,7 @@ class CommandAgent:
                 proc.stderr_note()
             )
         if process.returncode != 0:
-            return (
-                f"{_exit_status(process.returncode)} after its final reply" + proc.stderr_note()
-            )
+            return f"{_exit_status(process.returncode)} after its final reply" + proc.stderr_note()
         return None
 
 

@@ -459,7 +459,7 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
             bad = [r for r in references if not _REFERENCE.fullmatch(r)]
             if bad:
                 problems.append(
-                    f"{name}: comma-separated \"package.module:name\" references, got "
+                    f'{name}: comma-separated "package.module:name" references, got '
                     f"{printable(bad[0][:60])!r}"
                 )
             else:
@@ -649,8 +649,6 @@ _PATTERN_WORDS = {
 }
 
 
-
-
 @dataclass(frozen=True)
 class _Withheld:
     """A value no message may show (it may be a secret): only its type is named."""
@@ -756,8 +754,7 @@ def _control_characters(
             at = prefix + ("eval", "live", key)
             problems.append(
                 document.error(
-                    f"{dotted(at)} holds a control character (a newline, tab, NUL, ...); "
-                    "remove it",
+                    f"{dotted(at)} holds a control character (a newline, tab, NUL, ...); remove it",
                     at,
                 )
             )

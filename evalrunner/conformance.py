@@ -313,8 +313,7 @@ class ConversationMonitor:
         if dropped:
             return (
                 f"the request lacks the first {dropped} message(s) of the conversation "
-                f"(from {_describe(expected[0])}): earlier messages were dropped"
-                + _TRIM_HINT
+                f"(from {_describe(expected[0])}): earlier messages were dropped" + _TRIM_HINT
             )
         for index, want in enumerate(expected):
             if index >= len(body):
@@ -492,23 +491,20 @@ def _differs(want: Message, got: Message) -> str | None:
         return f"should be the assistant's reply {_quote(want.content)}, but is {_describe(got)}"
     if got.content.strip() != want.content.strip():
         return (
-            f"should be the assistant's reply {_quote(want.content)}, but is "
-            f"{_quote(got.content)}"
+            f"should be the assistant's reply {_quote(want.content)}, but is {_quote(got.content)}"
         )
     return None
 
 
 def _calls_differ(want: tuple[ToolCall, ...], got: tuple[ToolCall, ...]) -> str | None:
     if len(got) != len(want):
-        return (
-            f"should repeat the assistant's tool calls {_calls(want)}, but holds "
-            + (_calls(got) if got else "none")
+        return f"should repeat the assistant's tool calls {_calls(want)}, but holds " + (
+            _calls(got) if got else "none"
         )
     for scripted, echoed in zip(want, got, strict=True):
         if echoed.id != scripted.id or echoed.name != scripted.name:
             return (
-                f"should repeat the assistant's tool calls {_calls(want)}, but holds "
-                f"{_calls(got)}"
+                f"should repeat the assistant's tool calls {_calls(want)}, but holds {_calls(got)}"
             )
         if not same_arguments(scripted.arguments, echoed.arguments):
             return (
@@ -533,8 +529,7 @@ def same_arguments(scripted: str, seen: str) -> bool:
 _NOT_JSON = object()
 
 _TRIM_HINT = (
-    ". An agent that trims its history on purpose can say so with trimmed_history = true "
-    "in [eval]"
+    ". An agent that trims its history on purpose can say so with trimmed_history = true in [eval]"
 )
 
 
@@ -684,9 +679,7 @@ def _check_invocations(
     last = -1  # the report matched last: the tools must have been called in report order
     for invocation in invocations:
         same_name = [d for d in open_dispatches if d.call.name == invocation.tool]
-        match = next(
-            (d for d in same_name if _received(d.arguments, invocation.arguments)), None
-        )
+        match = next((d for d in same_name if _received(d.arguments, invocation.arguments)), None)
         if match is None:
             if same_name:
                 other = same_name[0]
@@ -746,5 +739,3 @@ def _received(reported: str | None, received: Mapping[str, object]) -> bool:
         return False
     value = _json_or_none(reported)
     return value is not _NOT_JSON and _json_equal(value, dict(received))
-
-

@@ -171,8 +171,7 @@ def _discover(suite_dir: Path) -> list[tuple[Fixture, str]]:
     if not found:
         suffixes = ", ".join(FIXTURE_SUFFIXES)
         raise SuiteNotFound(
-            f"{shown}: no fixtures found (files ending in {suffixes}, in it or its "
-            "subdirectories)"
+            f"{shown}: no fixtures found (files ending in {suffixes}, in it or its subdirectories)"
         )
     found.sort(key=lambda item: item[0])
     return [(Fixture(path, "/".join(parts)), real) for parts, path, real in found]
@@ -380,8 +379,7 @@ def parse_document(
         return [
             AdmissionError(
                 printable_path(path),
-                f"file is over the {max_bytes}-byte cap for fixtures; "
-                "split it into smaller cases",
+                f"file is over the {max_bytes}-byte cap for fixtures; split it into smaller cases",
                 1,
                 1,
             )
@@ -607,11 +605,9 @@ def _json_message(exc: json.JSONDecodeError, text: str) -> str:
         closing = text[exc.pos]
         return f"invalid JSON: a comma before '{closing}' is not allowed in JSON; remove it"
     if exc.msg.startswith("Expecting property name") and text[exc.pos : exc.pos + 1] == "'":
-        return "invalid JSON: keys and strings take double quotes (\"name\"), not single ones"
+        return 'invalid JSON: keys and strings take double quotes ("name"), not single ones'
     if exc.msg == "Extra data":
-        return (
-            "invalid JSON: more text after the fixture's object; a file holds one JSON object"
-        )
+        return "invalid JSON: more text after the fixture's object; a file holds one JSON object"
     return f"invalid JSON: {exc.msg}"
 
 
@@ -628,6 +624,7 @@ def _load_yaml_c(text: str, raw: bytes) -> JSONValue:
     from evalrunner.load_yaml import parse_plain_yaml
 
     return parse_plain_yaml(text, raw)
+
 
 class _NotPlain(Exception):
     """The C path met something only the pure-Python loader may judge or explain."""
@@ -682,6 +679,7 @@ _PARSERS = {"json": _parse_json, "yaml": _parse_yaml, "toml": _parse_toml}
 # walk of _foreign_values would find nothing. Each _plain_* parser returns the data only when a
 # cheap test proves that; otherwise it raises (_NotPlain, or the parser's own error) and the
 # document is parsed again by the full path, which says exactly what it always said.
+
 
 def _byte_classes(classes: dict[bytes, bytes]) -> bytes:
     """A ``bytes.translate`` table sending each byte of a key to its class byte, others to a

@@ -276,8 +276,6 @@ _PLAIN_DECIMAL = re.compile(r"[0-9]{1,18}")
 _plain_constructor: _StrictConstructor | None = None
 
 
-
-
 def _resolved_scalar(tag: str, value: str) -> JSONValue:
     """The value of a plain scalar that YAML 1.2 resolves to ``tag`` (not a string), exactly as
     the pure-Python loader builds it; :class:`_NotPlain` for everything fixtures refuse or
@@ -417,4 +415,3 @@ def _yaml_message(exc: MarkedYAMLError) -> str:
     context = (exc.context or "").strip()
     detail = f"{context}: {problem}" if context and problem else (problem or context)
     return f"invalid YAML: {detail.splitlines()[0] if detail else name}"
-

@@ -135,9 +135,7 @@ class ForgetsEarlierTurns(_Mutated):
 
 class IgnoresUserInput(_Mutated):
     def _ask(self) -> ModelResponse:
-        messages = [
-            Message("user", "Hello.") if m.role == "user" else m for m in self._history
-        ]
+        messages = [Message("user", "Hello.") if m.role == "user" else m for m in self._history]
         return self._context.provider.complete(ModelRequest(tuple(messages), self._specs))
 
 
@@ -268,9 +266,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "any case with two turns",
         ForgetsEarlierTurns,
     ),
-    Mutant(
-        "ignores-user-input", "the user's input is sent", "any case", IgnoresUserInput
-    ),
+    Mutant("ignores-user-input", "the user's input is sent", "any case", IgnoresUserInput),
     Mutant(
         "drops-assistant-calls",
         "the model's tool calls kept in the history",

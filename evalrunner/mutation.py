@@ -124,9 +124,7 @@ def run_mutants(
     )
 
     def evaluate(case: Case, factory: AgentFactory) -> CaseReport:
-        return evaluate_case(
-            case, agent_factory=factory, tools=source, case_timeout=case_timeout
-        )
+        return evaluate_case(case, agent_factory=factory, tools=source, case_timeout=case_timeout)
 
     for path in paths:
         baseline = path_factory(None, path, stream=stream, tools=tools)

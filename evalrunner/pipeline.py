@@ -593,5 +593,3 @@ def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
         trimmed_history=settings.trimmed_history,
         provider=live.provider() if live is not None else None,
     )
-
-

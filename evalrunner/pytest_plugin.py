@@ -443,9 +443,7 @@ class CaseFailureRepr(TerminalRepr):
             tw.line(row)
 
 
-def describe_failure(
-    report: CaseReport, *, verbose: bool = False, tracebacks: bool = False
-) -> str:
+def describe_failure(report: CaseReport, *, verbose: bool = False, tracebacks: bool = False) -> str:
     """A failed case as pytest shows it: how many checks failed, then each failed check
     (every check when ``verbose``) with its detail, or the run error; with ``tracebacks``,
     then what the agent or its tools raised. The first line is what pytest's short summary

@@ -127,6 +127,7 @@ def record_case(
     recording: RecordSettings,
 ) -> Outcome:
     """Run ``case`` live and make its fixture, or say why there is none (module docstring)."""
+    recording = replace(recording, redactor=recording.redactor.striking(live.without_key))
     shown = recording.redactor.text(case.name)
     if live.budget.exhausted:
         return NotRecorded(

@@ -9,7 +9,7 @@ in the order configured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -22,6 +22,26 @@ REDACTED = "[redacted]"
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would otherwise print every bad pattern to stderr
+
+
+KEY_FRAGMENT_CHARS = 8
+"""A piece of the API key this long or longer is struck out too: a quoted excerpt may cut
+the key in two."""
+
+
+def strike_key(text: str, key: str) -> str:
+    """``text`` with the key, and any piece of it of :data:`KEY_FRAGMENT_CHARS` or more
+    characters, replaced by :data:`REDACTED` (a server may echo what it was sent; a model may
+    repeat what it read)."""
+    if not key.strip():
+        return text
+    text = text.replace(key, REDACTED)
+    for length in range(len(key) - 1, KEY_FRAGMENT_CHARS - 1, -1):
+        for start in range(len(key) - length + 1):
+            piece = key[start : start + length]
+            if piece in text:
+                text = text.replace(piece, REDACTED)
+    return text
 
 
 class RedactionError(ValueError):
@@ -47,15 +67,28 @@ def compile_redaction(pattern: str) -> Any:
 class Redactor:
     """Applies a list of redact patterns to text, and to every string in a JSON value."""
 
-    def __init__(self, patterns: Sequence[str] = ()) -> None:
+    def __init__(
+        self, patterns: Sequence[str] = (), *, first: Callable[[str], str] | None = None
+    ) -> None:
         self.patterns = tuple(patterns)
         self._compiled = [compile_redaction(pattern) for pattern in self.patterns]
+        self._first = first
+
+    def striking(self, first: Callable[[str], str]) -> Redactor:
+        """The same patterns, with ``first`` applied to every text before them (the live
+        model's :meth:`~evalrunner.wire.live.LiveModel.without_key`: the key is struck
+        from a recording whatever the patterns say)."""
+        return Redactor(self.patterns, first=first)
 
     def __bool__(self) -> bool:
+        """Whether any pattern is configured (the key alone does not count)."""
         return bool(self._compiled)
 
     def text(self, value: str) -> str:
-        """``value`` with every non-empty match of every pattern replaced by ``[redacted]``."""
+        """``value`` without the key, and with every non-empty match of every pattern replaced
+        by ``[redacted]``."""
+        if self._first is not None:
+            value = self._first(value)
         for regex in self._compiled:
             pieces: list[str] = []
             last = 0

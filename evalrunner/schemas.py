@@ -196,8 +196,17 @@ class UnsupportedSchema(Exception):
 
 
 _ANNOTATIONS = frozenset(
-    {"title", "description", "default", "examples", "$comment", "$defs", "deprecated",
-     "readOnly", "writeOnly"}
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$comment",
+        "$defs",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
 )
 """Keywords that never make an instance invalid ($defs only holds targets for $ref)."""
 
@@ -438,9 +447,7 @@ class _Compiler:
 
         return check
 
-    def _object(
-        self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool
-    ) -> Check | None:
+    def _object(self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool) -> Check | None:
         if not {"properties", "additionalProperties", "required"} & schema.keys():
             return None
         declared = schema.get("properties", {})
@@ -484,9 +491,7 @@ class _Compiler:
 
         return closed_check
 
-    def _array(
-        self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool
-    ) -> Check | None:
+    def _array(self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool) -> Check | None:
         if not {"items", "minItems", "maxItems"} & schema.keys():
             return None
         item = self.node(schema["items"], resolver) if "items" in schema else _always
@@ -535,9 +540,31 @@ class _Compiler:
 
 
 _KEYWORDS = frozenset(
-    {"$id", "$ref", "type", "enum", "const", "minLength", "maxLength", "pattern", "minimum",
-     "maximum", "properties", "additionalProperties", "required", "items", "minItems",
-     "maxItems", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"}
+    {
+        "$id",
+        "$ref",
+        "type",
+        "enum",
+        "const",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minimum",
+        "maximum",
+        "properties",
+        "additionalProperties",
+        "required",
+        "items",
+        "minItems",
+        "maxItems",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+    }
 )
 """The keywords :class:`_Compiler` decides; any other one makes a schema unsupported."""
 

@@ -219,9 +219,7 @@ class SourceMap:
 
 
 # A key of a block mapping: plain, or quoted without escapes, then ':' and a space or the end.
-_YAML_KEY = re.compile(
-    r"""(?:"([^"\\]*)"|'([^']*)'|([A-Za-z_][A-Za-z0-9_-]*))[ \t]*:(?:[ \t]|$)"""
-)
+_YAML_KEY = re.compile(r"""(?:"([^"\\]*)"|'([^']*)'|([A-Za-z_][A-Za-z0-9_-]*))[ \t]*:(?:[ \t]|$)""")
 
 
 def _yaml_block_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, Position] | None:

@@ -341,8 +341,6 @@ def evaluator_in_worker(settings: RunSettings) -> Callable[[Case], CaseReport]:
     return partial(evaluate_with, settings=built)
 
 
-
-
 _WORKER_SETTINGS: RunSettings | None = None
 
 

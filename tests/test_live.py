@@ -21,8 +21,8 @@ from evalrunner.model import (
     ToolCallsResponse,
     ToolSpec,
 )
+from evalrunner.redact import KEY_FRAGMENT_CHARS
 from evalrunner.wire.live import (
-    KEY_FRAGMENT_CHARS,
     MAX_RETRY_AFTER_SECS,
     BudgetSpent,
     LiveModel,

@@ -91,5 +91,3 @@ def nfc_note(observed: str | Sequence[str]) -> str:
     if normals == list(observed):
         return ""
     return f" (compared in Unicode NFC form: {listing(normals)})"
-
-

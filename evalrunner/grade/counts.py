@@ -14,9 +14,7 @@ def _count_check(
 ) -> list[GradeResult]:
     count = len(run.tool_calls)
     passed = holds(count, limit)
-    detail = (
-        "" if passed else f"{count} tool call(s): {listing(run.tools_called)}"
-    )
+    detail = "" if passed else f"{count} tool call(s): {listing(run.tools_called)}"
     return [GradeResult(f"{kind}({limit})", passed, detail)]
 
 

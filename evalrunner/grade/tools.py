@@ -16,9 +16,7 @@ def tools_used(names: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
         GradeResult(
             f"tools_used({quote(name)})",
             name in called,
-            ""
-            if name in called
-            else f"not called; tools called: {listing(called)}",
+            "" if name in called else f"not called; tools called: {listing(called)}",
         )
         for name in names
     ]

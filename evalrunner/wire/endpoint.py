@@ -347,7 +347,8 @@ class ReplayEndpoint:
             known = (
                 "it has served none yet in this case"
                 if not served
-                else "it has served " + ", ".join(json.dumps(i) for i in served[-5:])
+                else "it has served "
+                + ", ".join(json.dumps(i) for i in served[-5:])
                 + (" (latest ones)" if len(served) > 5 else "")
             )
             return (
@@ -562,11 +563,15 @@ class _Handler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         if encoding is not None:
             if length is not None:
-                return _Unread(400, "a request may not have both Transfer-Encoding and "
-                               "Content-Length")
+                return _Unread(
+                    400, "a request may not have both Transfer-Encoding and Content-Length"
+                )
             if encoding.strip().lower() != "chunked":
-                return _Unread(400, f"Transfer-Encoding {encoding!r} is not supported; send "
-                               "chunked or a Content-Length")
+                return _Unread(
+                    400,
+                    f"Transfer-Encoding {encoding!r} is not supported; send "
+                    "chunked or a Content-Length",
+                )
             return self._read_chunked()
         if length is None:
             return b""  # answered as "not JSON"

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalrunner.config import LiveConfig
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
+from evalrunner.redact import strike_key
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
@@ -48,8 +49,7 @@ MAX_ERROR_CHARS = 300
 """How much of a server's error message a run error quotes."""
 
 INSTALL_HINT = (
-    "live mode needs the httpx2 HTTP client, which is not installed: "
-    "pip install 'evalrunner[live]'"
+    "live mode needs the httpx2 HTTP client, which is not installed: pip install 'evalrunner[live]'"
 )
 
 
@@ -180,6 +180,11 @@ class LiveModel:
             )
         return key
 
+    def without_key(self, text: str) -> str:
+        """``text`` without the key (see :func:`evalrunner.redact.strike_key`), when the
+        key's variable is set; a recorder passes everything it writes through this."""
+        return strike_key(text, self._environ.get(self.config.api_key_env, ""))
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` (retrying as configured) and read the answer; every failure is
         a :class:`RunError` whose text names what went wrong, never the key."""
@@ -237,7 +242,7 @@ class LiveModel:
         except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
             raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
         except WireResponseError as exc:
-            problem = _scrub(str(exc), key)
+            problem = strike_key(str(exc), key)
             raise RunError(f"live model: the answer is malformed: {problem}") from None
         except UnicodeEncodeError:
             # Only the key is not ASCII-checked before this point; the exception holds it.
@@ -255,7 +260,7 @@ class LiveModel:
             message = self.wire.error_message(body_json(raw))
         except WireResponseError:
             message = None
-        said = f": {_quoted(_scrub(message, key))}" if message else ""
+        said = f": {_quoted(strike_key(message, key))}" if message else ""
         if status in (401, 403):
             return RunError(
                 f"live model: the API refused the key in {self.config.api_key_env} "
@@ -340,25 +345,6 @@ def _retry_after(value: str | None, now: Callable[[], datetime] | None = None) -
     if not math.isfinite(seconds):
         return None
     return min(MAX_RETRY_AFTER_SECS, max(0.0, seconds))
-
-
-KEY_FRAGMENT_CHARS = 8
-"""A piece of the key this long or longer is struck out of messages too: a quoted excerpt
-of a body may cut the key in two."""
-
-
-def _scrub(text: str, key: str) -> str:
-    """``text`` with the key, and any piece of it of :data:`KEY_FRAGMENT_CHARS` or more
-    characters, struck out (a server may echo what it was sent)."""
-    if not key:
-        return text
-    text = text.replace(key, "[redacted]")
-    for length in range(len(key) - 1, KEY_FRAGMENT_CHARS - 1, -1):
-        for start in range(len(key) - length + 1):
-            piece = key[start : start + length]
-            if piece in text:
-                text = text.replace(piece, "[redacted]")
-    return text
 
 
 def _quoted(text: str) -> str:

@@ -505,9 +505,7 @@ def request_body(request: ModelRequest, *, model: str, stream: bool) -> dict[str
             )
         elif message.role == "assistant":
             if message.content or not message.tool_calls:
-                items.append(
-                    {"type": "message", "role": "assistant", "content": message.content}
-                )
+                items.append({"type": "message", "role": "assistant", "content": message.content})
             items += [
                 {
                     "type": "function_call",

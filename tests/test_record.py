@@ -1,0 +1,597 @@
+"""``evalrunner record`` end to end against local model servers (issue 12): for each wire,
+streaming and not, a live run becomes a fixture that ``validate`` admits and ``run`` replays
+green; every agent path records; what cannot be recorded says why and writes nothing; the
+redaction patterns and the key never reach a written byte; bad flags and config are refused
+before any request is sent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from support.model_server import ModelServer, Reply
+
+from evalrunner.load import load_document
+from evalrunner.model import RunRecord, TextResponse, ToolCall, ToolCallsResponse
+from evalrunner.record import Provenance, RecordSettings, _arguments, recorded_data
+from evalrunner.redact import REDACTED, Redactor
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "sk-live-KNOWN-SECRET-987654321"
+WIRE_AGENT = Path(__file__).parent / "support" / "wire_agent.py"
+SECRET = "tok_ABCDEF123456"
+
+LIVE_CASE = """\
+# yaml-language-server: $schema=../schemas/case.schema.json
+name: live_echo
+description: the agent echoes through the tool
+turns:
+  - user_input: say hi through echo
+expects:
+  tools_used: [echo]
+  response_contains: [hello]
+"""
+SCRIPTED_CASE = """\
+name: scripted_hi
+turns:
+  - user_input: say hi
+    steps:
+      - response: {type: text, content: hi there}
+expects:
+  response_contains: [hi]
+"""
+CALL = ToolCallsResponse((ToolCall("call_live_Zx9", "echo", '{"message": "hi"}'),), 20, 5)
+TEXT = TextResponse("hello from the live model", 30, 4)
+
+
+def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    for name, text in (cases or {"live_echo": LIVE_CASE}).items():
+        (suite / (name if "." in name else f"{name}.yaml")).write_text(text, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        f'[eval]\nsuite_dir = "evals"\n{extra}\n[eval.live]\nwire = "{wire}"\n'
+        f'base_url = "{base_url}"\nmodel = "local-test"\napi_key_env = "LIVE_TEST_KEY"\n'
+        "timeout_secs = 5\nmax_retries = 0\n",
+        encoding="utf-8",
+    )
+    return tmp_path
+
+
+def cli(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
+    env.pop("LIVE_TEST_KEY", None)
+    if key is not None:
+        env["LIVE_TEST_KEY"] = key
+    env["NO_COLOR"] = "1"
+    env["SOURCE_DATE_EPOCH"] = "1764547200"  # 2025-12-01T00:00:00Z
+    return subprocess.run(
+        [sys.executable, "-m", "evalrunner", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def record(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
+    return cli(cwd, "record", "--out", "recorded", *args, key=key)
+
+
+def written(cwd: Path) -> list[Path]:
+    out = cwd / "recorded"
+    return sorted(p for p in out.rglob("*") if p.is_file()) if out.exists() else []
+
+
+def replays_green(cwd: Path, *args: str) -> None:
+    """The recorded fixtures admit, and replay green with the same agent, with no network."""
+    validated = cli(cwd, "validate", "recorded")
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    replayed = cli(cwd, "run", "recorded", *args, key=None)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert " passed" in replayed.stdout and "not run" not in replayed.stdout
+
+
+@pytest.mark.parametrize("wire", ["openai", "openai-responses", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_round_trip_on_every_wire(tmp_path: Path, wire: str, stream: bool) -> None:
+    with ModelServer(wire, [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, wire, server.base_url, scripted=SCRIPTED_CASE, live=LIVE_CASE)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + f"stream = {str(stream).lower()}\n", "utf-8")
+        done = record(cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "recorded      live_echo -> recorded/live.yaml (2 model response(s), 1 tool call(s))",
+        "recorded 1 of 1 live case(s) into recorded; 1 scripted case(s) left alone",
+    ]
+    assert [p.name for p in written(cwd)] == ["live.yaml"]
+    assert len(server.seen) == 2
+    document = load_document(cwd / "recorded" / "live.yaml")
+    assert not isinstance(document, list)
+    data = document.data
+    assert isinstance(data, dict)
+    assert data["recorded"] == {
+        "wire": wire,
+        "model": "local-test",
+        "date": "2025-12-01T00:00:00Z",
+        "evalrunner_version": "0.1.0",
+    }
+    steps = data["turns"][0]["steps"]
+    assert steps == [
+        {
+            "response": {
+                "type": "tool_calls",
+                "tool_calls": [{"id": "call_1", "name": "echo", "arguments": {"message": "hi"}}],
+                "input_tokens": 20,
+                "output_tokens": 5,
+            }
+        },
+        {
+            "response": {
+                "type": "text",
+                "content": "hello from the live model",
+                "input_tokens": 30,
+                "output_tokens": 4,
+            }
+        },
+    ]
+    assert data["expects"] == {"tools_used": ["echo"], "response_contains": ["hello"]}
+    # The editor's schema line moved with the case (same depth: the same relative path).
+    text = (cwd / "recorded" / "live.yaml").read_text("utf-8")
+    assert text.startswith("# yaml-language-server: $schema=../schemas/case.schema.json\n")
+    replays_green(cwd)
+
+
+AGENT_PATHS = {
+    "command": ["--agent-command", f"{sys.executable} {WIRE_AGENT} ok"],
+    "openai-sdk": [
+        "--agent-command",
+        f"{sys.executable} {ROOT / 'examples' / 'sdk-agents' / 'openai_agent.py'} --stream",
+    ],
+}
+
+
+@pytest.mark.parametrize("agent", sorted(AGENT_PATHS))
+def test_a_command_agent_records_and_replays(tmp_path: Path, agent: str) -> None:
+    with ModelServer("anthropic", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "anthropic", server.base_url)
+        done = record(cwd, *AGENT_PATHS[agent])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "recorded      live_echo -> recorded/live_echo.yaml" in done.stdout
+    replays_green(cwd, *AGENT_PATHS[agent])
+
+
+FACTORY = """\
+from evalrunner.agent import reference_agent
+
+def make(context):
+    return reference_agent(context)
+"""
+
+
+def test_a_python_factory_records_and_replays(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, 'agent = "my_agent:make"')
+        (cwd / "my_agent.py").write_text(FACTORY, encoding="utf-8")
+        done = record(cwd, "--format", "toml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [p.name for p in written(cwd)] == ["live_echo.toml"]
+    text = (cwd / "recorded" / "live_echo.toml").read_text("utf-8")
+    assert text.startswith("#:schema ../schemas/case.schema.json\n")
+    replays_green(cwd)
+
+
+def test_json_output_and_kept_ids(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = record(cwd, "--format", "json", "--keep-ids")
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads((cwd / "recorded" / "live_echo.json").read_text("utf-8"))
+    assert data["$schema"] == "../schemas/case.schema.json"
+    call = data["turns"][0]["steps"][0]["response"]["tool_calls"][0]
+    assert call["id"] == "call_live_Zx9"
+    replays_green(cwd)
+
+
+NONDETERMINISTIC = """\
+import os
+from pathlib import Path
+from evalrunner.agent import reference_agent
+from evalrunner.model import ModelRequest, Message
+
+MARK = Path(os.environ.get("MARK_FILE", "mark"))
+
+class Twice:
+    def __init__(self, context):
+        self.inner = reference_agent(context)
+        self.context = context
+
+    def respond(self, user_input):
+        if MARK.exists():  # the second time it is run: it skips the tool
+            return self.context.provider.complete(
+                ModelRequest(messages=(Message("user", user_input),))
+            ).content
+        MARK.write_text("x")
+        return self.inner.respond(user_input)
+
+def make(context):
+    return Twice(context)
+"""
+
+
+def test_an_agent_that_does_not_repeat_itself_is_not_recorded(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, 'agent = "twice:make"')
+        (cwd / "twice.py").write_text(NONDETERMINISTIC, encoding="utf-8")
+        done = record(cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not recorded  live_echo (live_echo.yaml): its recording does not replay green" in (
+        done.stdout
+    )
+    assert "the agent does not do the same given the same model responses" in done.stdout
+    assert "recorded 0 of 1 live case(s)" in done.stdout
+    assert written(cwd) == []
+
+
+def test_a_live_run_that_fails_its_checks_is_not_recorded(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(TextResponse("no tools today", 3, 1))]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = record(cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not recorded  live_echo (live_echo.yaml): the live run failed " in done.stdout
+    assert "tools_used" in done.stdout
+    assert "its fixture would fail its replay too" in done.stdout
+    assert written(cwd) == []
+
+
+def test_a_live_run_error_is_not_recorded_and_the_others_are(tmp_path: Path) -> None:
+    second = LIVE_CASE.replace("live_echo", "live_two")
+    replies = [Reply(status=500, raw=b"{}"), Reply(CALL), Reply(TEXT)]
+    with ModelServer("openai", replies) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=LIVE_CASE, b=second)
+        done = record(cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not recorded  live_echo (a.yaml): the live run errored: live model: HTTP 500" in (
+        done.stdout
+    )
+    assert "recorded      live_two -> recorded/b.yaml" in done.stdout
+    assert [p.name for p in written(cwd)] == ["b.yaml"]
+
+
+def test_a_turn_without_a_model_request_is_not_recorded(tmp_path: Path) -> None:
+    case = LIVE_CASE.replace("  tools_used: [echo]\n", "").replace("[hello]", "[did not ask]")
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url, live_echo=case)
+        done = record(cwd, "--agent-command", f"{sys.executable} {WIRE_AGENT} no-model")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "turn 1 made no model request, and a replay fixture scripts at least one" in (
+        done.stdout
+    )
+    assert written(cwd) == []
+
+
+TWO_TURNS = LIVE_CASE.replace(
+    "  - user_input: say hi through echo\n",
+    "  - user_input: say hi through echo\n  - user_input: and once more\n",
+)
+
+
+def test_kept_ids_that_repeat_are_refused_with_a_suggestion(tmp_path: Path) -> None:
+    # The same id in each turn: the live API may do that; a fixture's ids are one per call.
+    replies = [Reply(CALL), Reply(TEXT), Reply(CALL), Reply(TEXT)]
+    with ModelServer("openai", replies) as server:
+        cwd = project(tmp_path, "openai", server.base_url, live_echo=TWO_TURNS)
+        refused = record(cwd, "--keep-ids")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "its recording would be refused (turns[1].steps[0].response.tool_calls[0].id: " in (
+        refused.stdout
+    )
+    assert "record without --keep-ids to renumber the calls; nothing was written" in (
+        refused.stdout
+    )
+    assert written(cwd) == []
+    with ModelServer("openai", replies) as server:
+        (tmp_path / "again").mkdir()
+        cwd = project(tmp_path / "again", "openai", server.base_url, live_echo=TWO_TURNS)
+        renumbered = record(cwd)
+    assert renumbered.returncode == 0, renumbered.stdout + renumbered.stderr
+    data = load_document(cwd / "recorded" / "live_echo.yaml")
+    assert not isinstance(data, list) and isinstance(data.data, dict)
+    ids = [turn["steps"][0]["response"]["tool_calls"][0]["id"] for turn in data.data["turns"]]
+    assert ids == ["call_1", "call_2"]
+    replays_green(cwd)
+
+
+def test_redaction_and_the_key_never_reach_a_written_byte(tmp_path: Path) -> None:
+    case = LIVE_CASE.replace("say hi through echo", f"say hi through echo, token {SECRET}")
+    call = ToolCallsResponse(
+        (ToolCall("c1", "echo", json.dumps({"message": f"hi {SECRET}", SECRET: KEY})),), 2, 2
+    )
+    text = TextResponse(f"hello, {SECRET} and {KEY} were seen", 3, 3)
+    with ModelServer("openai", [Reply(call), Reply(text)]) as server:
+        cwd = project(
+            tmp_path,
+            "openai",
+            server.base_url,
+            '[eval.record]\nredact = ["tok_[A-Z0-9]+", "sk-live-[A-Za-z0-9-]+"]',
+            live_echo=case,
+        )
+        done = record(cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text_written = (cwd / "recorded" / "live_echo.yaml").read_text("utf-8")
+    for secret in (SECRET, KEY, "KNOWN-SECRET"):
+        assert secret not in text_written
+        assert secret not in done.stdout + done.stderr
+    assert f"token {REDACTED}" in text_written
+    assert f"hello, {REDACTED} and {REDACTED} were seen" in text_written
+    replays_green(cwd)
+
+
+def test_the_key_is_struck_from_a_recording_without_any_pattern(tmp_path: Path) -> None:
+    call = ToolCallsResponse((ToolCall("c1", "echo", json.dumps({"message": KEY})),), 2, 2)
+    text = TextResponse(f"hello, your key is {KEY} (or {KEY[4:20]})", 3, 3)
+    with ModelServer("openai", [Reply(call), Reply(text)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = record(cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text_written = (cwd / "recorded" / "live_echo.yaml").read_text("utf-8")
+    assert KEY not in text_written and KEY[4:20] not in text_written
+    assert f"hello, your key is {REDACTED} (or {REDACTED})" in text_written
+    replays_green(cwd)
+
+
+def test_redaction_that_changes_what_the_agent_reads_is_caught(tmp_path: Path) -> None:
+    # The check needs "hello"; the pattern strikes "o f" from "hello from ...", and nothing
+    # from the check's own text. (A pattern that strikes the same text from both stays green.)
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, '[eval.record]\nredact = ["o f"]')
+        done = record(cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "its recording does not replay green" in done.stdout
+    assert "redaction changed text the agent or a check reads (narrow the redact" in done.stdout
+    assert written(cwd) == []
+
+
+def test_the_budget_stops_recording_with_exit_3(tmp_path: Path) -> None:
+    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(3)}
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)] * 3) as server:
+        cwd = project(tmp_path, "openai", server.base_url, **cases)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_total_tokens = 60\n", "utf-8")
+        done = record(cwd)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "recorded      live_0 -> recorded/live_0.yaml" in done.stdout
+    assert "not recorded  live_2 (live_2.yaml): not run: the token budget" in done.stdout
+    assert "the token budget is spent" in done.stderr
+    assert [p.name for p in written(cwd)] == ["live_0.yaml"]
+
+
+def test_sigterm_keeps_what_was_recorded_and_exits_143(tmp_path: Path) -> None:
+    second = LIVE_CASE.replace("live_echo", "live_two")
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT), Reply(hang=True)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=LIVE_CASE, b=second)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
+        env["LIVE_TEST_KEY"] = KEY
+        process = subprocess.Popen(
+            [sys.executable, "-m", "evalrunner", "record", "--out", "recorded"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while len(server.seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stdout + stderr
+    assert "recorded      live_echo -> recorded/a.yaml" in stdout
+    assert "recorded 1 of 2 live case(s)" in stdout
+    assert [p.name for p in written(cwd)] == ["a.yaml"]
+    assert cli(cwd, "validate", "recorded").returncode == 0
+
+
+# --- refused before any request is sent --------------------------------------------------------
+
+
+def refused_unsent(cwd: Path, server: ModelServer, *args: str) -> str:
+    done = record(cwd, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert server.seen == []
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_an_existing_fixture_is_not_replaced_without_overwrite(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        (cwd / "recorded").mkdir()
+        (cwd / "recorded" / "live_echo.yaml").write_text("precious\n", "utf-8")
+        stderr = refused_unsent(cwd, server)
+        assert "recorded/live_echo.yaml: already exists; pass --overwrite to replace it" in stderr
+        assert (cwd / "recorded" / "live_echo.yaml").read_text("utf-8") == "precious\n"
+        done = record(cwd, "--overwrite")
+    assert done.returncode == 0, done.stdout + done.stderr
+    replays_green(cwd)
+
+
+def test_recording_over_the_live_case_itself_is_refused(tmp_path: Path) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = cli(cwd, "record", "--out", "evals", "--overwrite")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "evals/live_echo.yaml: is the live case itself, which recording would replace" in (
+        done.stderr
+    )
+    assert server.seen == []
+
+
+def test_two_cases_to_one_file_are_refused(tmp_path: Path) -> None:
+    as_json = json.dumps(
+        {
+            "name": "other",
+            "turns": [{"user_input": "x"}],
+            "expects": {"response_contains": ["y"]},
+        }
+    )
+    with ModelServer("openai", []) as server:
+        cwd = project(
+            tmp_path, "openai", server.base_url, **{"a.yaml": LIVE_CASE, "a.json": as_json}
+        )
+        stderr = refused_unsent(cwd, server, "--format", "toml")
+    assert "recorded/a.toml: both a.json and a.yaml would be recorded here" in stderr
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        (cwd / "recorded").write_text("", "utf-8")
+        stderr = refused_unsent(cwd, server)
+    assert "--out recorded: is not a directory" in stderr
+
+
+def test_nothing_to_record_is_refused(tmp_path: Path) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url, scripted=SCRIPTED_CASE)
+        stderr = refused_unsent(cwd, server)
+    assert "no live case to record among the 1 case(s) admitted" in stderr
+
+
+def test_a_refused_fixture_stops_recording_before_it_starts(tmp_path: Path) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url, bad="name: x\nturns: []\n")
+        stderr = refused_unsent(cwd, server)
+    assert "evals/bad.yaml:" in stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ((), "Missing option '--out'"),
+        (("--out", "x", "--format", "xml"), "--format"),
+        (("--out", "x", "-k", "nothing_matches"), "-k 'nothing_matches': no case matches"),
+        (("--out", "x", "--case-timeout", "-1"), "--case-timeout"),
+        (("--out", "x", "--case-timeout", "nan"), "--case-timeout"),
+        (("--out", "x", "--agent-command", "   "), "agent_command must not be blank"),
+        (("--out", "x", "--agent-command", "'unclosed"), "not a command line a shell could"),
+    ],
+)
+def test_bad_flags_are_refused_before_any_request(
+    tmp_path: Path, args: tuple[str, ...], needle: str
+) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = cli(cwd, "record", *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert needle in done.stderr
+    assert "Traceback" not in done.stderr
+    assert server.seen == []
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ('redact = ["(unclosed"]', "evalrunner.toml:4:11: eval.record.redact[0]: pattern"),
+        ('redact = ["ok", "a\\\\1"]', "eval.record.redact[1]: pattern 'a\\\\1' is not valid RE2"),
+        ('redact = "sk-.*"', "eval.record.redact must be an array of strings, got string"),
+        ("redact = [1]", "eval.record.redact[0] must be a string, got integer 1"),
+        ('redact = [""]', "eval.record.redact[0] must not be empty"),
+        ("redact = [" + ", ".join(['"x"'] * 101) + "]", "eval.record.redact"),
+        ('redact = ["' + "a" * 1001 + '"]', "must be at most 1000 characters long"),
+        ('redact = ["x"]\nredcat = 1', "unknown key 'redcat' in eval.record"),
+        ('redact = ["x\\u0000"]', None),  # a NUL in a pattern is a valid RE2 literal
+    ],
+)
+def test_bad_redact_config_is_refused_with_its_position(
+    tmp_path: Path, table: str, needle: str | None
+) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, f"[eval.record]\n{table}")
+        done = record(cwd)
+    if needle is None:
+        assert done.returncode == 0, done.stdout + done.stderr
+        return
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert needle in done.stderr
+    assert "Traceback" not in done.stderr
+    assert server.seen == []
+
+
+def test_config_shows_the_redact_patterns(tmp_path: Path) -> None:
+    cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1", '[eval.record]\nredact = ["a+"]')
+    done = cli(cwd, "config")
+    assert done.returncode == 0, done.stderr
+    assert '[eval.record]\nredact = ["a+"]  # ' in done.stdout
+
+
+# --- the pieces --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('{"a": 1.5, "b": [true, null]}', {"a": 1.5, "b": [True, None]}),
+        ('{"a": 1.0e2}', '{"a": 1.0e2}'),  # would print back as 100.0: kept as text
+        ('{"a": 1, "a": 2}', '{"a": 1, "a": 2}'),  # a key twice: kept as text
+        ('{"a": NaN}', '{"a": NaN}'),
+        ("[1, 2]", "[1, 2]"),
+        ("", ""),
+        ("not json", "not json"),
+        ("[" * 100_000, "[" * 100_000),
+    ],
+)
+def test_arguments_are_an_object_only_when_that_says_the_same(text: str, written: object) -> None:
+    assert _arguments(text) == written
+
+
+def test_redactor_strikes_non_empty_matches_only() -> None:
+    redactor = Redactor(["x*", "sk-[a-z]+"])
+    assert redactor.text("axxb sk-abc é") == f"a{REDACTED}b {REDACTED} é"
+    assert redactor.value({"sk-key": ["sk-v", 1, None]}, keys=True) == {
+        REDACTED: [REDACTED, 1, None]
+    }
+    assert redactor.value({"sk-key": "v"}) == {"sk-key": "v"}
+    assert not Redactor() and Redactor(["a"])
+
+
+def test_recorded_data_groups_responses_by_turn(tmp_path: Path) -> None:
+    path = tmp_path / "two.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": "two",
+                "turns": [{"user_input": "one"}, {"user_input": "two"}],
+                "expects": {"response_contains": ["b"]},
+            }
+        ),
+        "utf-8",
+    )
+    document = load_document(path)
+    assert not isinstance(document, list)
+    call = ToolCallsResponse((ToolCall("x", "echo", "{}"), ToolCall("y", "echo", "{}")))
+    responses = ((0, call), (0, TextResponse("a")), (1, call), (1, TextResponse("b")))
+    data = recorded_data(
+        document,
+        RunRecord(responses=responses),
+        tmp_path / "out" / "two.json",
+        RecordSettings(Provenance("anthropic", "m", "2026-01-01T00:00:00Z")),
+    )
+    ids = [
+        [c["id"] for s in turn["steps"] for c in s["response"].get("tool_calls", [])]
+        for turn in data["turns"]
+    ]
+    assert ids == [["call_1", "call_2"], ["call_3", "call_4"]]
+    assert [len(turn["steps"]) for turn in data["turns"]] == [2, 2]
+    assert list(data) == ["name", "turns", "expects", "recorded"]
