@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "evals/README.md")
 
 LIVE_DOCS = "run by tests/test_live_docs.py, in the Live mode section's project, on a local model"
+RECORD_DOCS = "run by tests/test_record.py, in the Recording section's project, on a local model"
 
 # command → (exit code, text the output must hold), or a string: why it is not run here.
 EXPECTED: dict[str, tuple[int, str] | str] = {
@@ -46,6 +47,8 @@ EXPECTED: dict[str, tuple[int, str] | str] = {
     "evalrunner run --mode live": LIVE_DOCS,
     "evalrunner run": LIVE_DOCS,
     "evalrunner config": LIVE_DOCS,
+    "evalrunner record evals/live --out evals/regression": RECORD_DOCS,
+    "evalrunner validate evals/regression": RECORD_DOCS,
 }
 
 

@@ -595,3 +595,83 @@ def test_recorded_data_groups_responses_by_turn(tmp_path: Path) -> None:
     assert ids == [["call_1", "call_2"], ["call_3", "call_4"]]
     assert [len(turn["steps"]) for turn in data["turns"]] == [2, 2]
     assert list(data) == ["name", "turns", "expects", "recorded"]
+
+
+# --- the README runs as written ----------------------------------------------------------------
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def section(title: str) -> str:
+    return README.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def blocks(text: str, language: str) -> list[str]:
+    import re
+
+    return [str(b) for b in re.findall(rf"```{language}\n(.*?)```", text, re.S)]
+
+
+def test_the_record_section_runs_as_written(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    (live_case,) = blocks(section("Live mode"), "yaml")
+    where = live_case.splitlines()[0].removeprefix("# ")
+    assert where == "evals/live/echo.yaml"
+    (tmp_path / where).parent.mkdir(parents=True)
+    (tmp_path / where).write_text(live_case, encoding="utf-8")
+    text = section("Recording live runs as fixtures")
+    (config,) = blocks(text, "toml")
+    (commands_block,) = blocks(text, "sh")
+    (expected_fixture,) = blocks(text, "yaml")
+    commands = [line.strip() for line in commands_block.splitlines() if line.strip()]
+    expected = {
+        "evalrunner record evals/live --out evals/regression": (
+            0,
+            "recorded      echo_through_the_tool -> evals/regression/echo.yaml (2 model "
+            "response(s), 1 tool call(s))\nrecorded 1 of 1 live case(s) into evals/regression\n",
+        ),
+        "evalrunner validate evals/regression": (0, ""),
+        "evalrunner run": (0, "1/1 cases passed"),
+    }
+    assert commands == list(expected)
+    epoch = int(datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC).timestamp())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
+    env.update(ANTHROPIC_API_KEY=KEY, NO_COLOR="1", SOURCE_DATE_EPOCH=str(epoch))
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    call = ToolCallsResponse((ToolCall("toolu_01", "echo", '{"message":"hello"}'),), 15, 5)
+    with ModelServer("anthropic", [Reply(call), Reply(TextResponse("hello", 25, 4))]) as server:
+        assert 'base_url = "https://api.anthropic.com"' in config
+        local = config.replace("https://api.anthropic.com", server.base_url)
+        (tmp_path / "evalrunner.toml").write_text(local, encoding="utf-8")
+        for command, (code, needle) in expected.items():
+            done = subprocess.run(
+                command,
+                shell=True,
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == code, (command, done.stdout, done.stderr)
+            assert needle in done.stdout, (command, done.stdout)
+            assert KEY not in done.stdout + done.stderr
+        assert server.seen[0].body["model"] == "claude-sonnet-4-5"
+    recorded = (tmp_path / "evals" / "regression" / "echo.yaml").read_text("utf-8")
+    assert recorded == expected_fixture
+    # The refusal the section quotes, for a pattern RE2 cannot compile.
+    (tmp_path / "evalrunner.toml").write_text(
+        local.replace("sk-ant-[A-Za-z0-9_-]{20,}", "(unclosed"), encoding="utf-8"
+    )
+    done = subprocess.run(
+        ["evalrunner", "record", "evals/live", "--out", "elsewhere"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    quoted = text.split("(`evalrunner.toml:", 1)[1].split("...`)", 1)[0]
+    assert done.stderr.startswith("evalrunner.toml:" + quoted.replace("\n  ", " "))
