@@ -628,20 +628,16 @@ def run(
 def _live_model(settings: Config, workers: int) -> LiveModel:
     """The run's live model, or exit 2 saying what is missing (a model name, the httpx2
     extra, a single process). Imported here: a replay run never loads the live client."""
-    problems = settings.live.problems()
+    from evalrunner.wire.live import start_live
+
     if workers > 1:
         from evalrunner.pipeline import LIVE_WITH_JOBS
 
-        problems.append(LIVE_WITH_JOBS)
-    if problems:
-        raise _fail(problems)
-    from evalrunner.wire.live import INSTALL_HINT, LiveModel
-
-    try:
-        import httpx2  # noqa: F401  (only to refuse the run now, not at its first request)
-    except ImportError:
-        raise _fail([INSTALL_HINT]) from None
-    return LiveModel(settings.live)
+        raise _fail([*settings.live.problems(), LIVE_WITH_JOBS])
+    live = start_live(settings.live)
+    if isinstance(live, list):
+        raise _fail(live)
+    return live
 
 
 def _verbosity(quiet: bool, verbose: bool) -> Verbosity:

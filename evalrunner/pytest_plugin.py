@@ -15,6 +15,11 @@ With the flag:
   whatever pytest collects itself;
 - the configuration's agent, tools, ``agent_command``, case timeout and ``trimmed_history``
   apply, as for ``evalrunner run``;
+- in live mode (``mode = "live"`` in config, ``EVALRUNNER_MODE=live`` or
+  ``--evalrunner-mode live``), live cases run against the ``[eval.live]`` model and scripted
+  cases are skipped, as ``evalrunner run --mode live`` does; the run is one process (``-n``
+  is refused, so the token budget is one), and a case the spent budget kept from running
+  fails, since it was not run;
 - a refused fixture is a collection error listing every problem as ``path:line:col: message``;
   a case name used by two files is refused in the second, as ``run`` refuses it;
 - a failed case shows its failed checks, and a case whose run errored shows the run error.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,8 +41,10 @@ if TYPE_CHECKING:
     from _pytest._code.code import TracebackStyle
     from _pytest._io import TerminalWriter
 
+    from evalrunner.config import Config
     from evalrunner.model import Case, CaseReport
     from evalrunner.pipeline import RunSettings
+    from evalrunner.wire.live import LiveModel
 
 ENABLE_FLAG = "--evalrunner"
 MARKER = "evalrunner"
@@ -71,6 +79,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="With --evalrunner: run this command as the agent of each case (as evalrunner "
         "run --agent-command).",
+    )
+    group.addoption(
+        "--evalrunner-mode",
+        metavar="MODE",
+        default=None,
+        help="With --evalrunner: replay or live (as evalrunner run --mode; default: from "
+        "config). Live mode needs [eval.live] and runs in one process (no -n).",
     )
     group.addoption(
         "--evalrunner-case-timeout",
@@ -110,10 +125,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, PLUGIN_NAME)
 
 
-PYTEST_LIVE_NOT_BUILT = (
-    "live mode is not available under pytest --evalrunner yet: run it with "
-    "evalrunner run --mode live"
+PYTEST_LIVE_WITH_WORKERS = (
+    "live mode runs its cases in one pytest process, so that max_total_tokens is one budget "
+    "for the whole run; leave out -n/--numprocesses (max_concurrency in [eval.live] caps the "
+    "requests in flight)"
 )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Close the live model's connections, if a live session opened one."""
+    session = config.stash.get(_SESSION, None)
+    if session is not None and session.settings.live is not None:
+        session.settings.live.close()
 
 
 class EvalrunnerSession:
@@ -134,12 +157,13 @@ class EvalrunnerSession:
                 env=os.environ,
                 case_timeout_secs=timeout,
                 agent_command=config.getoption("--evalrunner-agent-command"),
+                mode=config.getoption("--evalrunner-mode"),
             )
-            if loaded.mode == "live":
-                raise pytest.UsageError(_lines([PYTEST_LIVE_NOT_BUILT]))
             self.settings: RunSettings = configured_settings(loaded)
         except (ConfigError, PluginError) as exc:
             raise pytest.UsageError(_lines(exc.problems)) from None
+        if loaded.mode == "live":
+            self.settings = replace(self.settings, live=self._live(config, loaded))
         self.roots = self._explicit_roots()
         # With no fixture named on the command line, the configured suite's files, as
         # `evalrunner run` finds them; they are collected after pytest's own collection.
@@ -151,6 +175,18 @@ class EvalrunnerSession:
         # Real paths of the fixture files and directories collected so far: a file or
         # directory reached twice through links is collected once, as `evalrunner run` does.
         self.seen: set[str] = set()
+
+    @staticmethod
+    def _live(config: pytest.Config, loaded: Config) -> LiveModel:
+        from evalrunner.wire.live import start_live
+
+        workers = getattr(config.option, "numprocesses", None)
+        if workers or hasattr(config, "workerinput"):
+            raise pytest.UsageError(_lines([PYTEST_LIVE_WITH_WORKERS]))
+        live = start_live(loaded.live)
+        if isinstance(live, list):
+            raise pytest.UsageError(_lines(live))
+        return live
 
     def _under_roots(self, path: Path) -> bool:
         return any(path == root or root in path.parents for root in self.roots)
@@ -385,20 +421,16 @@ class EvalItem(pytest.Item):
         self.extra_keyword_matches.add(where.replace(os.sep, "/"))
 
     def runtest(self) -> None:
-        """Replay and grade the case; raise :class:`CaseFailed` unless it passed."""
-        from evalrunner.pipeline import evaluate_case
+        """Replay (or in live mode, run live) and grade the case; raise :class:`CaseFailed`
+        unless it passed."""
+        from evalrunner.pipeline import SKIP_BUDGET, evaluate_with
 
-        settings = self.config.stash[_SESSION].settings
-        report = evaluate_case(
-            self.case,
-            agent_factory=settings.agent_factory,
-            tools=settings.tools,
-            max_tool_iterations=settings.max_tool_iterations,
-            case_timeout=settings.case_timeout,
-            trimmed_history=settings.trimmed_history,
-        )
+        report = evaluate_with(self.case, self.config.stash[_SESSION].settings)
+        if report.skipped == SKIP_BUDGET:
+            pytest.fail(report.skipped, pytrace=False)  # not run is not a pass, nor a skip
         if report.skipped is not None:
-            pytest.skip(report.skipped)  # a live case: reported as skipped, never as a pass
+            # The other mode's kind of case: reported as skipped, never as a pass.
+            pytest.skip(report.skipped)
         if not report.passed:
             raise CaseFailed(report)
 

@@ -668,7 +668,7 @@ def test_another_config_file_can_be_named(pytester: pytest.Pytester, run: Runner
         ),
         (
             '[eval]\nmode = "live"\n',
-            ["ERROR: evalrunner: live mode is not available under pytest --evalrunner yet*"],
+            ["ERROR: evalrunner: live mode needs a model: set model in ?eval.live? (the model*"],
         ),
     ],
     ids=["bad-values", "bad-toml", "bad-agent", "no-suite", "live"],

@@ -53,6 +53,19 @@ INSTALL_HINT = (
 )
 
 
+def start_live(config: LiveConfig) -> LiveModel | list[str]:
+    """The run's live model; or, before anything is sent, what keeps it from starting (no
+    model name, the httpx2 extra not installed)."""
+    problems = config.problems()
+    if problems:
+        return problems
+    try:
+        import httpx2  # noqa: F401  (only to refuse the run now, not at its first request)
+    except ImportError:
+        return [INSTALL_HINT]
+    return LiveModel(config)
+
+
 class BudgetSpent(RunError):
     """The run's token budget (``max_total_tokens``) is spent: no request is sent."""
 
