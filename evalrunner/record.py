@@ -133,6 +133,7 @@ def record_case(
         return NotRecorded(
             shown, source, "not run: the token budget (max_total_tokens) is spent", budget=True
         )
+    provider = live.provider()
     record = run_case(
         case,
         agent_factory=settings.agent_factory,
@@ -140,17 +141,16 @@ def record_case(
         max_tool_iterations=settings.max_tool_iterations,
         timeout=settings.case_timeout,
         trimmed_history=settings.trimmed_history,
-        provider=live.provider(),
+        provider=provider,
     )
 
     def refused(reason: str, *, budget: bool = False) -> NotRecorded:
         return NotRecorded(shown, source, recording.redactor.text(reason), budget=budget)
 
     if record.error is not None:
-        spent = live.budget.exhausted and "token budget" in record.error
         return refused(
             f"the live run errored: {record.error}; nothing to record until it runs cleanly",
-            budget=spent,
+            budget=provider.stopped_by_budget,
         )
     failed = [g for g in grade(case.expects, record) if not g.passed]
     if failed:

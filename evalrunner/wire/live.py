@@ -293,10 +293,16 @@ class LiveProvider:
         self._model = model
         self._lock = threading.Lock()
         self._exchanges: list[Exchange] = []
+        self.stopped_by_budget = False
+        """Whether a request of this case was refused because the budget was spent."""
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The live model's answer to ``request``."""
-        response = self._model.complete(request)
+        try:
+            response = self._model.complete(request)
+        except BudgetSpent:
+            self.stopped_by_budget = True
+            raise
         with self._lock:
             self._exchanges.append(Exchange(request, response))
         return response
