@@ -38,6 +38,7 @@ from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.wire import openai_responses
 from evalrunner.wire.client import WireClient
+from evalrunner.wire.common import WireResponseError
 from evalrunner.wire.endpoint import ReplayEndpoint
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"message": {"type": "string"}}}
@@ -271,7 +272,7 @@ def test_the_wire_client_names_a_stream_cut_before_it_completes() -> None:
         TextResponse("cut short"), response_id="resp_x", model="m", usage=True
     )
     events = [json.loads(f.split("data: ", 1)[1]) for f in frames[:-1]]
-    with pytest.raises(ValueError, match=r"ended before its response\.completed"):
+    with pytest.raises(WireResponseError, match=r"ended before its response\.completed"):
         openai_responses.read_stream(events)
     whole = [json.loads(f.split("data: ", 1)[1]) for f in frames]
     assert openai_responses.read_stream(whole) == TextResponse("cut short")
@@ -507,8 +508,12 @@ class _FakeModel(threading.Thread):
 @pytest.mark.parametrize(
     ("stream", "payload", "message"),
     [
-        (False, b'{"object": "response", "output": [{"type": "function_call"}]}', "KeyError"),
-        (False, b'{"object": "response", "output": [3]}', "AttributeError"),
+        (
+            False,
+            b'{"object": "response", "output": [{"type": "function_call"}]}',
+            "output[0].call_id must be a string",
+        ),
+        (False, b'{"object": "response", "output": [3]}', "output[0] must be an object"),
         (False, b'{"object": "chat.completion"}', "not a response object"),
         (False, b'{"object": "response", "status": "failed"}', "did not complete"),
         (False, b"{", "answer is malformed"),
@@ -529,3 +534,81 @@ def test_the_wire_client_names_an_answer_that_is_not_a_response(
     finally:
         fake.join(timeout=30)
         fake.server.server_close()
+
+
+def _completed(**fields: object) -> dict[str, object]:
+    body: dict[str, object] = {"object": "response", "status": "completed", "output": []}
+    body.update(fields)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("text", "the response: the body must be an object"),
+        ({"object": "chat.completion"}, 'its "object" must be "response"'),
+        (_completed(status="failed"), "did not complete (status 'failed')"),
+        (_completed(status=["x"]), "did not complete (status 'list')"),
+        (_completed(output={"a": 1}), "the response: output must be an array"),
+        (_completed(output=[3]), "the response: output[0] must be an object"),
+        (
+            _completed(output=[{"type": "message", "content": [{"type": "output_text"}]}]),
+            "output[0].content[0].text must be a string",
+        ),
+        (
+            _completed(
+                output=[{"type": "function_call", "call_id": 7, "name": "e", "arguments": "{}"}]
+            ),
+            "output[0].call_id must be a string",
+        ),
+        (
+            _completed(
+                output=[
+                    {"type": "function_call", "call_id": "c", "name": "e", "arguments": {"a": 1}}
+                ]
+            ),
+            "output[0].arguments must be a string",
+        ),
+        (_completed(usage={"input_tokens": "12"}), "usage.input_tokens must be a whole number"),
+        (_completed(usage={"output_tokens": -1}), "usage.output_tokens must be a whole number"),
+        (_completed(usage={"input_tokens": True}), "usage.input_tokens must be a whole number"),
+        (_completed(usage=[1]), "usage must be an object"),
+    ],
+)
+def test_a_malformed_responses_answer_names_the_field(body: object, problem: str) -> None:
+    with pytest.raises(WireResponseError) as caught:
+        openai_responses.OpenAIResponses().read_response(body)  # type: ignore[arg-type]
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("events", "problem"),
+    [
+        ([3], "stream event 1: the event must be an object"),
+        ([{"type": "error", "message": 5}], "the stream carried an error: no message"),
+        (
+            [{"type": "response.output_text.delta", "output_index": 0, "delta": "x"}],
+            "output_index 0 names no item added before it",
+        ),
+        (
+            [{"type": "response.output_item.added", "output_index": "0", "item": {}}],
+            "output_index must be a whole number",
+        ),
+        (
+            [
+                {"type": "response.output_item.added", "output_index": 0, "item": {}},
+                {"type": "response.output_text.delta", "output_index": 0, "delta": 7},
+            ],
+            "stream event 2: delta must be a string",
+        ),
+        (
+            [{"type": "response.completed", "response": _completed(status="in_progress")}],
+            "stream event 1's response did not complete",
+        ),
+        ([{"type": "response.created"}], "ended before its response.completed"),
+    ],
+)
+def test_a_malformed_responses_stream_names_the_event(events: list[object], problem: str) -> None:
+    with pytest.raises(WireResponseError) as caught:
+        openai_responses.read_stream(events)  # type: ignore[arg-type]
+    assert problem in str(caught.value)

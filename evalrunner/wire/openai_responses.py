@@ -57,12 +57,14 @@ from evalrunner.wire.common import (
     WireResponseError,
     event_json,
     optional_string,
+    reading,
     require_list,
     require_object,
     require_string,
     sse_frame,
     stream_flag,
     stream_pieces,
+    token_count,
     tool_parameters,
 )
 
@@ -241,9 +243,8 @@ class OpenAIResponses:
 
     def read_response(self, body: JSONValue) -> ModelResponse:
         """A ``response`` object as a response; :class:`WireResponseError` if it is not one."""
-        with _malformed("the response"):
-            _raise_error(body)
-            return read_response(body)
+        _raise_error(body)
+        return read_response(body)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """A stream's events as one response; :class:`WireResponseError` if an event is
@@ -253,8 +254,7 @@ class OpenAIResponses:
             for number, event in enumerate(events, start=1)
             if event.data.strip() != "[DONE]"
         )
-        with _malformed("the stream"):
-            return read_stream(payloads)
+        return read_stream(payloads)
 
     def error_message(self, body: JSONValue) -> str | None:
         """The message of an error body, if ``body`` is one."""
@@ -269,28 +269,6 @@ def _raise_error(body: JSONValue) -> None:
     error = body.get("error")
     if isinstance(error, dict) and body.get("object") != "response":
         raise WireResponseError(f"an error body: {error.get('message')!r}")
-
-
-class _malformed:
-    """A response or stream that is JSON but not this API's shape (a field missing, of
-    another type, a status other than completed) is a :class:`WireResponseError`."""
-
-    def __init__(self, what: str) -> None:
-        self._what = what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, WireResponseError):
-            return
-        if isinstance(exc, ValueError):  # the readers' own words
-            raise WireResponseError(str(exc)) from None
-        if isinstance(exc, (KeyError, TypeError, AttributeError, IndexError)):
-            raise WireResponseError(
-                f"{self._what} is not a well-formed Responses API answer "
-                f"({type(exc).__name__}: {exc})"
-            ) from None
 
 
 class _Events:
@@ -533,58 +511,103 @@ def request_body(request: ModelRequest, *, model: str, stream: bool) -> dict[str
     return body
 
 
-def read_response(answer: Any) -> ModelResponse:
-    """A ``response`` object as a neutral response; raises :class:`ValueError` when it is
-    not one (or did not complete)."""
-    if not isinstance(answer, dict):
-        raise ValueError("the body must be an object (a response object)")
-    if answer.get("object") != "response":
-        raise ValueError('the body is not a response object: its object must be "response"')
-    if answer.get("status") not in (None, "completed"):
-        raise ValueError(f"the response did not complete (status {answer.get('status')!r})")
-    text: list[str] = []
-    calls: list[ToolCall] = []
-    for item in answer.get("output") or ():
-        kind = item.get("type")
-        if kind == "message":
-            text += [p["text"] for p in item.get("content") or () if p.get("type") == "output_text"]
-        elif kind == "function_call":
-            calls.append(ToolCall(item["call_id"], item["name"], item["arguments"]))
-    usage = answer.get("usage") or {}
-    tokens = (int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
+def read_response(answer: JSONValue, where: str = "the response") -> ModelResponse:
+    """A ``response`` object as a neutral response; :class:`WireResponseError` naming the
+    field when it is not one (or did not complete)."""
+    with reading(where):
+        body = require_object(answer, "the body")
+        if body.get("object") != "response":
+            raise WireResponseError(
+                f'{where} is not a response object: its "object" must be "response"'
+            )
+        status = body.get("status")
+        if status not in (None, "completed"):
+            shown = status if isinstance(status, str) else type(status).__name__
+            raise WireResponseError(f"{where} did not complete (status {shown!r})")
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        for index, raw in enumerate(require_list(body.get("output") or [], "output")):
+            at = f"output[{index}]"
+            item = require_object(raw, at)
+            kind = item.get("type")
+            if kind == "message":
+                for number, part in enumerate(
+                    require_list(item.get("content") or [], f"{at}.content")
+                ):
+                    piece = require_object(part, f"{at}.content[{number}]")
+                    if piece.get("type") == "output_text":
+                        text.append(
+                            require_string(piece.get("text"), f"{at}.content[{number}].text")
+                        )
+            elif kind == "function_call":
+                calls.append(_function_call(item, at))
+        usage = require_object(body.get("usage") or {}, "usage")
+        tokens = (
+            token_count(usage, "input_tokens", "usage"),
+            token_count(usage, "output_tokens", "usage"),
+        )
     if calls:
         return ToolCallsResponse(tuple(calls), *tokens)
     return TextResponse("".join(text), *tokens)
 
 
-def read_stream(events: Iterable[Any]) -> ModelResponse:
+def _function_call(item: Mapping[str, JSONValue], where: str) -> ToolCall:
+    return ToolCall(
+        require_string(item.get("call_id"), f"{where}.call_id"),
+        require_string(item.get("name"), f"{where}.name"),
+        require_string(item.get("arguments"), f"{where}.arguments"),
+    )
+
+
+def read_stream(events: Iterable[JSONValue]) -> ModelResponse:
     """A stream's events as a neutral response, assembled from the deltas (as an SDK does)
-    and checked against ``response.completed``, which must arrive."""
+    and checked against ``response.completed``, which must arrive; :class:`WireResponseError`
+    naming the event and field when one is not this API's."""
     items: dict[int, dict[str, Any]] = {}
-    for event in events:
-        kind = event.get("type")
-        if kind == "response.output_item.added":
-            items[event["output_index"]] = {**event["item"], "text": "", "arguments": ""}
-        elif kind == "response.output_text.delta":
-            items[event["output_index"]]["text"] += event["delta"]
-        elif kind == "response.function_call_arguments.delta":
-            items[event["output_index"]]["arguments"] += event["delta"]
-        elif kind == "error":
-            raise ValueError(f"the stream carried an error: {event.get('message')}")
-        elif kind == "response.completed":
-            final = read_response(event["response"])
-            assembled = _assembled([items[i] for i in sorted(items)], final)
-            if assembled != final:
-                raise ValueError("the stream's deltas disagree with its response.completed")
-            return final
-    raise ValueError("the stream ended before its response.completed event")
+    for number, raw in enumerate(events, start=1):
+        where = f"stream event {number}"
+        with reading(where):
+            event = require_object(raw, "the event")
+            kind = event.get("type")
+            if kind == "error":
+                message = event.get("message")
+                said = message if isinstance(message, str) else "no message"
+                raise WireResponseError(f"the stream carried an error: {said}")
+            if kind == "response.completed":
+                final = read_response(event.get("response"), f"{where}'s response")
+                assembled = _assembled([items[i] for i in sorted(items)], final)
+                if assembled != final:
+                    raise WireResponseError(
+                        "the stream's deltas disagree with its response.completed"
+                    )
+                return final
+            if kind not in _DELTAS:
+                continue
+            index = event.get("output_index")
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise WireRequestError("output_index must be a whole number")
+            if kind == "response.output_item.added":
+                item = require_object(event.get("item"), "item")
+                items[index] = {**item, "text": "", "arguments": ""}
+                continue
+            if index not in items:
+                raise WireRequestError(f"output_index {index} names no item added before it")
+            delta = require_string(event.get("delta"), "delta")
+            items[index]["text" if kind == _TEXT_DELTA else "arguments"] += delta
+    raise WireResponseError("the stream ended before its response.completed event")
+
+
+_TEXT_DELTA = "response.output_text.delta"
+_DELTAS = frozenset(
+    {"response.output_item.added", _TEXT_DELTA, "response.function_call_arguments.delta"}
+)
 
 
 def _assembled(items: list[dict[str, Any]], final: ModelResponse) -> ModelResponse:
     calls = tuple(
-        ToolCall(i["call_id"], i["name"], i["arguments"])
-        for i in items
-        if i.get("type") == "function_call"
+        _function_call(item, f"the {item.get('type')} item")
+        for item in items
+        if item.get("type") == "function_call"
     )
     tokens = (final.input_tokens, final.output_tokens)
     if calls:
