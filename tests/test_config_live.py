@@ -156,7 +156,8 @@ def test_evalrunner_config_shows_the_live_table_but_never_the_key(tmp_path: Path
     )
     assert done.returncode == 0, done.stderr
     assert secret not in done.stdout + done.stderr
-    live = done.stdout.split("[eval.live]\n", 1)[1]
+    live, record = done.stdout.split("[eval.live]\n", 1)[1].split("[eval.record]\n")
+    assert record == "redact = []  # default\n"
     assert 'wire = "anthropic"  # evalrunner.toml:2' in live
     assert 'api_key_env = "LIVE_KEY"  # evalrunner.toml:4' in live
     assert 'base_url = "https://api.anthropic.com"  # default' in live
@@ -169,3 +170,19 @@ def test_the_live_keys_in_code_are_the_keys_in_the_schema() -> None:
     schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
     assert list(schema["$defs"]["live"]["properties"]) == list(LIVE_KEYS)
     assert list(LIVE_KEYS) == [f for f in LiveConfig.__dataclass_fields__]
+
+
+def test_every_list_of_wires_is_the_wire_packages() -> None:
+    """The wires are named once (evalrunner.wire.common.WIRES); the schemas' enums, the
+    config's defaults and the clients follow it."""
+    from evalrunner.config import DEFAULT_BASE_URLS, DEFAULT_KEY_VARIABLES, WIRES
+    from evalrunner.wire import common
+    from evalrunner.wire.client import client_wire
+
+    config_schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text("utf-8"))
+    case_schema = json.loads((ROOT / "schemas" / "case.schema.json").read_text("utf-8"))
+    assert WIRES == common.WIRES
+    assert config_schema["$defs"]["live"]["properties"]["wire"]["enum"] == list(common.WIRES)
+    assert case_schema["$defs"]["recorded"]["properties"]["wire"]["enum"] == list(common.WIRES)
+    assert set(DEFAULT_BASE_URLS) == set(DEFAULT_KEY_VARIABLES) == set(common.WIRES)
+    assert [client_wire(wire).name for wire in common.WIRES] == list(common.WIRES)
