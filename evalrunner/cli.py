@@ -1282,8 +1282,12 @@ def show_config(
     # The key's variable is named, never read: the key itself is read only when a live
     # request is sent, so no output of evalrunner can hold it.
     typer.echo("[eval.live]")
+    from evalrunner.wire.live import shown_url
+
     for key in LIVE_KEYS:
         value = getattr(settings.live, key)
+        if key == "base_url":
+            value = shown_url(value)  # a gateway's key may ride in it: never printed
         source = settings.sources.get(f"live.{key}", "default")
         if value is None:
             typer.echo(printable(f"# {key} is not set  # {source}"))

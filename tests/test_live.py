@@ -5,7 +5,9 @@ key; and the key never in any message (issue 12)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from pathlib import Path
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -345,3 +347,38 @@ def test_a_server_that_trickles_bytes_still_times_out(stream: bool) -> None:
         with pytest.raises(RunError) as caught:
             live.complete(REQUEST)
     assert str(caught.value) == "live model: no answer within timeout_secs = 0.2"
+
+
+def test_a_secret_in_base_url_is_never_shown() -> None:
+    """Some gateways take their key in the URL (user:password@, ?key=): messages show the URL
+    without them."""
+    url = "http://gateway-user:GATEWAY-PASSWORD@127.0.0.1:9/v1?api-key=URL-SECRET-1&v=2"
+    live = LiveModel(
+        LiveConfig(wire="openai", base_url=url, model="m", api_key_env="K", max_retries=0),
+        environ={"K": KEY},
+        sleep=lambda _: None,
+    )
+    with pytest.raises(RunError) as caught:
+        live.complete(REQUEST)
+    message = str(caught.value)
+    assert "cannot connect to http://[redacted]@127.0.0.1:9/v1?api-key=[redacted]&v=[redacted]" in (
+        message
+    )
+    for secret in ("GATEWAY-PASSWORD", "gateway-user", "URL-SECRET-1"):
+        assert secret not in message
+
+
+def test_evalrunner_config_shows_base_url_without_its_secrets(tmp_path: Path) -> None:
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval.live]\nbase_url = "https://u:PASSWORD-9@gw.example/v1?key=URL-KEY-7"\n', "utf-8"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", "config"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'base_url = "https://[redacted]@gw.example/v1?key=[redacted]"' in done.stdout
+    assert "PASSWORD-9" not in done.stdout and "URL-KEY-7" not in done.stdout

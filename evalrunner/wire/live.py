@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalrunner.config import LiveConfig
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
-from evalrunner.redact import strike_key
+from evalrunner.redact import REDACTED, strike_key
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
@@ -251,7 +251,7 @@ class LiveModel:
         except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
             raise _Retry(f"the connection broke ({type(exc).__name__})") from None
         except httpx2.ConnectError:
-            raise _Retry(f"cannot connect to {self.config.base_url}") from None
+            raise _Retry(f"cannot connect to {shown_url(self.config.base_url)}") from None
         except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
             raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
         except WireResponseError as exc:
@@ -278,7 +278,7 @@ class LiveModel:
             return RunError(
                 f"live model: the API refused the key in {self.config.api_key_env} "
                 f"(HTTP {status}){said}; check that variable holds a valid key for "
-                f"{self.config.base_url}"
+                f"{shown_url(self.config.base_url)}"
             )
         if status == 429 or status >= 500:
             return _Retry(f"HTTP {status}{said}", _retry_after(retry_after))
@@ -364,6 +364,22 @@ def _retry_after(value: str | None, now: Callable[[], datetime] | None = None) -
     if not math.isfinite(seconds):
         return None
     return min(MAX_RETRY_AFTER_SECS, max(0.0, seconds))
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message may show it: without the user and password it may carry, and
+    with each query value replaced, since some gateways take their key there."""
+    from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return "the configured base_url"
+    _, at, host = parts.netloc.rpartition("@")
+    netloc = f"{REDACTED}@{host}" if at else host
+    query = "&".join(f"{quote(key, safe='')}={REDACTED}" for key, _ in pairs)
+    return SplitResult(parts.scheme, netloc, parts.path, query, "").geturl()
 
 
 def _quoted(text: str) -> str:
