@@ -109,8 +109,8 @@ def wire_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 Verdict = tuple[bool, str | None, list[tuple[str, bool, str]]]
 
 ANTHROPIC_LIMITS = {
-    "malformed-arguments-rejected": "is scripted with argument text that is not a JSON object",
-    "non-object-arguments-rejected": "is scripted with argument text that is not a JSON object",
+    "malformed-arguments-rejected": "has argument text that is not a JSON object",
+    "non-object-arguments-rejected": "has argument text that is not a JSON object",
     "string-arguments-passed-verbatim": None,  # graded, and the verbatim check fails
 }
 """Gated cases the Anthropic wire cannot carry as scripted, and how each must end there."""
@@ -229,4 +229,4 @@ def test_the_anthropic_wire_refuses_arguments_that_are_not_an_object(tmp_path: P
     report = run_with(subset(tmp_path, names), "anthropic_agent.py")
     for case in report.cases:
         assert case.error is not None
-        assert "is scripted with argument text that is not a JSON object" in case.error
+        assert "has argument text that is not a JSON object" in case.error

@@ -111,11 +111,12 @@ class AnthropicMessages:
             reason = _not_an_object(call.arguments)
             if reason is not None:
                 return (
-                    f"tool call {json.dumps(call.id)} ({call.name}) is scripted with argument "
-                    f"text that is not a JSON object ({reason}); the Anthropic messages API "
-                    "carries a tool call's input as a JSON object, so this call cannot be sent "
-                    "to an agent on that API. Script malformed arguments only for agents on "
-                    "the OpenAI wire or for the reference agent"
+                    f"tool call {json.dumps(call.id)} ({call.name}) has argument text that "
+                    f"is not a JSON object ({reason}); the Anthropic messages API carries a "
+                    "tool call's input as a JSON object, so this call cannot be sent to an "
+                    "agent on that API. A fixture may script malformed arguments only for "
+                    "agents on the OpenAI wire or for the reference agent; a live model that "
+                    "sends them cannot be relayed to an agent on this API"
                 )
         return None
 
