@@ -104,7 +104,7 @@ class LiveConfig:
     max_tokens: int = 1024
     timeout_secs: float = 60.0
     max_retries: int = 2
-    max_concurrency: int = 4
+    max_concurrency: int = 1
     stream: bool = False
     max_total_tokens: int | None = None
 

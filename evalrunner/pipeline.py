@@ -54,9 +54,9 @@ if TYPE_CHECKING:
 
 LIVE_WITHOUT_MODEL = "live mode needs a live model: RunSettings.live is not set"
 LIVE_WITH_JOBS = (
-    "--jobs: live mode runs its cases one at a time in this process, so that "
-    "max_total_tokens is one budget for the whole run; leave --jobs out (max_concurrency "
-    "in [eval.live] caps the requests in flight)"
+    "--jobs: live mode runs its cases in this process, so that max_total_tokens is one "
+    "budget for the whole run; leave --jobs out (max_concurrency in [eval.live] runs that "
+    "many live cases at once)"
 )
 SKIP_LIVE_CASE = (
     "live case (its turns script no steps): not run in replay mode; run it with --mode live"
@@ -563,13 +563,41 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
     the report, its order and the exit code are those of a serial run. An interrupt stops
     the workers and propagates.
     """
-    if settings.jobs <= 1 or len(cases) <= 1 or settings.live is not None:
+    live = settings.live
+    if live is not None and live.config.max_concurrency > 1 and len(cases) > 1:
+        yield from _live_at_once(cases, settings, live)
+        return
+    if settings.jobs <= 1 or len(cases) <= 1 or live is not None:
         for case in cases:
             yield evaluate_with(case, settings)
         return
     from evalrunner.workers import in_pool
 
     yield from in_pool(cases, settings)
+
+
+def _live_at_once(
+    cases: Sequence[Case], settings: RunSettings, live: LiveModel
+) -> Generator[CaseReport, None, None]:
+    """Live cases, up to ``max_concurrency`` at a time on threads of this process (their
+    time is the model's, not this process's), reported in suite order. An interrupt stops
+    the live model, so the cases in flight fail at once and their threads end; their
+    reports, and those of the cases not started, are not given."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = min(live.config.max_concurrency, len(cases))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalrunner live case")
+    futures = [pool.submit(evaluate_with, case, settings) for case in cases]
+    try:
+        for future in futures:
+            yield future.result()
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        live.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 SKIP_BUDGET = "not run: the token budget (max_total_tokens) was spent before this case"

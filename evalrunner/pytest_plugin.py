@@ -127,8 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 PYTEST_LIVE_WITH_WORKERS = (
     "live mode runs its cases in one pytest process, so that max_total_tokens is one budget "
-    "for the whole run; leave out -n/--numprocesses (max_concurrency in [eval.live] caps the "
-    "requests in flight)"
+    "for the whole run; leave out -n/--numprocesses"
 )
 
 

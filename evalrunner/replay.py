@@ -110,9 +110,10 @@ def run_case(
     Without ``workspace``, a temporary one is made when the agent first reads
     ``context.workspace``, and removed when the run ends. With ``timeout`` (seconds), the
     agent runs on a case thread (one, reused from case to case, each case in a fresh
-    :mod:`contextvars` context), unless the case runs only the reference agent and the built-in
-    tools, which always end by themselves; if the case has not finished in time, the record says
-    ``timed out after Ns`` and holds what was observed until then. Python cannot kill a
+    :mod:`contextvars` context), unless the case runs only the reference agent and the
+    built-in tools on its own script, which always end by themselves; if the case has not
+    finished in time, the record says ``timed out after Ns`` and holds what was observed
+    until then. Python cannot kill a
     thread, so a timed-out agent is abandoned with its thread (a daemon, after the agent's
     ``close()`` is called) rather than stopped; the next case gets a new thread.
 
@@ -133,7 +134,8 @@ def run_case(
         )
         run = _CaseRun(case, agent_factory, tools, max_tool_iterations, where, monitor)
         started = time.perf_counter()
-        if timeout is None or _ends_by_itself(agent_factory, tools):
+        # A live model is not a finite script: its cases keep their timeout whatever the agent.
+        if timeout is None or (provider is None and _ends_by_itself(agent_factory, tools)):
             run.drive()
         else:
             _drive_in_time(run, timeout)

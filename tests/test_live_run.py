@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -245,7 +247,7 @@ def test_live_mode_refuses_jobs(tmp_path: Path) -> None:
     cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1")
     done = run(cwd, "--mode", "live", "--jobs", "2")
     assert done.returncode == 2
-    assert done.stderr.startswith("--jobs: live mode runs its cases one at a time")
+    assert done.stderr.startswith("--jobs: live mode runs its cases in this process")
 
 
 def test_the_key_never_appears_in_any_output(tmp_path: Path) -> None:
@@ -289,3 +291,81 @@ def test_the_key_never_appears_in_any_output(tmp_path: Path) -> None:
     )
     assert KEY not in config.stdout + config.stderr
     assert 'api_key_env = "LIVE_TEST_KEY"' in config.stdout
+
+
+# --- max_concurrency: live cases at once --------------------------------------------------------
+
+
+def concurrent_project(tmp_path: Path, server: ModelServer, cases: int, extra: str = "") -> Path:
+    named = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(cases)}
+    cwd = project(tmp_path, "openai", server.base_url, **named)
+    toml = cwd / "evalrunner.toml"
+    toml.write_text(toml.read_text("utf-8") + f"max_concurrency = {cases}\n{extra}", "utf-8")
+    return cwd
+
+
+def test_max_concurrency_runs_live_cases_at_once_and_keeps_suite_order(tmp_path: Path) -> None:
+    # The server holds the first three requests until all three have arrived: the run passes
+    # only if three cases are in flight at once (one at a time, the first would wait in vain
+    # and be answered 599).
+    replies = [Reply(CALL)] * 3 + [Reply(TEXT)] * 3
+    with ModelServer("openai", replies, gate=3) as server:
+        cwd = concurrent_project(tmp_path, server, 3)
+        done = run(cwd, "--mode", "live", "--json", "out.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    assert [c["name"] for c in report["cases"]] == ["live_0", "live_1", "live_2"]
+    assert all(c["passed"] for c in report["cases"])
+
+
+def test_one_at_a_time_is_the_default(tmp_path: Path) -> None:
+    replies = [Reply(CALL)] * 2 + [Reply(TEXT)] * 2
+    with ModelServer("openai", replies, gate=2) as server:
+        named = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(2)}
+        cwd = project(tmp_path, "openai", server.base_url, **named)
+        done = run(cwd, "--mode", "live")
+    # The first request waited for a second that never came while its case was running.
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "✗ live_0 (live_0.yaml)  run error" in done.stdout
+
+
+def test_the_budget_holds_with_cases_at_once(tmp_path: Path) -> None:
+    replies = [Reply(CALL)] * 2 + [Reply(TEXT)] * 2 + [Reply(CALL), Reply(TEXT)] * 2
+    with ModelServer("openai", replies, gate=2) as server:
+        cwd = concurrent_project(tmp_path, server, 2, "max_total_tokens = 60\n")
+        toml = cwd / "evalrunner.toml"
+        for n in (2, 3):
+            (cwd / "evals" / f"live_{n}.yaml").write_text(
+                LIVE_CASE.replace("live_echo", f"live_{n}"), "utf-8"
+            )
+        done = run(cwd, "--mode", "live")
+        assert toml.exists()
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "run stopped: the token budget is spent" in done.stdout
+    assert "not run: the token budget" in done.stdout
+
+
+def test_sigterm_cuts_the_cases_in_flight(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(hang=True)] * 3) as server:
+        cwd = concurrent_project(tmp_path, server, 3)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
+        env["LIVE_TEST_KEY"] = KEY
+        process = subprocess.Popen(
+            [sys.executable, "-m", "evalrunner", "run", "--mode", "live", "--json", "out.json"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while len(server.seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(server.seen) == 3  # all three in flight
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stdout + stderr
+    assert "run interrupted by SIGTERM" in stdout
+    assert "Traceback" not in stderr
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    assert report["interrupted"] is True

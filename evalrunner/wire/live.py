@@ -66,6 +66,9 @@ def start_live(config: LiveConfig) -> LiveModel | list[str]:
     return LiveModel(config)
 
 
+STOPPED = "live model: the run was stopped; no further request is sent"
+
+
 class BudgetSpent(RunError):
     """The run's token budget (``max_total_tokens``) is spent: no request is sent."""
 
@@ -129,8 +132,9 @@ class LiveModel:
     """One run's connection to the live model (see the module docstring).
 
     ``environ`` is where the key is read from, when each request is sent; ``sleep`` waits
-    between retries (tests pass one that records and returns); ``transport`` replaces
-    httpx2's own (tests). Close it when the run ends.
+    between retries (default: a wait that :meth:`stop` cuts short; tests pass one that
+    records and returns); ``transport`` replaces httpx2's own (tests). Close it when the run
+    ends.
     """
 
     def __init__(
@@ -139,7 +143,7 @@ class LiveModel:
         *,
         budget: TokenBudget | None = None,
         environ: Mapping[str, str] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], object] | None = None,
         transport: Any = None,
     ) -> None:
         if config.model is None:
@@ -149,7 +153,8 @@ class LiveModel:
         self.wire: ClientWire = client_wire(config.wire)
         self.budget = budget if budget is not None else TokenBudget(config.max_total_tokens)
         self._environ = environ if environ is not None else os.environ
-        self._sleep = sleep
+        self._stopped = threading.Event()
+        self._sleep = sleep if sleep is not None else self._stopped.wait
         self._transport = transport
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         self._client: httpx2.Client | None = None
@@ -158,6 +163,12 @@ class LiveModel:
     def provider(self) -> LiveProvider:
         """A fresh provider for one case."""
         return LiveProvider(self)
+
+    def stop(self) -> None:
+        """Refuse every request from now on, and cut those in flight (an interrupted run):
+        each fails its case at once, rather than running on to its timeout."""
+        self._stopped.set()
+        self.close()
 
     def close(self) -> None:
         """Close the HTTP client (its connections)."""
@@ -201,6 +212,7 @@ class LiveModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` (retrying as configured) and read the answer; every failure is
         a :class:`RunError` whose text names what went wrong, never the key."""
+        self._check_running()
         self.budget.check()
         key = self._key()
         body = self.wire.request_body(
@@ -214,17 +226,26 @@ class LiveModel:
         attempts = self.config.max_retries + 1
         with self._slots:
             for attempt in range(1, attempts + 1):
+                self._check_running()
                 try:
                     response = self._attempt(data, headers, key)
                 except _Retry as retry:
+                    self._check_running()
                     if attempt == attempts:
                         tried = f" (after {attempts} attempts)" if attempts > 1 else ""
                         raise RunError(f"live model: {retry.reason}{tried}") from None
                     self._sleep(_backoff(attempt, retry.wait))
                     continue
+                except Exception:
+                    self._check_running()  # the client closed under it by stop(): say so
+                    raise
                 self.budget.add(response)
                 return response
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _check_running(self) -> None:
+        if self._stopped.is_set():
+            raise RunError(STOPPED)
 
     def _options(self) -> dict[str, JSONValue]:
         return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}

@@ -58,9 +58,13 @@ class Seen:
 class ModelServer:
     """Serves ``replies`` in order to requests on ``wire``'s path (see the module docstring)."""
 
-    def __init__(self, wire: str, replies: Sequence[Reply]) -> None:
+    def __init__(self, wire: str, replies: Sequence[Reply], *, gate: int = 0) -> None:
         self.wire = wire
         self._replies = list(replies)
+        # The first `gate` requests are each held until all of them have arrived: a test of
+        # concurrent cases passes only if that many requests are in flight at once.
+        self._gate = threading.Barrier(gate) if gate > 1 else None
+        self._gated = gate
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -75,7 +79,13 @@ class ModelServer:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with server._lock:
                     server.seen.append(Seen(self.path, headers, body))
+                    number = len(server.seen)
                     reply = server._replies.pop(0) if server._replies else Reply(status=599)
+                if server._gate is not None and number <= server._gated:
+                    try:
+                        server._gate.wait(HANG_LIMIT_SECS)
+                    except threading.BrokenBarrierError:
+                        reply = Reply(status=599)
                 server._answer(self, reply, body)
 
             def log_message(self, format: str, *args: object) -> None:
