@@ -695,6 +695,14 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
                 f"{where} must not be blank (it is only whitespace); {_blank_hint(path)}", path
             )
         ]
+    if keyword == "pattern" and path[-2:] == ("recorded", "date"):
+        return [
+            document.error(
+                f"{where} must be a UTC time to the second, as evalrunner record writes it "
+                f"(for example 2026-12-01T09:00:00Z), got {_short(instance)}",
+                path,
+            )
+        ]
     if keyword == "minItems":
         count = error.validator_value
         return [document.error(f"{where} needs at least {count} item(s), got none", path)]

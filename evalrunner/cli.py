@@ -68,12 +68,15 @@ from evalrunner.report import (
     render_junit,
     render_table,
     write_atomic,
+    write_new,
 )
 from evalrunner.report.progress import CLEAR, progress_line
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
+    from evalrunner.pipeline import RunSettings, SelectedCase
+    from evalrunner.record import NotRecorded, Recorded, RecordSettings, Targets
     from evalrunner.wire.live import LiveModel
 
 
@@ -364,6 +367,14 @@ PathsArgument = Annotated[
     typer.Argument(
         metavar="PATH",
         help=f"{_PATHS_HELP} Default: --suite, else the configured suite.",
+        show_default=False,
+    ),
+]
+RecordPathsArgument = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        metavar="PATH",
+        help=f"{_PATHS_HELP} Default: the configured suite (suite_dir).",
         show_default=False,
     ),
 ]
@@ -869,7 +880,7 @@ def record(
             show_default=False,
         ),
     ],
-    paths: PathsArgument = None,
+    paths: RecordPathsArgument = None,
     fixture_format: Annotated[
         FixtureFormat | None,
         typer.Option("--format", help="Format of the fixtures written (default: each case's own)."),
@@ -904,14 +915,14 @@ def record(
     start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
     143 on SIGINT or SIGTERM (what was recorded stays written).
     """
-    from evalrunner.pipeline import select_cases
+    from evalrunner.pipeline import select_cases, suite_name
     from evalrunner.record import (
         NotRecorded,
         Provenance,
         Recorded,
         RecordSettings,
         line,
-        record_case,
+        plan_targets,
         recording_date,
     )
     from evalrunner.redact import Redactor
@@ -919,117 +930,163 @@ def record(
     chosen_by, _ = _selection(keyword, None)
     settings = _config(config, None, None, case_timeout, agent_command)
     try:
+        date = recording_date(os.environ)
+    except ValueError as exc:
+        raise _fail([str(exc)]) from None
+    try:
         run_settings = configured_settings(settings)
     except PluginError as exc:
         raise _fail(exc.problems) from None
-    selection = select_cases(paths or [settings.suite_dir], keyword=chosen_by)
+    where = paths or [settings.suite_dir]
+    selection = select_cases(where, keyword=chosen_by)
     if isinstance(selection, RunRefused):
         raise _fail(list(selection.lines()), _refusal_summary(selection))
     live_cases = [item for item in selection.cases if item.case.live]
     scripted = len(selection.cases) - len(live_cases)
     if not live_cases:
+        shown = printable(suite_name([relative_to_cwd(p) for p in where]))
         raise _fail(
             [
-                f"no live case to record among the {len(selection.cases)} case(s) admitted: a "
-                "live case is one whose turns give no steps (the live model answers them)"
+                f"{shown}: no live case to record: its {len(selection.cases)} admitted case(s) "
+                "all script their steps. A live case gives no steps in its turns (the live "
+                "model answers them); name where yours are, for example "
+                "evalrunner record evals/live --out evals/regression"
             ]
         )
     fmt = fixture_format.as_format() if fixture_format is not None else None
-    targets, problems = _record_targets(live_cases, out, fmt, overwrite)
-    if problems:
-        raise _fail(problems, "nothing was run or written")
+    targets = plan_targets(
+        [(item.case, item.source) for item in live_cases],
+        [item.case.source for item in selection.cases],
+        out,
+        fmt,
+        overwrite,
+    )
+    if isinstance(targets, list):
+        raise _fail(targets, "nothing was run or written")
     live = _live_model(settings, 1)
     recording = RecordSettings(
-        Provenance(settings.live.wire, settings.live.model or "", recording_date(os.environ)),
+        Provenance(settings.live.wire, settings.live.model or "", date),
         Redactor(settings.record.redact),
         keep_ids=keep_ids,
     )
-    outcomes: list[Recorded | NotRecorded] = []
-    failures: list[str] = []
-    interrupted: int | None = None
-    from evalrunner.replay import process_exit_refused
-
     try:
-        with _signals_stop_the_run(), _agent_output_to_stderr(), process_exit_refused():
-            for item, target in zip(live_cases, targets, strict=True):
-                outcome = record_case(
-                    item.case,
-                    item.source,
-                    target,
-                    settings=run_settings,
-                    live=live,
-                    recording=recording,
-                )
-                if isinstance(outcome, Recorded):
-                    try:
-                        prepare_output(target)
-                        write_atomic(target, outcome.text)
-                    except OSError as exc:
-                        shown = printable_path(target)
-                        failures.append(f"{shown}: cannot write: {exc.strerror or exc}")
-                        continue
-                outcomes.append(outcome)
-    except RunInterrupted as stop:
-        interrupted = stop.signum
-    except KeyboardInterrupt:
-        interrupted = int(signal.SIGINT)
+        outcomes, interrupted = _recordings(
+            live_cases, targets, run_settings, live, recording, overwrite
+        )
     finally:
         live.close()
     written = sum(isinstance(o, Recorded) for o in outcomes)
     missed = len(live_cases) - written
+    tokens_in = sum(o.input_tokens for o in outcomes)
+    tokens_out = sum(o.output_tokens for o in outcomes)
     skipped = f"; {scripted} scripted case(s) left alone" if scripted else ""
     # Said once the cases are done: while they run, standard output is the agents' stderr.
     _emit(
         "".join(line(outcome) + "\n" for outcome in outcomes)
         + f"recorded {written} of {len(live_cases)} live case(s) into "
-        f"{printable_path(out)}{skipped}\n"
+        f"{printable_path(out)} ({tokens_in} input + {tokens_out} output tokens){skipped}\n"
     )
-    if failures:
-        raise _fail(failures)
     if interrupted is not None:
+        name = signal.Signals(interrupted).name
+        left = len(live_cases) - len(outcomes)
+        typer.echo(
+            f"record interrupted by {name}: {written} fixture(s) written, each whole; "
+            f"{left} live case(s) not recorded",
+            err=True,
+        )
         raise typer.Exit(128 + interrupted)
     if any(isinstance(o, NotRecorded) and o.budget for o in outcomes) or (
         missed and live.budget.exhausted
     ):
         typer.echo(live.budget.message(), err=True)
         raise typer.Exit(3)
+    if any(isinstance(o, NotRecorded) and o.unwritable for o in outcomes):
+        raise typer.Exit(EXIT_REFUSED)
     raise typer.Exit(1 if missed else 0)
 
 
-def _record_targets(
-    cases: Sequence[Any], out: Path, fmt: Format | None, overwrite: bool
-) -> tuple[list[Path], list[str]]:
-    """Where each live case's recording goes, and every reason that cannot be (two cases to
-    one file, a file there already, the live case's own file, an --out that is a file)."""
-    from evalrunner.load import FIXTURE_SUFFIXES
-    from evalrunner.record import target_path
+def _recordings(
+    live_cases: Sequence[SelectedCase],
+    targets: Targets,
+    settings: RunSettings,
+    live: LiveModel,
+    recording: RecordSettings,
+    overwrite: bool,
+) -> tuple[list[Recorded | NotRecorded], int | None]:
+    """Record each live case and write its fixture (atomically; without ``overwrite``, never
+    over a file that appeared meanwhile); the outcomes in order, and the signal that stopped
+    it, if one did."""
+    from evalrunner.record import Recorded, record_case
+    from evalrunner.replay import process_exit_refused
 
-    problems: list[str] = []
-    if os.path.lexists(out) and not out.is_dir():
-        return [], [f"--out {printable_path(out)}: is not a directory"]
-    targets: list[Path] = []
-    first: dict[str, str] = {}
-    for item in cases:
-        source_format = FIXTURE_SUFFIXES[item.case.source.suffix.lower()]
-        target = target_path(item.source, out, fmt, source_format)
-        targets.append(target)
-        key = os.path.normcase(os.path.abspath(target))
-        shown = printable_path(target)
-        if key in first:
-            problems.append(
-                f"{shown}: both {printable(first[key])} and {printable(item.source)} would be "
-                "recorded here; record them into different directories, or with --format"
-            )
-            continue
-        first[key] = item.source
-        if key == os.path.normcase(os.path.abspath(item.case.source)):
-            problems.append(
-                f"{shown}: is the live case itself, which recording would replace; record "
-                "into another directory (--out)"
-            )
-        elif os.path.lexists(target) and not overwrite:
-            problems.append(f"{shown}: already exists; pass --overwrite to replace it")
-    return targets, problems
+    outcomes: list[Recorded | NotRecorded] = []
+    names = dict(targets.names)  # case name -> real path of the file that holds it
+    try:
+        with _signals_stop_the_run(), _agent_output_to_stderr(), process_exit_refused():
+            for item, target in zip(live_cases, targets.paths, strict=True):
+                outcome = record_case(
+                    item.case,
+                    item.source,
+                    target,
+                    settings=settings,
+                    live=live,
+                    recording=recording,
+                )
+                if isinstance(outcome, Recorded):
+                    outcome = _written(outcome, names, overwrite)
+                elif overwrite and os.path.lexists(target):
+                    kept = f"{outcome.reason}; {printable_path(target)} is left as it was"
+                    outcome = replace(outcome, reason=kept)
+                outcomes.append(outcome)
+    except RunInterrupted as stop:
+        return outcomes, stop.signum
+    except KeyboardInterrupt:
+        return outcomes, int(signal.SIGINT)
+    return outcomes, None
+
+
+def _written(outcome: Recorded, names: dict[str, str], overwrite: bool) -> Recorded | NotRecorded:
+    """``outcome`` written to its target, or why it was not (a name another file of the
+    output directory holds, redaction having made names alike; a file that appeared during
+    the run; a write that failed)."""
+    from evalrunner.record import NotRecorded
+
+    target = outcome.target
+    real = os.path.normcase(os.path.realpath(target))
+    holder = names.get(outcome.name)
+
+    def refused(reason: str, *, unwritable: bool = False) -> NotRecorded:
+        return NotRecorded(
+            outcome.name,
+            outcome.source,
+            reason,
+            input_tokens=outcome.input_tokens,
+            output_tokens=outcome.output_tokens,
+            unwritable=unwritable,
+        )
+
+    if holder is not None and holder != real:
+        return refused(
+            "its name (as written, after redaction) is already used by "
+            f"{printable_path(relative_to_cwd(Path(holder)))}; two cases of one name would "
+            "be refused; nothing was written"
+        )
+    try:
+        if overwrite:
+            write_atomic(target, outcome.text)
+        else:
+            write_new(target, outcome.text)
+    except FileExistsError:
+        return refused(
+            f"{printable_path(target)} appeared during the run and is left as it was; "
+            "pass --overwrite to replace it"
+        )
+    except OSError as exc:
+        return refused(
+            f"{printable_path(target)}: cannot write: {exc.strerror or exc}", unwritable=True
+        )
+    names[outcome.name] = real
+    return outcome
 
 
 @app.command()

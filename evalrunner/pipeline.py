@@ -612,7 +612,7 @@ def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
         return skipped_report(case, SKIP_SCRIPTED_CASE)
     if live is not None and live.budget.exhausted:
         return skipped_report(case, SKIP_BUDGET)
-    return evaluate_case(
+    report = evaluate_case(
         case,
         agent_factory=settings.agent_factory,
         tools=settings.tools,
@@ -620,4 +620,17 @@ def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
         case_timeout=settings.case_timeout,
         trimmed_history=settings.trimmed_history,
         provider=live.provider() if live is not None else None,
+    )
+    return report if live is None else without_key(report, live.without_key)
+
+
+def without_key(report: CaseReport, strike: Callable[[str], str]) -> CaseReport:
+    """``report`` with ``strike`` applied to every text a live model or agent may have put
+    in it (check details, the run error, tracebacks): a model that repeats the API key it
+    was sent must not put it in a report."""
+    return replace(
+        report,
+        grades=tuple(replace(g, detail=strike(g.detail)) for g in report.grades),
+        error=strike(report.error) if report.error is not None else None,
+        tracebacks=tuple(strike(t) for t in report.tracebacks),
     )

@@ -25,19 +25,30 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from evalrunner import __version__
+from evalrunner.admit import admit
 from evalrunner.convert import SUFFIXES, ConversionError, convert, rebase, schema_reference
 from evalrunner.grade import grade
-from evalrunner.load import FIXTURE_SUFFIXES, RawDocument, load_document, parse_document
+from evalrunner.load import (
+    FIXTURE_SUFFIXES,
+    INT_MAX,
+    INT_MIN,
+    MAX_DEPTH,
+    RawDocument,
+    load_document,
+    parse_document,
+)
 from evalrunner.model import (
     AdmissionError,
     Case,
     Format,
+    GradeResult,
     JSONValue,
     ModelResponse,
     RunRecord,
@@ -74,7 +85,7 @@ class Provenance:
 @dataclass(frozen=True)
 class Recorded:
     """A live run written as a fixture that admits and replays green: ``text`` is what goes
-    to ``target``."""
+    to ``target``. ``notes`` are what a reviewer should look at (checks redaction changed)."""
 
     name: str
     source: str
@@ -82,6 +93,9 @@ class Recorded:
     text: str
     responses: int
     tool_calls: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,10 @@ class NotRecorded:
     reason: str
     budget: bool = False
     """It was not run because the token budget was spent."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    unwritable: bool = False
+    """Its fixture was made but could not be written (a failed write: exit 2)."""
 
 
 Outcome = Recorded | NotRecorded
@@ -143,9 +161,11 @@ def record_case(
         trimmed_history=settings.trimmed_history,
         provider=provider,
     )
+    tokens = (record.input_tokens, record.output_tokens)
 
     def refused(reason: str, *, budget: bool = False) -> NotRecorded:
-        return NotRecorded(shown, source, recording.redactor.text(reason), budget=budget)
+        text = recording.redactor.text(reason)
+        return NotRecorded(shown, source, text, budget, *tokens)
 
     if record.error is not None:
         return refused(
@@ -154,10 +174,9 @@ def record_case(
         )
     failed = [g for g in grade(case.expects, record) if not g.passed]
     if failed:
-        worded = "; ".join(f"{g.check}: {g.detail}" if g.detail else g.check for g in failed)
         return refused(
-            f"the live run failed {worded}; its fixture would fail its replay too: fix the "
-            "agent or the expectations, then record again"
+            f"the live run failed {_worded(failed)}; its fixture would fail its replay too: "
+            "fix the agent or the expectations, then record again"
         )
     empty = _turn_without_responses(case, record)
     if empty is not None:
@@ -166,9 +185,14 @@ def record_case(
             "one response for every turn; give that turn an input the agent sends to the model"
         )
     document = load_document(case.source)
-    if isinstance(document, list):  # admitted a moment ago: changed or removed since
-        return refused(f"{document[0]}; the fixture changed during the run, record again")
-    data = recorded_data(document, record, target, recording)
+    if isinstance(document, list) or admit(document) != case:
+        # What the run ran is the case admitted before it: a fixture built from the file's
+        # new text would record one case under the outcome of another.
+        return refused("its fixture changed during the run; record it again")
+    try:
+        data = recorded_data(document, record, target, recording)
+    except _Unwritable as exc:
+        return refused(f"{exc}; nothing was written")
     checked = _checked(data, target)
     if isinstance(checked, str):
         return refused(checked)
@@ -181,26 +205,54 @@ def record_case(
         case_timeout=settings.case_timeout,
         trimmed_history=settings.trimmed_history,
     )
+    plain = recorded_data(document, record, target, replace(recording, redactor=Redactor()))
     if not again.passed:
-        if again.error is not None:
-            what = f"errored: {again.error}"
-        else:
-            what = "failed " + "; ".join(
-                f"{g.check}: {g.detail}" if g.detail else g.check
-                for g in again.grades
-                if not g.passed
-            )
+        what = (
+            f"errored: {again.error}"
+            if again.error is not None
+            else ("failed " + _worded([g for g in again.grades if not g.passed]))
+        )
         cause = (
-            "redaction changed text the agent or a check reads (narrow the redact patterns)"
-            if recording.redactor
-            else "the agent does not do the same given the same model responses"
+            "redaction (or striking the API key) changed text the agent or a check reads: "
+            "narrow the redact patterns, or the agent is not deterministic"
+            if plain != data
+            else "the agent does not do the same given the same model responses (it is not "
+            "deterministic, or reads something besides them)"
         )
         return refused(
             f"its recording does not replay green: the replay {what}; likely {cause}; "
             "nothing was written"
         )
+    notes: tuple[str, ...] = ()
+    changed = _changed_paths(plain.get("expects"), data.get("expects"), ("expects",))
+    if changed:
+        notes = (
+            f"redaction changed its checks ({', '.join(changed)}): review that they still "
+            "test what they should",
+        )
     calls = sum(len(getattr(r, "tool_calls", ())) for _, r in record.responses)
-    return Recorded(shown, source, target, text, len(record.responses), calls)
+    return Recorded(shown, source, target, text, len(record.responses), calls, *tokens, notes)
+
+
+def _worded(grades: Sequence[GradeResult]) -> str:
+    return "; ".join(f"{g.check}: {g.detail}" if g.detail else g.check for g in grades)
+
+
+def _changed_paths(before: object, after: object, at: tuple[str | int, ...]) -> list[str]:
+    """Where ``after`` differs from ``before`` (dotted paths), for the checks' note."""
+    if isinstance(before, dict) and isinstance(after, dict) and list(before) == list(after):
+        return [p for key in before for p in _changed_paths(before[key], after[key], (*at, key))]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            p
+            for i, (b, a) in enumerate(zip(before, after, strict=True))
+            for p in _changed_paths(b, a, (*at, i))
+        ]
+    return [] if before == after else [dotted(at)]
+
+
+class _Unwritable(Exception):
+    """What the model said cannot be written into a fixture as it is (the message says why)."""
 
 
 def recorded_data(
@@ -245,7 +297,7 @@ def _response_data(
                 {
                     "id": redactor.text(call.id) if keep_ids else f"call_{next(numbered)}",
                     "name": redactor.text(call.name),
-                    "arguments": redactor.value(_arguments(call.arguments), keys=True),
+                    "arguments": _redacted_arguments(call.arguments, redactor),
                 }
                 for call in response.tool_calls
             ],
@@ -257,9 +309,45 @@ def _response_data(
     return out
 
 
+def _redacted_arguments(text: str, redactor: Redactor) -> JSONValue:
+    """The arguments as written: an object, redacted keys and all; or the exact text,
+    redacted, unless what it says in JSON escapes (``\\u0073k-...``) would still show what
+    redaction strikes, which no edit of the exact text can hide."""
+    arguments = _arguments(text)
+    if not isinstance(arguments, str):
+        return redactor.value(arguments, keys=True)
+    struck = redactor.text(arguments)
+    try:
+        decoded = json.loads(struck, object_pairs_hook=lambda pairs: pairs)
+    except (ValueError, RecursionError):
+        return struck  # not JSON: nothing is written in escapes
+    if _holds_struck(decoded, redactor):
+        raise _Unwritable(
+            "a tool call's argument text holds, written in JSON escapes, text that is struck "
+            "from recordings (the API key or a redact pattern's match), and the model's exact "
+            "text cannot be kept without it"
+        )
+    return struck
+
+
+def _holds_struck(value: object, redactor: Redactor) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if redactor.text(item) != item:
+                return True
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.items())
+    return False
+
+
 def _arguments(text: str) -> JSONValue:
     """An argument object as an object; anything else (not JSON, not an object, a key given
-    twice, a number JSON cannot round-trip) as the text itself."""
+    twice, a number that would print otherwise or that a fixture cannot hold, nesting a
+    fixture cannot hold) as the text itself."""
 
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         keys = [key for key, _ in pairs]
@@ -276,13 +364,44 @@ def _arguments(text: str) -> JSONValue:
             raise ValueError(f"{literal} would not print back as written")
         return value
 
+    def integer(literal: str) -> int:
+        value = int(literal)
+        if not INT_MIN <= value <= INT_MAX:
+            raise ValueError(f"{literal} is beyond what a fixture holds")
+        return value
+
     try:
         parsed = json.loads(
-            text, object_pairs_hook=unique, parse_constant=constant, parse_float=number
+            text,
+            object_pairs_hook=unique,
+            parse_constant=constant,
+            parse_float=number,
+            parse_int=integer,
         )
     except (ValueError, RecursionError):
         return text
-    return parsed if isinstance(parsed, dict) else text
+    if not isinstance(parsed, dict) or _deeper_than(parsed, MAX_ARGUMENT_DEPTH):
+        return text
+    return parsed
+
+
+MAX_ARGUMENT_DEPTH = MAX_DEPTH - 16
+"""Arguments nested deeper than this are kept as text: an object sits this far below the
+fixture's root (turns, steps, response, tool_calls, ...), and a fixture nests at most
+:data:`evalrunner.load.MAX_DEPTH` levels."""
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            pending.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            pending.extend((child, depth + 1) for child in item)
+    return False
 
 
 def _turn_without_responses(case: Case, record: RunRecord) -> int | None:
@@ -295,6 +414,14 @@ def _checked(data: dict[str, Any], target: Path) -> tuple[str, Case] | str:
     refused, with what to change."""
     fmt = FIXTURE_SUFFIXES[target.suffix]
     as_json = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    try:
+        as_json.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        where = as_json[max(0, exc.start - 30) : exc.start]
+        return (
+            f"the live run's text holds a lone surrogate ({exc.object[exc.start]!a}, after "
+            f"{where!a}), which no UTF-8 file can hold; nothing was written"
+        )
     # Checked as the JSON written here, then as the target format's text: convert admits
     # both and hands back the text only when they admit to the same case.
     document = parse_document(as_json.encode("utf-8"), "json", target.with_suffix(".json"))
@@ -328,16 +455,29 @@ def _hint(errors: Sequence[AdmissionError]) -> str:
     return "; change the live case so that its run gives an admissible fixture"
 
 
+MAX_EPOCH = 253402300799
+"""9999-12-31T23:59:59Z, the last second an RFC 3339 date can name."""
+
+
 def recording_date(environ: Mapping[str, str]) -> str:
-    """Now, in UTC to the second; or ``SOURCE_DATE_EPOCH`` when it holds a whole number of
-    seconds (the reproducible-builds convention), so that a recording can be made twice
-    alike."""
+    """Now, in UTC to the second; or the time ``SOURCE_DATE_EPOCH`` gives, in seconds (the
+    reproducible-builds convention), so that a recording can be made twice alike. A value
+    that is not a whole number of seconds from 0 to year 9999 is a ``ValueError`` saying so:
+    a date silently taken from the clock instead would defeat the point of setting it."""
     from datetime import UTC, datetime
 
-    raw = environ.get("SOURCE_DATE_EPOCH", "").strip()
-    when = datetime.now(UTC)
-    if raw.isascii() and raw.isdecimal() and len(raw) <= 11:
-        when = datetime.fromtimestamp(int(raw), UTC)
+    raw = environ.get("SOURCE_DATE_EPOCH", "")
+    if not raw.strip():
+        when = datetime.now(UTC)
+    else:
+        text = raw.strip()
+        if not (text.isascii() and text.isdecimal() and int(text) <= MAX_EPOCH):
+            raise ValueError(
+                "SOURCE_DATE_EPOCH: must be a whole number of seconds since 1970-01-01 UTC "
+                f"(at most {MAX_EPOCH}), got {printable(raw[:40])!r}; unset it to date "
+                "recordings by the clock"
+            )
+        when = datetime.fromtimestamp(int(text), UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -345,8 +485,118 @@ def line(outcome: Outcome) -> str:
     """One line of ``evalrunner record``'s output for ``outcome``, printable."""
     if isinstance(outcome, Recorded):
         calls = f", {outcome.tool_calls} tool call(s)" if outcome.tool_calls else ""
+        notes = "".join(f"; note: {note}" for note in outcome.notes)
         return printable(
             f"recorded      {outcome.name} -> {outcome.target} "
-            f"({outcome.responses} model response(s){calls})"
+            f"({outcome.responses} model response(s){calls}){notes}"
         )
     return printable(f"not recorded  {outcome.name} ({outcome.source}): {outcome.reason}")
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where each live case's recording goes, and which case names the output directory
+    already holds (each with the real path of its file)."""
+
+    paths: tuple[Path, ...]
+    names: dict[str, str]
+
+
+def plan_targets(
+    cases: Sequence[tuple[Case, str]],
+    sources: Sequence[Path],
+    out: Path,
+    fmt: Format | None,
+    overwrite: bool,
+) -> Targets | list[str]:
+    """Where each of ``cases`` (a live case and its path relative to its suite) is recorded,
+    or every reason it cannot be, found before any request is sent: two cases to one file, a
+    file there already (without ``overwrite``), a fixture of the run itself (``sources``,
+    through any symbolic link), a name the output directory already holds in another file,
+    a path that cannot be written. Missing directories are made only when nothing is wrong."""
+    from evalrunner.load import relative_to_cwd
+    from evalrunner.report import prepare_output
+    from evalrunner.text import printable_path
+
+    if os.path.lexists(out) and not out.is_dir():
+        return [f"--out {printable_path(out)}: is not a directory"]
+    fixtures = {_real(path): path for path in sources}
+    names = _names_in(out)
+    problems: list[str] = []
+    paths: list[Path] = []
+    first: dict[str, Case] = {}
+    for case, source in cases:
+        target = target_path(source, out, fmt, FIXTURE_SUFFIXES[case.source.suffix.lower()])
+        paths.append(target)
+        real = _real(target)
+        shown = printable_path(target)
+        if real in first:
+            earlier = first[real].source
+            other = printable_path(relative_to_cwd(earlier))
+            apart = (
+                "record without --format (each keeps its own), or in two runs with different "
+                "--out directories"
+                if fmt is not None and earlier.suffix.lower() != case.source.suffix.lower()
+                else "record them in two runs with different --out directories"
+            )
+            problems.append(
+                f"{shown}: both {other} and {printable_path(relative_to_cwd(case.source))} "
+                f"would be recorded here; {apart}"
+            )
+            continue
+        first[real] = case
+        if real in fixtures:
+            own = real == _real(case.source)
+            whose = (
+                "the live case itself"
+                if own
+                else (f"the fixture {printable_path(relative_to_cwd(fixtures[real]))} of this run")
+            )
+            problems.append(
+                f"{shown}: is {whose}, which recording would replace; record into a directory "
+                "outside the fixtures recorded (--out)"
+            )
+            continue
+        holder = names.get(case.name)
+        if holder is not None and holder != real:
+            problems.append(
+                f"{shown}: {printable_path(relative_to_cwd(Path(holder)))} already holds a "
+                f"case named {case.name!r}, so the recording would make two cases of that name "
+                f"in {printable_path(out)}; remove or rename that fixture first"
+            )
+        elif os.path.lexists(target) and not overwrite:
+            problems.append(f"{shown}: already exists; pass --overwrite to replace it")
+    if problems:
+        return problems
+    for target in paths:
+        try:
+            prepare_output(target)
+        except OSError as exc:
+            problems.append(f"{printable_path(target)}: cannot be written: {exc.strerror or exc}")
+    return problems or Targets(tuple(paths), names)
+
+
+def _real(path: Path) -> str:
+    return os.path.normcase(os.path.realpath(path))
+
+
+def _names_in(out: Path) -> dict[str, str]:
+    """The case names of the fixtures already under ``out``, each with its file's real path
+    (a file that does not parse names nothing: it is refused by any run of it anyway)."""
+    from evalrunner.load import SuiteNotFound, discover
+
+    if not out.is_dir():
+        return {}
+    try:
+        files = discover(out)
+    except (SuiteNotFound, OSError):
+        return {}
+    names: dict[str, str] = {}
+    for path in files:
+        document = load_document(path)
+        data = document.data if not isinstance(document, list) else None
+        if isinstance(data, dict):
+            name = data.get("name", data.get("model_name"))
+            if isinstance(name, str):
+                names.setdefault(name, _real(path))
+    return names

@@ -16,6 +16,7 @@ from typing import Any
 import re2
 
 from evalrunner.model import JSONValue
+from evalrunner.text import printable
 
 REDACTED = "[redacted]"
 """What each match is replaced by."""
@@ -26,22 +27,59 @@ _OPTIONS.log_errors = False  # RE2 would otherwise print every bad pattern to st
 
 KEY_FRAGMENT_CHARS = 8
 """A piece of the API key this long or longer is struck out too: a quoted excerpt may cut
-the key in two."""
+the key in two. A key shorter than this is not taken for a secret: local servers take
+placeholders (``EMPTY``, ``ollama``), and striking every ``EMPTY`` would mangle what is
+written."""
 
 
 def strike_key(text: str, key: str) -> str:
-    """``text`` with the key, and any piece of it of :data:`KEY_FRAGMENT_CHARS` or more
+    """``text`` with the key, and every piece of it of :data:`KEY_FRAGMENT_CHARS` or more
     characters, replaced by :data:`REDACTED` (a server may echo what it was sent; a model may
-    repeat what it read)."""
-    if not key.strip():
+    repeat what it read). One pass over ``text``: each of its windows of that many characters
+    is looked up among the key's, and a hit is extended as far as text and key agree."""
+    size = KEY_FRAGMENT_CHARS
+    if len(key) < size or len(text) < size or not key.strip():
         return text
-    text = text.replace(key, REDACTED)
-    for length in range(len(key) - 1, KEY_FRAGMENT_CHARS - 1, -1):
-        for start in range(len(key) - length + 1):
-            piece = key[start : start + length]
-            if piece in text:
-                text = text.replace(piece, REDACTED)
-    return text
+    starts = _windows(key)
+    struck: list[tuple[int, int]] = []
+    position = 0
+    while position <= len(text) - size:
+        found = starts.get(text[position : position + size])
+        if found is None:
+            position += 1
+            continue
+        longest = size
+        for start in found:
+            length = size
+            while (
+                position + length < len(text)
+                and start + length < len(key)
+                and text[position + length] == key[start + length]
+            ):
+                length += 1
+            longest = max(longest, length)
+        if struck and position <= struck[-1][1]:
+            struck[-1] = (struck[-1][0], max(struck[-1][1], position + longest))
+        else:
+            struck.append((position, position + longest))
+        position += 1
+    if not struck:
+        return text
+    pieces, last = [], 0
+    for start, end in struck:
+        pieces += [text[last:start], REDACTED]
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+@lru_cache(maxsize=8)
+def _windows(key: str) -> dict[str, tuple[int, ...]]:
+    """Each piece of ``key`` of :data:`KEY_FRAGMENT_CHARS` characters, and where it starts."""
+    found: dict[str, list[int]] = {}
+    for start in range(len(key) - KEY_FRAGMENT_CHARS + 1):
+        found.setdefault(key[start : start + KEY_FRAGMENT_CHARS], []).append(start)
+    return {window: tuple(starts) for window, starts in found.items()}
 
 
 class RedactionError(ValueError):
@@ -57,9 +95,10 @@ def compile_redaction(pattern: str) -> Any:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
-        shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+        shown = printable(pattern if len(pattern) <= 60 else pattern[:57] + "...")
         raise RedactionError(
-            f"pattern {shown!r} is not valid RE2: {reason}; redact patterns use the RE2 "
+            f"pattern '{shown}' is not valid RE2: {printable(str(reason))}; redact patterns "
+            "use the RE2 "
             "syntax of Go and Rust's regex crate (no backreferences or lookaround)"
         ) from None
 
@@ -107,15 +146,26 @@ class Redactor:
     def value(self, value: JSONValue, *, keys: bool = False) -> JSONValue:
         """Every string of ``value`` redacted, and with ``keys`` its objects' keys too (two
         keys that redact alike become one, with the first one's value; the recording's replay
-        check then says whether the agent still does what it did live)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.value(item, keys=keys) for item in value]
-        if isinstance(value, dict):
-            out: dict[str, JSONValue] = {}
-            for key, item in value.items():
-                name = self.text(key) if keys else key
-                out.setdefault(name, self.value(item, keys=keys))
-            return out
-        return value
+        check then says whether the agent still does what it did live). Walked without
+        recursion: a model's arguments may nest deeper than Python's stack."""
+        out: list[JSONValue] = [None]
+        # Each job: (a value to copy, the container it goes into, and the index or key).
+        jobs: list[tuple[JSONValue, Any, Any]] = [(value, out, 0)]
+        while jobs:
+            item, into, at = jobs.pop()
+            if isinstance(item, str):
+                copied: JSONValue = self.text(item)
+            elif isinstance(item, list):
+                copied = [None] * len(item)
+                jobs.extend((child, copied, index) for index, child in enumerate(item))
+            elif isinstance(item, dict):
+                copied = {}
+                for key, child in item.items():
+                    name = self.text(key) if keys else key
+                    if name not in copied:
+                        copied[name] = None
+                        jobs.append((child, copied, name))
+            else:
+                copied = item
+            into[at] = copied
+        return out[0]

@@ -260,8 +260,10 @@ def test_the_key_never_appears_in_any_output(tmp_path: Path) -> None:
         Reply(status=500, raw=echoed),  # case 2: a server error echoing the key
         Reply(raw=b"{not json " + KEY.encode()),  # case 3: a malformed body holding the key
         Reply(status=400, raw=echoed),  # case 4: a final 4xx echoing the key
+        Reply(CALL),  # case 5: the model repeats the key in a reply that fails its check
+        Reply(TextResponse(f"bye, and your key is {KEY} (or {KEY[3:19]})", 1, 1)),
     ]
-    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(1, 5)}
+    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(1, 6)}
     with ModelServer("openai", replies) as server:
         cwd = project(tmp_path, "openai", server.base_url, **cases)
         done = run(
@@ -278,8 +280,9 @@ def test_the_key_never_appears_in_any_output(tmp_path: Path) -> None:
         github = run(cwd, "--mode", "live", "--format", "github")
     assert done.returncode == 1
     text = outputs(cwd, done) + github.stdout + github.stderr
-    assert KEY not in text
+    assert KEY not in text and KEY[3:19] not in text
     assert "[redacted]" in text
+    assert 'not found in response: "bye, and your key is [redacted] (or [redacted])"' in text
     assert "Traceback" not in done.stderr
     config = subprocess.run(
         [sys.executable, "-m", "evalrunner", "config"],

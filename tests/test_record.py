@@ -112,7 +112,8 @@ def test_the_round_trip_on_every_wire(tmp_path: Path, wire: str, stream: bool) -
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == [
         "recorded      live_echo -> recorded/live.yaml (2 model response(s), 1 tool call(s))",
-        "recorded 1 of 1 live case(s) into recorded; 1 scripted case(s) left alone",
+        "recorded 1 of 1 live case(s) into recorded (50 input + 9 output tokens); 1 scripted "
+        "case(s) left alone",
     ]
     assert [p.name for p in written(cwd)] == ["live.yaml"]
     assert len(server.seen) == 2
@@ -358,7 +359,9 @@ def test_redaction_that_changes_what_the_agent_reads_is_caught(tmp_path: Path) -
         done = record(cwd)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "its recording does not replay green" in done.stdout
-    assert "redaction changed text the agent or a check reads (narrow the redact" in done.stdout
+    assert "likely redaction (or striking the API key) changed text the agent or a check" in (
+        done.stdout
+    )
     assert written(cwd) == []
 
 
@@ -396,10 +399,72 @@ def test_sigterm_keeps_what_was_recorded_and_exits_143(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 143, stdout + stderr
+    assert stderr.endswith(
+        "record interrupted by SIGTERM: 1 fixture(s) written, each whole; 1 live case(s) not "
+        "recorded\n"
+    )
     assert "recorded      live_echo -> recorded/a.yaml" in stdout
     assert "recorded 1 of 2 live case(s)" in stdout
     assert [p.name for p in written(cwd)] == ["a.yaml"]
     assert cli(cwd, "validate", "recorded").returncode == 0
+
+
+def test_an_agent_that_does_not_repeat_itself_is_named_so_when_redaction_changed_nothing(
+    tmp_path: Path,
+) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(
+            tmp_path,
+            "openai",
+            server.base_url,
+            'agent = "twice:make"\n[eval.record]\nredact = ["matches-nothing-here"]',
+        )
+        (cwd / "twice.py").write_text(NONDETERMINISTIC, encoding="utf-8")
+        done = record(cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "likely the agent does not do the same given the same model responses" in done.stdout
+
+
+def test_redaction_that_changes_a_check_is_noted(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, '[eval.record]\nredact = ["hel+o"]')
+        done = record(cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "; note: redaction changed its checks (expects.response_contains[0]): review that "
+        "they still test what they should"
+    ) in done.stdout
+
+
+def test_redaction_that_makes_two_names_alike_records_only_the_first(tmp_path: Path) -> None:
+    second = LIVE_CASE.replace("live_echo", "live_other")
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)] * 2) as server:
+        cwd = project(
+            tmp_path,
+            "openai",
+            server.base_url,
+            '[eval.record]\nredact = ["_[a-z]+$"]',
+            a=LIVE_CASE,
+            b=second,
+        )
+        done = record(cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not recorded  live[redacted] (b.yaml): its name (as written, after redaction) is " in (
+        done.stdout
+    )
+    assert [p.name for p in written(cwd)] == ["a.yaml"]
+    assert cli(cwd, "validate", "recorded").returncode == 0
+
+
+def test_a_failed_rerecording_says_the_old_fixture_stays(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(TextResponse("no tools", 1, 1))]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        (cwd / "recorded").mkdir()
+        (cwd / "recorded" / "live_echo.yaml").write_text("old\n", "utf-8")
+        done = record(cwd, "--overwrite")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "; recorded/live_echo.yaml is left as it was" in done.stdout
+    assert (cwd / "recorded" / "live_echo.yaml").read_text("utf-8") == "old\n"
 
 
 # --- refused before any request is sent --------------------------------------------------------
@@ -450,7 +515,66 @@ def test_two_cases_to_one_file_are_refused(tmp_path: Path) -> None:
             tmp_path, "openai", server.base_url, **{"a.yaml": LIVE_CASE, "a.json": as_json}
         )
         stderr = refused_unsent(cwd, server, "--format", "toml")
-    assert "recorded/a.toml: both a.json and a.yaml would be recorded here" in stderr
+    assert (
+        "recorded/a.toml: both evals/a.json and evals/a.yaml would be recorded here; record "
+        "without --format (each keeps its own)"
+    ) in stderr
+
+
+def test_a_name_the_output_directory_holds_in_another_file_is_refused(tmp_path: Path) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        (cwd / "recorded").mkdir()
+        (cwd / "recorded" / "older.yaml").write_text(
+            LIVE_CASE.replace("turns:\n  - user_input: say hi through echo\n", SCRIPTED_TURNS),
+            "utf-8",
+        )
+        stderr = refused_unsent(cwd, server)
+    assert (
+        "recorded/live_echo.yaml: recorded/older.yaml already holds a case named 'live_echo', "
+        "so the recording would make two cases of that name in recorded"
+    ) in stderr
+
+
+SCRIPTED_TURNS = """turns:
+  - user_input: say hi through echo
+    steps:
+      - response: {type: text, content: hello}
+"""
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "1.5", "99999999999999", "\uff11\uff12", "12 34"])
+def test_a_source_date_epoch_that_is_not_seconds_is_refused(tmp_path: Path, value: str) -> None:
+    with ModelServer("openai", []) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
+        env.update(LIVE_TEST_KEY=KEY, SOURCE_DATE_EPOCH=value)
+        done = subprocess.run(
+            [sys.executable, "-m", "evalrunner", "record", "--out", "recorded"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.startswith("SOURCE_DATE_EPOCH: must be a whole number of seconds")
+        assert server.seen == []
+
+
+def test_a_recorded_block_with_a_bad_date_is_refused_in_words(tmp_path: Path) -> None:
+    fixture = tmp_path / "x.yaml"
+    fixture.write_text(
+        SCRIPTED_CASE
+        + "recorded: {wire: openai, model: m, date: yesterday, evalrunner_version: '1'}\n",
+        "utf-8",
+    )
+    done = cli(tmp_path, "validate", str(fixture))
+    assert done.returncode == 2
+    assert (
+        "recorded.date must be a UTC time to the second, as evalrunner record writes it (for "
+        "example 2026-12-01T09:00:00Z), got 'yesterday'"
+    ) in done.stderr
 
 
 def test_an_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
@@ -465,7 +589,9 @@ def test_nothing_to_record_is_refused(tmp_path: Path) -> None:
     with ModelServer("openai", []) as server:
         cwd = project(tmp_path, "openai", server.base_url, scripted=SCRIPTED_CASE)
         stderr = refused_unsent(cwd, server)
-    assert "no live case to record among the 1 case(s) admitted" in stderr
+    assert "evals: no live case to record: its 1 admitted case(s) all script their steps" in (
+        stderr
+    )
 
 
 def test_a_refused_fixture_stops_recording_before_it_starts(tmp_path: Path) -> None:
@@ -503,7 +629,7 @@ def test_bad_flags_are_refused_before_any_request(
     ("table", "needle"),
     [
         ('redact = ["(unclosed"]', "evalrunner.toml:4:11: eval.record.redact[0]: pattern"),
-        ('redact = ["ok", "a\\\\1"]', "eval.record.redact[1]: pattern 'a\\\\1' is not valid RE2"),
+        ('redact = ["ok", "a\\\\1"]', "eval.record.redact[1]: pattern 'a\\1' is not valid RE2"),
         ('redact = "sk-.*"', "eval.record.redact must be an array of strings, got string"),
         ("redact = [1]", "eval.record.redact[0] must be a string, got integer 1"),
         ('redact = [""]', "eval.record.redact[0] must not be empty"),
@@ -629,7 +755,8 @@ def test_the_record_section_runs_as_written(tmp_path: Path) -> None:
         "evalrunner record evals/live --out evals/regression": (
             0,
             "recorded      echo_through_the_tool -> evals/regression/echo.yaml (2 model "
-            "response(s), 1 tool call(s))\nrecorded 1 of 1 live case(s) into evals/regression\n",
+            "response(s), 1 tool call(s))\nrecorded 1 of 1 live case(s) into evals/regression "
+            "(40 input + 9 output tokens)\n",
         ),
         "evalrunner validate evals/regression": (0, ""),
         "evalrunner run": (0, "1/1 cases passed"),

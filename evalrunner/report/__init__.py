@@ -28,7 +28,7 @@ from evalrunner.report.outcome import (
     signal_name,
 )
 from evalrunner.report.table import Verbosity, render_table
-from evalrunner.report.write import UnsafeOutput, prepare_output, write_atomic
+from evalrunner.report.write import UnsafeOutput, prepare_output, write_atomic, write_new
 
 __all__ = [
     "EXIT_FAILED",
@@ -48,4 +48,5 @@ __all__ = [
     "report_data",
     "signal_name",
     "write_atomic",
+    "write_new",
 ]

@@ -65,6 +65,39 @@ def write_atomic(path: Path, text: str) -> None:
     _replace_file(Path(os.path.realpath(path)), text)
 
 
+def write_new(path: Path, text: str) -> None:
+    """Create ``path`` holding ``text``, whole or not at all, and never over anything: if
+    something is there (a file, a link, even one made while this one was written) it is left
+    as it is and :class:`FileExistsError` is raised. The text is written to a temporary file
+    in the same directory and hard-linked into place, which fails rather than replaces; where
+    the file system has no hard links, the file is created exclusively and written."""
+    _check_name(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    mode = _file_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+            return
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+                raise
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        out = os.open(path, flags, mode)
+        with os.fdopen(out, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
 def _check_name(path: Path) -> None:
     # Bytes that are not UTF-8 are a valid name, just shown escaped; control characters not.
     bad = control_character(encodable_path(path.name))
