@@ -612,15 +612,20 @@ def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
         return skipped_report(case, SKIP_SCRIPTED_CASE)
     if live is not None and live.budget.exhausted:
         return skipped_report(case, SKIP_BUDGET)
-    report = evaluate_case(
-        case,
-        agent_factory=settings.agent_factory,
-        tools=settings.tools,
-        max_tool_iterations=settings.max_tool_iterations,
-        case_timeout=settings.case_timeout,
-        trimmed_history=settings.trimmed_history,
-        provider=live.provider() if live is not None else None,
-    )
+    provider = live.provider() if live is not None else None
+    try:
+        report = evaluate_case(
+            case,
+            agent_factory=settings.agent_factory,
+            tools=settings.tools,
+            max_tool_iterations=settings.max_tool_iterations,
+            case_timeout=settings.case_timeout,
+            trimmed_history=settings.trimmed_history,
+            provider=provider,
+        )
+    finally:
+        if provider is not None:
+            provider.close()
     return report if live is None else without_key(report, live.without_key)
 
 

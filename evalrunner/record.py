@@ -152,15 +152,18 @@ def record_case(
             shown, source, "not run: the token budget (max_total_tokens) is spent", budget=True
         )
     provider = live.provider()
-    record = run_case(
-        case,
-        agent_factory=settings.agent_factory,
-        tools=settings.tools,
-        max_tool_iterations=settings.max_tool_iterations,
-        timeout=settings.case_timeout,
-        trimmed_history=settings.trimmed_history,
-        provider=provider,
-    )
+    try:
+        record = run_case(
+            case,
+            agent_factory=settings.agent_factory,
+            tools=settings.tools,
+            max_tool_iterations=settings.max_tool_iterations,
+            timeout=settings.case_timeout,
+            trimmed_history=settings.trimmed_history,
+            provider=provider,
+        )
+    finally:
+        provider.close()
     tokens = (record.input_tokens, record.output_tokens)
 
     def refused(reason: str, *, budget: bool = False) -> NotRecorded:

@@ -133,6 +133,7 @@ def run_case(
             trimmed_history=trimmed_history,
         )
         run = _CaseRun(case, agent_factory, tools, max_tool_iterations, where, monitor)
+        run.provider = provider
         started = time.perf_counter()
         # A live model is not a finite script: its cases keep their timeout whatever the agent.
         if timeout is None or (provider is None and _ends_by_itself(agent_factory, tools)):
@@ -172,6 +173,9 @@ def _drive_in_time(run: _CaseRun, timeout: float) -> None:
         return
     thread.abandon()
     run.error = run.error or f"timed out after {timeout:g}s"
+    # What the monitor knew until now stays the root cause; what giving up makes fail (a
+    # live request cut) is not one.
+    run.given_up = (run.monitor.error,)
     run.abort()  # e.g. kills an agent command blocked on a read
 
 
@@ -272,7 +276,9 @@ def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
         responses=evidence.responses,
         # The monitor's error comes first: it is the root cause even when the agent caught
         # it and failed (or hung) later in some other way.
-        error=_printable(evidence.error or run.error),
+        error=_printable(
+            (run.given_up[0] if run.given_up is not None else evidence.error) or run.error
+        ),
         unobserved=tuple(unobserved),
         tracebacks=(*(run.log.tracebacks() if run.log is not None else ()), *run.tracebacks),
     )
@@ -305,6 +311,11 @@ class _CaseRun:
         self._closed = False
         self._aborted = False
         self._close_lock = threading.Lock()
+        self.given_up: tuple[str | None] | None = None
+        """Set when the case timed out: the monitor's error at that moment."""
+        self.provider: object = None
+        """A provider given by the caller (live mode): told when the case is given up, so
+        that its request in flight is cut rather than waited for."""
 
     def drive(self) -> None:
         """Build the tools and the agent, run every turn, then close the agent."""
@@ -377,10 +388,11 @@ class _CaseRun:
         with self._close_lock:
             self._aborted = True
             agent = self.agent
-        stop = getattr(agent, "abort", None)
-        if callable(stop):
-            with contextlib.suppress(Exception):
-                stop()
+        for holder in (self.provider, agent):
+            stop = getattr(holder, "abort", None)
+            if callable(stop):
+                with contextlib.suppress(Exception):
+                    stop()
         self.close()
 
     def close(self) -> None:

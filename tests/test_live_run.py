@@ -372,3 +372,22 @@ def test_sigterm_cuts_the_cases_in_flight(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
     assert report["interrupted"] is True
+
+
+# --- case timeouts in live mode -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent", ["reference", "command-urllib"])
+def test_the_case_timeout_holds_in_live_mode_and_cuts_the_request(
+    tmp_path: Path, agent: str
+) -> None:
+    """A live model is not a finite script: the case timeout applies to every agent, and the
+    request in flight is cut when the case is given up (the per-request timeout here is a
+    minute; the subprocess guard is well under it)."""
+    with ModelServer("openai", [Reply(hang=True)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8").replace("timeout_secs = 5", "timeout_secs = 60"))
+        done = run(cwd, "--mode", "live", "--case-timeout", "1", *AGENTS[agent])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "timed out after 1s" in done.stdout

@@ -67,6 +67,70 @@ def start_live(config: LiveConfig) -> LiveModel | list[str]:
 
 
 STOPPED = "live model: the run was stopped; no further request is sent"
+GIVEN_UP = "live model: the case was given up (it timed out); its request was cut"
+
+
+class _Connection:
+    """An HTTP client made when first needed, and the requests sent on it, that can be given
+    up from another thread: :meth:`close` makes each request waiting in :meth:`call` fail at
+    once. (Closing an HTTP client does not interrupt a read already blocked on its socket,
+    so each request is sent on a thread of its own, and a given-up one is left to end by its
+    own timeout, unseen.)"""
+
+    def __init__(self, model: LiveModel) -> None:
+        self._model = model
+        self._lock = threading.Lock()
+        self._http: httpx2.Client | None = None
+        self._waiting: set[threading.Event] = set()
+        self.closed = threading.Event()
+
+    def client(self) -> httpx2.Client:
+        with self._lock:
+            if self.closed.is_set():
+                raise RunError(GIVEN_UP)
+            if self._http is None:
+                self._http = self._model._client()
+            return self._http
+
+    def call(self, send: Callable[[], ModelResponse]) -> ModelResponse:
+        """``send()``'s answer, or :class:`RunError` as soon as the connection is closed."""
+        done = threading.Event()
+        with self._lock:
+            if self.closed.is_set():
+                raise RunError(GIVEN_UP)
+            self._waiting.add(done)
+        outcome: list[ModelResponse | BaseException] = []
+
+        def work() -> None:
+            try:
+                outcome.append(send())
+            except BaseException as exc:  # handed to the waiting thread, which raises it
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="evalrunner live request", daemon=True).start()
+        try:
+            done.wait()
+        finally:
+            with self._lock:
+                self._waiting.discard(done)
+        if not outcome:
+            raise RunError(STOPPED if self._model.stopped else GIVEN_UP)
+        answer = outcome[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed.set()
+            http, self._http = self._http, None
+            waiting = list(self._waiting)
+        for done in waiting:
+            done.set()
+        if http is not None:
+            http.close()
 
 
 class BudgetSpent(RunError):
@@ -157,12 +221,22 @@ class LiveModel:
         self._sleep = sleep if sleep is not None else self._stopped.wait
         self._transport = transport
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
-        self._client: httpx2.Client | None = None
         self._lock = threading.Lock()
+        self._own = _Connection(self)
+        self._open: set[_Connection] = set()
 
     def provider(self) -> LiveProvider:
-        """A fresh provider for one case."""
-        return LiveProvider(self)
+        """A fresh provider for one case, on a connection of its own (so that giving the
+        case up cuts its request in flight, and no other case's)."""
+        connection = _Connection(self)
+        with self._lock:
+            self._open.add(connection)
+        return LiveProvider(self, connection)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped.is_set()
 
     def stop(self) -> None:
         """Refuse every request from now on, and cut those in flight (an interrupted run):
@@ -171,28 +245,30 @@ class LiveModel:
         self.close()
 
     def close(self) -> None:
-        """Close the HTTP client (its connections)."""
+        """Close every connection (a request in flight on one fails)."""
         with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+            connections = [self._own, *self._open]
+            self._open.clear()
+        for connection in connections:
+            connection.close()
 
-    def _http(self) -> httpx2.Client:
+    def _forget(self, connection: _Connection) -> None:
         with self._lock:
-            if self._client is None:
-                try:
-                    import httpx2  # only a live run pays for importing it
-                except ImportError:
-                    raise RunError(INSTALL_HINT) from None
-                seconds = self.config.timeout_secs
-                self._client = httpx2.Client(
-                    timeout=httpx2.Timeout(seconds),
-                    transport=self._transport,
-                    trust_env=False,  # no proxy or .netrc from the environment: it goes where
-                    # base_url says, and nowhere may the key be sent that config did not name
-                    follow_redirects=False,
-                )
-            return self._client
+            self._open.discard(connection)
+        connection.close()
+
+    def _client(self) -> httpx2.Client:
+        try:
+            import httpx2  # only a live run pays for importing it
+        except ImportError:
+            raise RunError(INSTALL_HINT) from None
+        return httpx2.Client(
+            timeout=httpx2.Timeout(self.config.timeout_secs),
+            transport=self._transport,
+            trust_env=False,  # no proxy or .netrc from the environment: it goes where
+            # base_url says, and nowhere may the key be sent that config did not name
+            follow_redirects=False,
+        )
 
     def _key(self) -> str:
         name = self.config.api_key_env
@@ -209,10 +285,14 @@ class LiveModel:
         key's variable is set; a recorder passes everything it writes through this."""
         return strike_key(text, self._environ.get(self.config.api_key_env, ""))
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
+    def complete(
+        self, request: ModelRequest, connection: _Connection | None = None
+    ) -> ModelResponse:
         """Send ``request`` (retrying as configured) and read the answer; every failure is
-        a :class:`RunError` whose text names what went wrong, never the key."""
-        self._check_running()
+        a :class:`RunError` whose text names what went wrong, never the key. ``connection``
+        is a case's own (its provider's); without it, the model's."""
+        via = connection if connection is not None else self._own
+        self._check_running(via)
         self.budget.check()
         key = self._key()
         body = self.wire.request_body(
@@ -226,31 +306,35 @@ class LiveModel:
         attempts = self.config.max_retries + 1
         with self._slots:
             for attempt in range(1, attempts + 1):
-                self._check_running()
+                self._check_running(via)
                 try:
-                    response = self._attempt(data, headers, key)
+                    response = self._attempt(via, data, headers, key)
                 except _Retry as retry:
-                    self._check_running()
+                    self._check_running(via)
                     if attempt == attempts:
                         tried = f" (after {attempts} attempts)" if attempts > 1 else ""
                         raise RunError(f"live model: {retry.reason}{tried}") from None
                     self._sleep(_backoff(attempt, retry.wait))
                     continue
                 except Exception:
-                    self._check_running()  # the client closed under it by stop(): say so
+                    self._check_running(via)  # its connection closed under it: say so
                     raise
                 self.budget.add(response)
                 return response
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _check_running(self) -> None:
+    def _check_running(self, via: _Connection) -> None:
         if self._stopped.is_set():
             raise RunError(STOPPED)
+        if via.closed.is_set():
+            raise RunError(GIVEN_UP)
 
     def _options(self) -> dict[str, JSONValue]:
         return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
 
-    def _attempt(self, data: bytes, headers: dict[str, str], key: str) -> ModelResponse:
+    def _attempt(
+        self, via: _Connection, data: bytes, headers: dict[str, str], key: str
+    ) -> ModelResponse:
         import httpx2
 
         url = self.wire.request_url(self.config.base_url)
@@ -259,7 +343,7 @@ class LiveModel:
         # bytes would never trip it, so the attempt as a whole is bounded too.
         deadline = time.monotonic() + timeout
         try:
-            with self._http().stream("POST", url, content=data, headers=headers) as reply:
+            with via.client().stream("POST", url, content=data, headers=headers) as reply:
                 status = reply.status_code
                 if status >= 400:
                     raw = _body(reply, deadline)
@@ -310,8 +394,9 @@ class LiveProvider:
     """One case's view of the live model: a :class:`~evalrunner.provider.ModelProvider`
     that keeps every exchange in order (:attr:`exchanges`), for a recorder."""
 
-    def __init__(self, model: LiveModel) -> None:
+    def __init__(self, model: LiveModel, connection: _Connection) -> None:
         self._model = model
+        self._connection = connection
         self._lock = threading.Lock()
         self._exchanges: list[Exchange] = []
         self.stopped_by_budget = False
@@ -320,13 +405,24 @@ class LiveProvider:
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The live model's answer to ``request``."""
         try:
-            response = self._model.complete(request)
+            response = self._connection.call(
+                lambda: self._model.complete(request, self._connection)
+            )
         except BudgetSpent:
             self.stopped_by_budget = True
             raise
         with self._lock:
             self._exchanges.append(Exchange(request, response))
         return response
+
+    def abort(self) -> None:
+        """The case is given up (a timeout): its request in flight is cut, and no other is
+        sent."""
+        self._connection.close()
+
+    def close(self) -> None:
+        """The case is over: its connection is closed."""
+        self._model._forget(self._connection)
 
     @property
     def exchanges(self) -> tuple[Exchange, ...]:
