@@ -692,6 +692,11 @@ def _explain(
     if rel[-2:] == ("live", "api_key_env") and not isinstance(instance, dict):
         # Someone may have pasted the key itself here: a message must never repeat it.
         instance = _Withheld(type(instance))
+    if rel[-2:] == ("live", "base_url") and isinstance(instance, str):
+        # A refused URL may still carry a gateway's key (user:password@, ?key=...).
+        from evalrunner.redact import shown_url
+
+        instance = shown_url(instance)
     if keyword == "additionalProperties" and isinstance(instance, dict):
         allowed = sorted(schema.get("properties", {}))
         table = name or "the file"

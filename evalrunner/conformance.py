@@ -175,6 +175,12 @@ class ConversationMonitor:
                     )
                 if self._script is not None:
                     self._script.end_turn()
+                elif self._requests_in_turn == 0:
+                    raise RunError(
+                        f"turn {turn + 1}: the agent replied without asking the model; a live "
+                        "turn must send at least one model request, or its checks grade the "
+                        "agent's own words, not the model's"
+                    )
                 self._dispatches += _reconcile(
                     turn, self._fed, reports, tools, self._api, self._handed
                 )

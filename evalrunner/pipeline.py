@@ -540,8 +540,9 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
     if settings.live is None or not settings.live.budget.exhausted:
         return None
     stopped = any(
-        r.skipped == SKIP_BUDGET or (r.error is not None and BUDGET_ERROR in r.error)
-        for r in reports
+        run.skipped == SKIP_BUDGET or (run.error is not None and BUDGET_ERROR in run.error)
+        for report in reports
+        for run in (report, *report.runs)
     )
     return settings.live.budget.message() if stopped else None
 
@@ -580,24 +581,43 @@ def _live_at_once(
     cases: Sequence[Case], settings: RunSettings, live: LiveModel
 ) -> Generator[CaseReport, None, None]:
     """Live cases, up to ``max_concurrency`` at a time on threads of this process (their
-    time is the model's, not this process's), reported in suite order. An interrupt stops
-    the live model, so the cases in flight fail at once and their threads end; their
-    reports, and those of the cases not started, are not given."""
+    time is the model's, not this process's), reported in suite order.
+
+    An interrupt stops the live model: the requests in flight are cut, the cases running
+    give themselves up and the cases not started never start. Every case that had finished
+    by then is still reported; a case before it that had not is reported as not run, so
+    that suite order holds."""
     from concurrent.futures import ThreadPoolExecutor
 
     workers = min(live.config.max_concurrency, len(cases))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalrunner live case")
     futures = [pool.submit(evaluate_with, case, settings) for case in cases]
+    given = 0
     try:
         for future in futures:
-            yield future.result()
-    except BaseException:
+            report = future.result()
+            given += 1
+            yield report
+    except BaseException as stop:
+        finished = [f.done() and not f.cancelled() for f in futures]  # before the stop
         for future in futures:
             future.cancel()
         live.stop()
         pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(stop, GeneratorExit):
+            raise  # the reader left: nothing more may be yielded
+        last = max((i for i, done in enumerate(finished) if done), default=-1)
+        for index in range(given, last + 1):
+            future = futures[index]
+            if finished[index] and future.exception() is None:
+                yield future.result()
+            else:
+                yield skipped_report(cases[index], SKIP_INTERRUPTED)
         raise
     pool.shutdown()
+
+
+SKIP_INTERRUPTED = "not run to its end: the run was interrupted while this case was running"
 
 
 SKIP_BUDGET = "not run: the token budget (max_total_tokens) was spent before this case"
@@ -626,10 +646,10 @@ def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
     finally:
         if provider is not None:
             provider.close()
-    return report if live is None else without_key(report, live.without_key)
+    return report if live is None else without_secrets(report, live.without_secrets)
 
 
-def without_key(report: CaseReport, strike: Callable[[str], str]) -> CaseReport:
+def without_secrets(report: CaseReport, strike: Callable[[str], str]) -> CaseReport:
     """``report`` with ``strike`` applied to every text a live model or agent may have put
     in it (check details, the run error, tracebacks): a model that repeats the API key it
     was sent must not put it in a report."""

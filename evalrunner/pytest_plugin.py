@@ -127,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 PYTEST_LIVE_WITH_WORKERS = (
     "live mode runs its cases in one pytest process, so that max_total_tokens is one budget "
-    "for the whole run; leave out -n/--numprocesses"
+    "for the whole run; leave out -n/--numprocesses and --tx"
 )
 
 
@@ -179,7 +179,10 @@ class EvalrunnerSession:
     def _live(config: pytest.Config, loaded: Config) -> LiveModel:
         from evalrunner.wire.live import start_live
 
-        workers = getattr(config.option, "numprocesses", None)
+        option = config.option
+        # pytest-xdist spreads tests with -n, or with --tx (and --dist); a worker is refused
+        # too, should the controller not have been.
+        workers = getattr(option, "numprocesses", None) or getattr(option, "tx", None)
         if workers or hasattr(config, "workerinput"):
             raise pytest.UsageError(_lines([PYTEST_LIVE_WITH_WORKERS]))
         live = start_live(loaded.live)

@@ -82,6 +82,51 @@ def _windows(key: str) -> dict[str, tuple[int, ...]]:
     return {window: tuple(starts) for window, starts in found.items()}
 
 
+def url_secrets(url: str) -> list[str]:
+    """What in ``url`` may be a secret: the user and password before its host, and each
+    query value (some gateways take their key there); longest first."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return []
+    found = [value for _, value in pairs if value]
+    found += [key for key, value in pairs if key and not value]  # a bare token: ?sk-123
+    credentials, at, _ = parts.netloc.rpartition("@")
+    if at:
+        found += [unquote(piece) for piece in credentials.split(":", 1) if piece]
+        found += [piece for piece in credentials.split(":", 1) if piece]
+    return sorted(set(found), key=len, reverse=True)
+
+
+def strike_url_secrets(text: str, url: str) -> str:
+    """``text`` with each of ``url``'s :func:`url_secrets` replaced by :data:`REDACTED`."""
+    for secret in url_secrets(url):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message may show it: without the user and password it may carry, and
+    with each query value (or bare query token) replaced, since some gateways take their
+    key there. Works on any text, a URL the config refuses included."""
+    from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return "the configured base_url"
+    _, at, host = parts.netloc.rpartition("@")
+    netloc = f"{REDACTED}@{host}" if at else host
+    query = "&".join(
+        f"{quote(key, safe='')}={REDACTED}" if value else REDACTED for key, value in pairs
+    )
+    return SplitResult(parts.scheme, netloc, parts.path, query, "").geturl()
+
+
 class RedactionError(ValueError):
     """A ``redact`` pattern that RE2 cannot compile; the message says why and what to do."""
 
@@ -115,7 +160,7 @@ class Redactor:
 
     def striking(self, first: Callable[[str], str]) -> Redactor:
         """The same patterns, with ``first`` applied to every text before them (the live
-        model's :meth:`~evalrunner.wire.live.LiveModel.without_key`: the key is struck
+        model's :meth:`~evalrunner.wire.live.LiveModel.without_secrets`: the key is struck
         from a recording whatever the patterns say)."""
         return Redactor(self.patterns, first=first)
 

@@ -163,11 +163,17 @@ def _drive_in_time(run: _CaseRun, timeout: float) -> None:
         # Not Thread.join: interrupted by a signal handler's exception, join can mark a live
         # thread as stopped (CPython's bpo-45274 handling), and the agent of an interrupted
         # case would then never be closed.
-        in_time = finished.wait(timeout)
+        in_time = _wait(finished, timeout, run.provider)
     except BaseException:
         thread.abandon()
         run.abort()  # interrupted: the agent (an agent command's process group) ends too
         raise
+    if in_time is None:  # the run was stopped while this case ran off the main thread
+        thread.abandon()
+        run.error = run.error or "the run was stopped before this case finished"
+        run.given_up = (None,)
+        run.abort()
+        return
     if in_time:
         thread.give_back()
         return
@@ -177,6 +183,27 @@ def _drive_in_time(run: _CaseRun, timeout: float) -> None:
     # live request cut) is not one.
     run.given_up = (run.monitor.error,)
     run.abort()  # e.g. kills an agent command blocked on a read
+
+
+STOP_POLL_SECS = 0.1
+"""How often a case running off the main thread looks whether its run was stopped: signals
+reach only the main thread, so live cases run at once learn of an interrupt this way."""
+
+
+def _wait(finished: threading.Event, timeout: float, provider: object) -> bool | None:
+    """Whether the case finished within ``timeout``; ``None`` when its provider says the run
+    was stopped first (live cases at once, on threads a signal does not reach)."""
+    if provider is None or not hasattr(provider, "stopped"):
+        return finished.wait(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return finished.is_set()
+        if finished.wait(min(left, STOP_POLL_SECS)):
+            return True
+        if provider.stopped:
+            return None
 
 
 class _CaseThread:

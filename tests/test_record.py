@@ -275,7 +275,7 @@ def test_a_turn_without_a_model_request_is_not_recorded(tmp_path: Path) -> None:
         cwd = project(tmp_path, "openai", server.base_url, live_echo=case)
         done = record(cwd, "--agent-command", f"{sys.executable} {WIRE_AGENT} no-model")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "turn 1 made no model request, and a replay fixture scripts at least one" in (
+    assert "the live run errored: turn 1: the agent replied without asking the model" in (
         done.stdout
     )
     assert written(cwd) == []

@@ -1,6 +1,6 @@
 """Adversarial tests of ``evalrunner record``: each test is a minimal reproduction of a broken
 promise of the README's "Recording live runs as fixtures" section (or of the record issue).
-They fail against the code as it is; each says what was expected."""
+Each failed on the code before its fix; each says what is expected."""
 
 from __future__ import annotations
 

@@ -50,6 +50,7 @@ from evalrunner.wire.common import (
     text_of_parts,
     token_count,
     tool_parameters,
+    url_with_path,
 )
 
 _ERROR_TYPES = {
@@ -181,7 +182,7 @@ class AnthropicMessages:
 
     def request_url(self, base_url: str) -> str:
         """``{base_url}/v1/messages``: the base URL is the host root, as the SDK's is."""
-        return base_url.rstrip("/") + "/v1/messages"
+        return url_with_path(base_url, "/v1/messages")
 
     def auth_headers(self, key: str) -> dict[str, str]:
         """The headers that carry the API key and the API version."""

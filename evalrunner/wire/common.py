@@ -279,6 +279,16 @@ def compact_arguments(value: JSONValue) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def url_with_path(base_url: str, path: str) -> str:
+    """``base_url`` with ``path`` appended to its path, its query (a gateway's key, say) kept
+    after it: ``https://h/v1?k=x`` and ``/chat/completions`` give
+    ``https://h/v1/chat/completions?k=x``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path, fragment=""))
+
+
 def reading(where: str) -> _Reading:
     """A context in which a malformed request-side value (a :class:`WireRequestError` from
     the ``require_*`` helpers) is a malformed *response*, named as such."""

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalrunner.config import LiveConfig
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
-from evalrunner.redact import REDACTED, strike_key
+from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
@@ -280,10 +280,13 @@ class LiveModel:
             )
         return key
 
-    def without_key(self, text: str) -> str:
-        """``text`` without the key (see :func:`evalrunner.redact.strike_key`), when the
-        key's variable is set; a recorder passes everything it writes through this."""
-        return strike_key(text, self._environ.get(self.config.api_key_env, ""))
+    def without_secrets(self, text: str) -> str:
+        """``text`` without the key (:func:`evalrunner.redact.strike_key`), when its variable
+        is set, and without what ``base_url`` may hold secret (its user, password and query
+        values); reports and recordings pass everything a live run put in them through
+        this."""
+        text = strike_key(text, self._environ.get(self.config.api_key_env, ""))
+        return strike_url_secrets(text, self.config.base_url)
 
     def complete(
         self, request: ModelRequest, connection: _Connection | None = None
@@ -292,8 +295,17 @@ class LiveModel:
         a :class:`RunError` whose text names what went wrong, never the key. ``connection``
         is a case's own (its provider's); without it, the model's."""
         via = connection if connection is not None else self._own
-        self._check_running(via)
-        self.budget.check()
+        # The slot is held by the case's thread, not the request's: a case given up frees it
+        # at once, though its abandoned request may still be on the wire (its tokens, if it
+        # is answered, still count towards the budget).
+        with self._slots:
+            self._check_running(via)
+            self.budget.check()  # after the wait for a slot, in which it may have been spent
+            if connection is None:
+                return self._send(request, via)
+            return via.call(lambda: self._send(request, via))
+
+    def _send(self, request: ModelRequest, via: _Connection) -> ModelResponse:
         key = self._key()
         body = self.wire.request_body(
             request,
@@ -304,24 +316,26 @@ class LiveModel:
         data = wire_json(body).encode("utf-8")
         headers = {"Content-Type": "application/json", **self.wire.auth_headers(key)}
         attempts = self.config.max_retries + 1
-        with self._slots:
-            for attempt in range(1, attempts + 1):
+        for attempt in range(1, attempts + 1):
+            self._check_running(via)
+            try:
+                response = self._attempt(via, data, headers, key)
+            except _Retry as retry:
                 self._check_running(via)
-                try:
-                    response = self._attempt(via, data, headers, key)
-                except _Retry as retry:
-                    self._check_running(via)
-                    if attempt == attempts:
-                        tried = f" (after {attempts} attempts)" if attempts > 1 else ""
-                        raise RunError(f"live model: {retry.reason}{tried}") from None
-                    self._sleep(_backoff(attempt, retry.wait))
-                    continue
-                except Exception:
-                    self._check_running(via)  # its connection closed under it: say so
-                    raise
-                self.budget.add(response)
-                return response
+                if attempt == attempts:
+                    tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+                    raise RunError(f"live model: {retry.reason}{tried}") from None
+                self._sleep(_backoff(attempt, retry.wait))
+                continue
+            except Exception:
+                self._check_running(via)  # its connection closed under it: say so
+                raise
+            self.budget.add(response)
+            return response
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _struck(self, text: str, key: str) -> str:
+        return strike_url_secrets(strike_key(text, key), self.config.base_url)
 
     def _check_running(self, via: _Connection) -> None:
         if self._stopped.is_set():
@@ -360,7 +374,7 @@ class LiveModel:
         except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
             raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
         except WireResponseError as exc:
-            problem = strike_key(str(exc), key)
+            problem = self._struck(str(exc), key)
             raise RunError(f"live model: the answer is malformed: {problem}") from None
         except UnicodeEncodeError:
             # Only the key is not ASCII-checked before this point; the exception holds it.
@@ -378,7 +392,7 @@ class LiveModel:
             message = self.wire.error_message(body_json(raw))
         except WireResponseError:
             message = None
-        said = f": {_quoted(strike_key(message, key))}" if message else ""
+        said = f": {_quoted(self._struck(message, key))}" if message else ""
         if status in (401, 403):
             return RunError(
                 f"live model: the API refused the key in {self.config.api_key_env} "
@@ -405,15 +419,19 @@ class LiveProvider:
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The live model's answer to ``request``."""
         try:
-            response = self._connection.call(
-                lambda: self._model.complete(request, self._connection)
-            )
+            response = self._model.complete(request, self._connection)
         except BudgetSpent:
             self.stopped_by_budget = True
             raise
         with self._lock:
             self._exchanges.append(Exchange(request, response))
         return response
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run was stopped (:meth:`LiveModel.stop`): a case still running then
+        gives itself up."""
+        return self._model.stopped
 
     def abort(self) -> None:
         """The case is given up (a timeout): its request in flight is cut, and no other is
@@ -481,22 +499,6 @@ def _retry_after(value: str | None, now: Callable[[], datetime] | None = None) -
     if not math.isfinite(seconds):
         return None
     return min(MAX_RETRY_AFTER_SECS, max(0.0, seconds))
-
-
-def shown_url(url: str) -> str:
-    """``url`` as a message may show it: without the user and password it may carry, and
-    with each query value replaced, since some gateways take their key there."""
-    from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
-
-    try:
-        parts = urlsplit(url)
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-    except ValueError:
-        return "the configured base_url"
-    _, at, host = parts.netloc.rpartition("@")
-    netloc = f"{REDACTED}@{host}" if at else host
-    query = "&".join(f"{quote(key, safe='')}={REDACTED}" for key, _ in pairs)
-    return SplitResult(parts.scheme, netloc, parts.path, query, "").geturl()
 
 
 def _quoted(text: str) -> str:

@@ -42,6 +42,7 @@ from evalrunner.wire.common import (
     text_of_parts,
     token_count,
     tool_parameters,
+    url_with_path,
 )
 
 CREATED = 0
@@ -171,7 +172,7 @@ class OpenAIChat:
 
     def request_url(self, base_url: str) -> str:
         """``{base_url}/chat/completions``: the base URL includes ``/v1``, as the SDK's does."""
-        return base_url.rstrip("/") + "/chat/completions"
+        return url_with_path(base_url, "/chat/completions")
 
     def auth_headers(self, key: str) -> dict[str, str]:
         """The header that carries the API key."""

@@ -66,6 +66,7 @@ from evalrunner.wire.common import (
     stream_pieces,
     token_count,
     tool_parameters,
+    url_with_path,
 )
 
 CREATED = 0
@@ -225,7 +226,7 @@ class OpenAIResponses:
 
     def request_url(self, base_url: str) -> str:
         """``{base_url}/responses``: the base URL includes ``/v1``, as the SDK's does."""
-        return base_url.rstrip("/") + "/responses"
+        return url_with_path(base_url, "/responses")
 
     def auth_headers(self, key: str) -> dict[str, str]:
         """The header that carries the API key."""
