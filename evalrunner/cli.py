@@ -451,6 +451,14 @@ RepeatOption = Annotated[
     ),
 ]
 
+CaseTimeoutAsRun = Annotated[
+    float | None,
+    typer.Option("--case-timeout", metavar="SECS", parser=parse_seconds, help="As for run."),
+]
+AgentCommandAsRun = Annotated[
+    str | None, typer.Option("--agent-command", metavar="CMD", help="As for run.")
+]
+
 NoCacheOption = Annotated[
     bool,
     typer.Option(
@@ -898,13 +906,8 @@ def record(
         bool,
         typer.Option("--overwrite", help="Replace fixtures already in DIR (refused otherwise)."),
     ] = False,
-    case_timeout: Annotated[
-        float | None,
-        typer.Option("--case-timeout", metavar="SECS", parser=parse_seconds, help="As for run."),
-    ] = None,
-    agent_command: Annotated[
-        str | None, typer.Option("--agent-command", metavar="CMD", help="As for run.")
-    ] = None,
+    case_timeout: CaseTimeoutAsRun = None,
+    agent_command: AgentCommandAsRun = None,
     config: ConfigOption = None,
 ) -> None:
     """Run live cases against the live model ([eval.live]) and write each as a replay fixture.
@@ -1295,13 +1298,8 @@ def show_config(
         Path | None, typer.Option("--suite", help="As for run: shows it beating the rest.")
     ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="As for run.")] = None,
-    case_timeout: Annotated[
-        float | None,
-        typer.Option("--case-timeout", metavar="SECS", parser=parse_seconds, help="As for run."),
-    ] = None,
-    agent_command: Annotated[
-        str | None, typer.Option("--agent-command", metavar="CMD", help="As for run.")
-    ] = None,
+    case_timeout: CaseTimeoutAsRun = None,
+    agent_command: AgentCommandAsRun = None,
     repeat: RepeatOption = None,
     config: ConfigOption = None,
 ) -> None:

@@ -72,15 +72,9 @@ def write_new(path: Path, text: str) -> None:
     in the same directory and hard-linked into place, which fails rather than replaces; where
     the file system has no hard links, the file is created exclusively and written."""
     _check_name(path)
-    directory = path.parent if str(path.parent) else Path(".")
     mode = _file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    tmp = _written_beside(path, text, mode)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         try:
             os.link(tmp, path, follow_symlinks=False)
             return
@@ -141,8 +135,19 @@ def _write_stream(target: Path, text: str) -> None:
 
 
 def _replace_file(path: Path, text: str) -> None:
+    tmp = _written_beside(path, text, _file_mode(path))
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _written_beside(path: Path, text: str, mode: int) -> str:
+    """A temporary file in ``path``'s directory holding ``text``, on disk, with ``mode``;
+    removed again if any of that fails."""
     directory = path.parent if str(path.parent) else Path(".")
-    mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -150,11 +155,11 @@ def _replace_file(path: Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
 
 
 def _file_mode(path: Path) -> int:
