@@ -67,6 +67,15 @@ SKIP_SCRIPTED_CASE = (
 )
 
 
+def fixture_path(case: Case) -> str:
+    """The case's fixture path as a report shows it: empty for a case made without one (its
+    ``source`` the default ``Path()``, which alone prints as ".")."""
+    # Compared as text: comparing two Paths costs more than the rest of a passing case's
+    # report, and str(path) is "." exactly when the path equals Path().
+    shown = str(case.source)
+    return "" if shown == "." else shown
+
+
 def skipped_report(case: Case, reason: str) -> CaseReport:
     """The report of a case that was not run, saying why."""
     return CaseReport(
@@ -74,7 +83,7 @@ def skipped_report(case: Case, reason: str) -> CaseReport:
         source=case.source.name,
         case_class=case.case_class,
         grades=(),
-        path="" if case.source == Path() else str(case.source),
+        path=fixture_path(case),
         positions=case.positions,
         skipped=reason,
     )
@@ -119,7 +128,7 @@ def evaluate_case(
         llm_calls=record.llm_calls,
         duration_ms=record.duration_ms,
         tracebacks=record.tracebacks,
-        path="" if case.source == Path() else str(case.source),
+        path=fixture_path(case),
         positions=case.positions,
     )
 
@@ -405,8 +414,10 @@ def run_suite(
         with contextlib.closing(chosen.reports) as outcomes:
             for source, report in zip(chosen.sources, outcomes, strict=True):
                 # The fixture path relative to its suite directory, not just the file name:
-                # two subdirectories may hold files of the same name.
-                report = replace(report, source=source)
+                # two subdirectories may hold files of the same name. (Mostly it is the
+                # file name already, and a copy of a report costs a tenth of a case.)
+                if report.source != source:
+                    report = replace(report, source=source)
                 reports.append(report)
                 if on_case is not None:
                     on_case(report)

@@ -44,7 +44,7 @@ from evalrunner.agent import reference_agent
 from evalrunner.cache import AdmissionCache
 from evalrunner.load import Fixture, load_document
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted
-from evalrunner.pipeline import RunSettings, admit_with_cache, evaluate_with
+from evalrunner.pipeline import RunSettings, admit_with_cache, evaluate_with, fixture_path
 
 FINISH_GRACE_SECS = 30.0
 """How long a worker that has sent its last report may take to end its agents and exit."""
@@ -443,7 +443,7 @@ def run_alone(
                 error=f"the worker process running this case died "
                 f"({_ending(process.exitcode)}): the agent or a tool ended the process "
                 "(os._exit, a crash in native code)",
-                path="" if case.source == Path() else str(case.source),
+                path=fixture_path(case),
                 positions=case.positions,
             )
         process.join()
