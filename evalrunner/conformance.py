@@ -293,8 +293,11 @@ class ConversationMonitor:
         assert self._turn is not None
         user_input = self._inputs[self._turn] if self._turn < len(self._inputs) else None
         if self._requests_in_turn == 1 and user_input is not None:
-            users = [m for m in messages if m.role == "user"]
-            latest = users[-1].content if users else None
+            latest = None
+            for m in reversed(messages):  # the latest user message, looked for from the end
+                if m.role == "user":
+                    latest = m.content
+                    break
             if latest != user_input:
                 seen = "no user message" if latest is None else _quote(latest)
                 return (
@@ -303,9 +306,18 @@ class ConversationMonitor:
                 )
         # An empty assistant reply carries nothing, and some APIs refuse an empty text block:
         # whether the agent keeps it in its history or not, the conversation is the same.
-        messages = [m for m in messages if not _empty_reply(m)]
-        start, expected = 0, [m for m in self._transcript if not _empty_reply(m)]
-        if self._trimmed:
+        # (not _empty_reply(m), written out: a call per message of every request adds up)
+        messages = [
+            m for m in messages if m.role != "assistant" or m.tool_calls or m.content.strip()
+        ]
+        start = 0
+        if not self._trimmed:
+            expected = [
+                m
+                for m in self._transcript
+                if m.role != "assistant" or m.tool_calls or m.content.strip()
+            ]
+        else:
             expected = [m for m in self._transcript[self._turn_start :] if not _empty_reply(m)]
             opening = expected[0] if expected and expected[0].role == "user" else None
             starts = [
