@@ -352,13 +352,15 @@ def mutated_cases(draw: st.DrawFn) -> Any:
         parent: Any = data
         for part in path[:-1]:
             parent = parent[part]
+        # Copies of the drawn values: TRICKY's lists and objects are shared between
+        # examples, and a later "drop" or "add" of this draw edits what it was given.
         if operation == "replace":
-            data = _replaced(data, path, draw(_any_json))
+            data = _replaced(data, path, copy.deepcopy(draw(_any_json)))
         elif operation == "drop" and path:
             del parent[path[-1]]
         elif operation == "add" and isinstance(parent, dict):
             parent[draw(st.sampled_from([*TRICKY[17:20], "name", "model_name", "type", "id"]))] = (
-                draw(_any_json)
+                copy.deepcopy(draw(_any_json))
             )
         elif operation == "needle":
             data = _replaced(data, path, draw(_needles))
