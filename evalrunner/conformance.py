@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
+from evalrunner._frozen import quick_init
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -86,6 +87,11 @@ class Evidence:
     responses: tuple[tuple[int, ModelResponse], ...] = ()
     """Every response the model gave, with its turn (0-based), in order: what a recorder
     writes as each turn's steps."""
+
+
+# Built for every tool call of every case (evalrunner._frozen).
+quick_init(Dispatch)
+quick_init(Evidence)
 
 
 class ConversationMonitor:
@@ -449,7 +455,7 @@ def _conversation(request: object, where: str) -> list[Message]:
     if not isinstance(request, ModelRequest):
         raise RunError(f"{where}: the agent sent a {type(request).__name__}, not a ModelRequest")
     messages = request.messages
-    if not isinstance(messages, tuple | list):
+    if not isinstance(messages, (tuple, list)):  # not "tuple | list": built on every call
         kind = type(messages).__name__
         raise RunError(f"{where}: ModelRequest.messages is a {kind}, not a tuple")
     out: list[Message] = []

@@ -17,6 +17,7 @@ _INVISIBLE = frozenset(
 )
 _BASE, _OTHER, _MARK, _HIDDEN = range(4)  # how a character is shown; see _kind
 _NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]+")
+_JSON_STRING = json.encoder.encode_basestring_ascii
 
 
 def nfc(text: str) -> str:
@@ -52,7 +53,9 @@ def quote(text: str) -> str:
     scripts built on marks (Devanagari, Arabic, Hebrew) stays readable.
     """
     if text.isascii() and "\x7f" not in text:
-        return json.dumps(text)
+        # What json.dumps(text) returns, without its argument handling (a check label
+        # quotes two or three strings, and passing cases are all labels).
+        return _JSON_STRING(text)
     composed = unicodedata.is_normalized("NFC", text)
     parts = []
     on_base = False  # whether a combining mark here would attach to a visible character
