@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
-from evalrunner._frozen import quick_init
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -87,11 +86,6 @@ class Evidence:
     responses: tuple[tuple[int, ModelResponse], ...] = ()
     """Every response the model gave, with its turn (0-based), in order: what a recorder
     writes as each turn's steps."""
-
-
-# Built for every tool call of every case (evalrunner._frozen).
-quick_init(Dispatch)
-quick_init(Evidence)
 
 
 class ConversationMonitor:

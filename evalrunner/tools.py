@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
-from evalrunner._frozen import quick_init
 from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec
 
 
@@ -189,9 +188,6 @@ class ToolInvocation:
     """The tool raised: the dispatch failed, whatever the agent says."""
     traceback: str | None = None
     """What it raised, in full (for ``--traceback``)."""
-
-
-quick_init(ToolInvocation)  # one per tool call (evalrunner._frozen)
 
 
 class InvocationLog:
