@@ -76,17 +76,26 @@ def fixture_path(case: Case) -> str:
     return "" if shown == "." else shown
 
 
-def skipped_report(case: Case, reason: str) -> CaseReport:
-    """The report of a case that was not run, saying why."""
+def report_without_run(
+    case: Case, *, skipped: str | None = None, error: str | None = None
+) -> CaseReport:
+    """The report of a case that gave no run to grade: ``skipped`` says why it was not run,
+    ``error`` why its run was lost (a worker process that died, say)."""
     return CaseReport(
         name=case.name,
         source=case.source.name,
         case_class=case.case_class,
         grades=(),
+        error=error,
         path=fixture_path(case),
         positions=case.positions,
-        skipped=reason,
+        skipped=skipped,
     )
+
+
+def skipped_report(case: Case, reason: str) -> CaseReport:
+    """The report of a case that was not run, saying why."""
+    return report_without_run(case, skipped=reason)
 
 
 def evaluate_case(

@@ -44,7 +44,12 @@ from evalrunner.agent import reference_agent
 from evalrunner.cache import AdmissionCache
 from evalrunner.load import Fixture, load_document
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted
-from evalrunner.pipeline import RunSettings, admit_with_cache, evaluate_with, fixture_path
+from evalrunner.pipeline import (
+    RunSettings,
+    admit_with_cache,
+    evaluate_with,
+    report_without_run,
+)
 
 FINISH_GRACE_SECS = 30.0
 """How long a worker that has sent its last report may take to end its agents and exit."""
@@ -435,16 +440,11 @@ def run_alone(
             report: CaseReport = reader.recv()
         except EOFError:  # died without a word
             process.join()
-            return CaseReport(
-                name=case.name,
-                source=case.source.name,
-                case_class=case.case_class,
-                grades=(),
+            return report_without_run(
+                case,
                 error=f"the worker process running this case died "
                 f"({_ending(process.exitcode)}): the agent or a tool ended the process "
                 "(os._exit, a crash in native code)",
-                path=fixture_path(case),
-                positions=case.positions,
             )
         process.join()
         return report
