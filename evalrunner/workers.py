@@ -81,6 +81,20 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def _keep(
+    member: _Member,
+    reports: list[tuple[int, CaseReport]],
+    wanted: set[int],
+    done: dict[int, CaseReport],
+) -> None:
+    """File a worker's message: each report of a wanted case, no longer pending."""
+    for index, report in reports:
+        if index in wanted:
+            done[index] = report
+            if index in member.pending:
+                member.pending.remove(index)
+
+
 class Crew:
     """``jobs`` forked workers over ``fixtures``; worker ``w`` takes fixtures ``w``,
     ``w + jobs``, ... (interleaved, so that neighbouring cases, often alike, spread out).
@@ -205,9 +219,7 @@ class Crew:
                     reports: list[tuple[int, CaseReport]] = member.connection.recv()
                 except Exception:  # the end, or a message cut by the stop: nothing more
                     break
-                for index, report in reports:
-                    if index in wanted:
-                        done[index] = report
+                _keep(member, reports, wanted, done)
 
     def _take(self, member: _Member, wanted: set[int], done: dict[int, CaseReport]) -> None:
         """Read one message of ``member``'s; at the pipe's end, bury it."""
@@ -216,10 +228,7 @@ class Crew:
         except (EOFError, OSError):
             self._buried(member, done)
             return
-        for index, report in reports:
-            if index in wanted:
-                done[index] = report
-                member.pending.remove(index)
+        _keep(member, reports, wanted, done)
 
     def _buried(self, member: _Member, done: dict[int, CaseReport]) -> None:
         # The worker died with cases unreported: the one it was running killed it, and which
