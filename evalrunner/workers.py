@@ -360,9 +360,10 @@ _WORKER_SETTINGS: RunSettings | None = None
 
 def _start_worker(settings: RunSettings) -> None:
     global _WORKER_SETTINGS
-    # Interrupts are the parent's to handle: it stops the workers itself.
+    # Interrupts are the parent's to handle: it stops the workers itself, with SIGTERM, which
+    # ends the case under way as an interrupted case ends serially (its agent stopped).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _interrupted)
     _WORKER_SETTINGS = settings.in_worker() if settings.in_worker is not None else settings
 
 
@@ -483,9 +484,17 @@ def _ending(code: int | None) -> str:
 
 
 def _stop_workers(executor: ProcessPoolExecutor) -> None:
-    """End the workers now (an interrupt): a worker's case is abandoned like a timed-out one."""
+    """End the workers now (an interrupt): each is told to stop (SIGTERM), so that its case
+    ends and stops its agent, as a crew's workers are; one still running after
+    :data:`STOP_GRACE_SECS` is killed."""
     processes = list(getattr(executor, "_processes", {}).values())
     executor.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         with contextlib.suppress(OSError, AttributeError):
-            process.kill()
+            process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_SECS
+    for process in processes:
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.exitcode is None:
+                process.kill()

@@ -307,7 +307,25 @@ def test_an_interrupt_reports_every_case_finished_before_the_first_unfinished(
     assert [c["name"] for c in report["cases"]] == [f"case-{i}" for i in range(6)]
 
 
-def test_an_interrupt_ends_the_command_agents_of_every_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param((), id="crew"),
+        pytest.param(
+            ("--repeat", "2"),
+            id="pool (repeats run in the pool)",
+            marks=pytest.mark.xfail(
+                reason="known: a pool worker told to stop may not end within the grace "
+                "period, and is then killed with its agent still running (see the issue "
+                "note); the crew does not have this",
+                strict=False,
+            ),
+        ),
+    ],
+)
+def test_an_interrupt_ends_the_command_agents_of_every_worker(
+    tmp_path: Path, path: tuple[str, ...]
+) -> None:
     project(tmp_path, count=4)
     marker = f"sleep-agent-{os.getpid()}-{tmp_path.name}"
     (tmp_path / "evalrunner.toml").write_text(
@@ -316,7 +334,7 @@ def test_an_interrupt_ends_the_command_agents_of_every_worker(tmp_path: Path) ->
         encoding="utf-8",
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "evalrunner", "run", "--no-cache", "-j", "2"],
+        [sys.executable, "-m", "evalrunner", "run", "--no-cache", "-j", "2", *path],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
