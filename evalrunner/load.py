@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import json
 import math
 import os
 import re
 import stat
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -751,7 +752,7 @@ def _plain_toml(text: str, raw: bytes) -> JSONValue:
     shapes = raw.translate(_DATE_OR_TIME)
     if b"dd:dd" in shapes or b"dddd-dd" in shapes:
         raise _NotPlain("a date or a time")
-    data: JSONValue = tomllib.loads(text, parse_float=_finite_float)
+    data = _fast_toml(text)
     # Every level of nesting in TOML data is opened by a '[', a '{' or a '.' (in a header or a
     # dotted key), except the first key of a line; with few of them, nothing reaches
     # MAX_DEPTH and the walk's depth check has nothing to find.
@@ -759,6 +760,60 @@ def _plain_toml(text: str, raw: bytes) -> JSONValue:
     if brackets >= MAX_DEPTH - 1 and _reaches_max_depth(data):
         raise _NotPlain("deep nesting")
     return data
+
+
+_TOML_11 = re.compile(r"\\[ex]|,[ \t\n]*}")
+"""What TOML 1.1 allows and 1.0 (tomllib) refuses, that rtoml reads: the ``\\e`` and
+``\\xHH`` escapes and a trailing comma in an inline table. (Newlines in an inline table
+are the third: found by the braces of each line.)"""
+
+
+def _fast_toml(text: str) -> JSONValue:
+    """``text`` parsed by rtoml when it is installed and the text holds nothing by which TOML
+    1.1, which rtoml reads, differs from tomllib's TOML 1.0; else by tomllib. Every float
+    must be finite (:func:`_finite_float`); an error from rtoml is :class:`_NotPlain`, so
+    that tomllib words the refusal."""
+    fast = _rtoml_loads()
+    unusual = text.startswith("\ufeff") or _TOML_11.search(text) is not None
+    if not unusual and "{" in text:
+        unusual = any(line.count("{") != line.count("}") for line in text.split("\n"))
+    if fast is None or unusual:
+        slow: JSONValue = tomllib.loads(text, parse_float=_finite_float)
+        return slow
+    try:
+        data = fast(text)
+    except Exception as exc:  # rtoml's error, or a value it cannot convert
+        raise _NotPlain("rtoml refused it") from exc
+    if not _finite_floats(data):
+        raise _NotPlain("a float that is not finite")
+    parsed: JSONValue = data
+    return parsed
+
+
+def _finite_floats(data: object) -> bool:
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return False
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return True
+
+
+@functools.cache
+def _rtoml_loads() -> Callable[[str], Any] | None:
+    """rtoml's reader, imported when a TOML fixture is first read; ``None`` without it (no
+    wheel for the platform: tomllib reads every TOML fixture)."""
+    try:
+        import rtoml
+    except ImportError:
+        return None
+    loads: Callable[[str], Any] = rtoml.loads
+    return loads
 
 
 def _reaches_max_depth(data: JSONValue) -> bool:

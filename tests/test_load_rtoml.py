@@ -1,0 +1,159 @@
+"""The rtoml fast path of TOML fixtures (``load._plain_toml``, through ``_fast_toml``) against
+tomllib, the reference:
+whenever the fast path gives data, tomllib gives the same data for the same text; every
+text it declines, or that rtoml refuses, is left to tomllib. rtoml reads TOML 1.1, so the
+texts by which 1.1 differs from tomllib's 1.0 are among those tried."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalrunner import load
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = sorted(
+    p.read_text("utf-8")
+    for p in ROOT.rglob("*.toml")
+    if ".venv" not in p.parts and p.name not in {"pyproject.toml", "evalrunner.toml"}
+)
+
+# TOML 1.1 (rtoml) against 1.0 (tomllib), and other corners.
+TRICKY = [
+    "a = {b = 1,\n c = 2}\n",
+    "a = {b = 1, }\n",
+    "a = {\n}\n",
+    'a = "\\e"\n',
+    'a = "\\x41"\n',
+    "\ufeffa = 1\n",
+    "a = 07:32\n",
+    "a = 1979-05-27\n",
+    "a = 1\na = 2\n",
+    "[a]\nb = 1\n[a]\nc = 2\n",
+    "a = 9223372036854775808\n",
+    "a = -9223372036854775809\n",
+    "a = 01\n",
+    "a = 1.\n",
+    "a = .5\n",
+    "é = 1\n",
+    "a = nan\n",
+    "a = -inf\n",
+    "a = 1e400\n",
+    'a = "\\ud800"\n',
+    'a = "\\U00110000"\n',
+    'a = "x\ty"\n',
+    "a = 1 # \x01\n",
+    "a.b = 1\n[a]\nc = 2\n",
+    "a = {b = 1}\n[a.c]\nd = 1\n",
+    "a = []\n[[a]]\nb = 1\n",
+    'a = """\nx"""\n',
+    'a = """x \\\n  y"""\n',
+    "a = 0xDEAD_BEEF\n",
+    "a = 1__0\n",
+    "a = [1, 'x', {b = 2}]\n",
+    "a = [\n  1,\n  2,\n]\n",
+    'a = "{"\nb = {c = "}"}\n',
+    "a = 'x\"y'\n",
+    'a = "line\\nbreak"\n',
+    "a = true\nb = false\n",
+    "[[turns]]\nuser_input = 'hi'\n[[turns.steps]]\nresponse = {type = 'text', content = 'x'}\n",
+]
+
+TOKENS = [
+    "a",
+    "b",
+    "name",
+    "turns",
+    "=",
+    " ",
+    "\n",
+    "[",
+    "]",
+    "[[",
+    "]]",
+    "{",
+    "}",
+    ",",
+    ".",
+    '"',
+    "'",
+    "1",
+    "-1",
+    "1.5",
+    "1e3",
+    "true",
+    "false",
+    "nan",
+    "inf",
+    "#",
+    "\\",
+    "\\n",
+    "\\e",
+    "\\x41",
+    "\\u00e9",
+    "\t",
+    "\r",
+    "x",
+    "é",
+    "0x1",
+    "_",
+    ":",
+    "-",
+    "+",
+    "1979-05-27",
+]
+
+
+def agrees(text: str) -> None:
+    try:
+        fast = load._plain_toml(text, text.encode("utf-8", "surrogatepass"))
+    except Exception:
+        return  # declined or refused: tomllib decides, as for any text
+    reference = tomllib.loads(text, parse_float=load._finite_float)
+    assert fast == reference, text
+    assert type(fast) is type(reference)
+
+
+@pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
+@pytest.mark.parametrize("text", TRICKY + FIXTURES)
+def test_the_fast_path_gives_tomllibs_data_or_declines(text: str) -> None:
+    agrees(text)
+
+
+@pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS), max_size=40).map("".join))
+def test_token_soup_agrees(text: str) -> None:
+    agrees(text)
+
+
+@pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(FIXTURES or ["a = 1\n"]),
+    st.integers(0, 10_000),
+    st.sampled_from(TOKENS + ["", "\n\n", "}", "{", ",}"]),
+    st.integers(0, 3),
+)
+def test_mutated_fixtures_agree(text: str, at: int, token: str, cut: int) -> None:
+    where = at % (len(text) + 1)
+    agrees(text[:where] + token + text[where + cut :])
+
+
+@pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
+def test_what_toml_1_1_allows_is_refused_as_tomllib_refuses_it() -> None:
+    for text in TRICKY[:5]:
+        refused = load.parse_document(text.encode("utf-8"), "toml", Path("x.toml"))
+        assert isinstance(refused, list), text
+        assert refused[0].message.startswith("invalid TOML"), refused
+
+
+def test_floats_that_are_not_finite_are_found() -> None:
+    assert load._finite_floats({"a": [1.0, {"b": 2.5}]})
+    assert not load._finite_floats({"a": [1.0, {"b": math.inf}]})
+    assert not load._finite_floats([math.nan])
