@@ -39,6 +39,7 @@ from evalrunner.model import (
     CaseClass,
     CaseReport,
     RunInterrupted,
+    RunRecord,
     RunRefused,
     Shard,
     SuiteReport,
@@ -125,6 +126,24 @@ def evaluate_case(
         trimmed_history=trimmed_history,
         provider=provider,
     )
+    return graded_report(case, record)
+
+
+def run_with(case: Case, settings: RunSettings, provider: ModelProvider | None = None) -> RunRecord:
+    """:func:`~evalrunner.replay.run_case` with the agent, tools and limits of ``settings``."""
+    return run_case(
+        case,
+        agent_factory=settings.agent_factory,
+        tools=settings.tools,
+        max_tool_iterations=settings.max_tool_iterations,
+        timeout=settings.case_timeout,
+        trimmed_history=settings.trimmed_history,
+        provider=provider,
+    )
+
+
+def graded_report(case: Case, record: RunRecord) -> CaseReport:
+    """The report of ``case``'s run: graded, unless the run errored."""
     grades = grade(case.expects, record) if record.error is None else ()
     return CaseReport(
         name=case.name,
@@ -648,25 +667,20 @@ def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
     """One case's report as ``settings`` say (:func:`evaluate_case`): run, or skipped (with
     why) when the mode cannot run its kind or the budget is spent."""
     live = settings.live
-    if live is not None and not case.live:
+    if live is None:
+        if case.live:
+            return skipped_report(case, SKIP_LIVE_CASE)
+        return graded_report(case, run_with(case, settings))
+    if not case.live:
         return skipped_report(case, SKIP_SCRIPTED_CASE)
-    if live is not None and live.budget.exhausted:
+    if live.budget.exhausted:
         return skipped_report(case, SKIP_BUDGET)
-    provider = live.provider() if live is not None else None
+    provider = live.provider()
     try:
-        report = evaluate_case(
-            case,
-            agent_factory=settings.agent_factory,
-            tools=settings.tools,
-            max_tool_iterations=settings.max_tool_iterations,
-            case_timeout=settings.case_timeout,
-            trimmed_history=settings.trimmed_history,
-            provider=provider,
-        )
+        report = graded_report(case, run_with(case, settings, provider))
     finally:
-        if provider is not None:
-            provider.close()
-    return report if live is None else without_secrets(report, live.without_secrets)
+        provider.close()
+    return without_secrets(report, live.without_secrets)
 
 
 def without_secrets(report: CaseReport, strike: Callable[[str], str]) -> CaseReport:

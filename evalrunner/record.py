@@ -54,9 +54,8 @@ from evalrunner.model import (
     RunRecord,
     TextResponse,
 )
-from evalrunner.pipeline import RunSettings, evaluate_case
+from evalrunner.pipeline import RunSettings, graded_report, run_with
 from evalrunner.redact import Redactor
-from evalrunner.replay import run_case
 from evalrunner.text import dotted, printable
 
 if TYPE_CHECKING:
@@ -128,11 +127,7 @@ class RecordSettings:
 def target_path(source: str, out_dir: Path, fmt: Format | None, source_format: Format) -> Path:
     """Where the recording of the fixture shown as ``source`` (relative to its suite) goes:
     the same relative path under ``out_dir``, ending as ``fmt`` (default: its own format)."""
-    chosen = fmt or source_format
-    relative = Path(source)
-    name = relative.name
-    stem = name[: -len(relative.suffix)] if relative.suffix else name
-    return out_dir / relative.parent / (stem + SUFFIXES[chosen])
+    return out_dir / Path(source).with_suffix(SUFFIXES[fmt or source_format])
 
 
 def record_case(
@@ -153,15 +148,7 @@ def record_case(
         )
     provider = live.provider()
     try:
-        record = run_case(
-            case,
-            agent_factory=settings.agent_factory,
-            tools=settings.tools,
-            max_tool_iterations=settings.max_tool_iterations,
-            timeout=settings.case_timeout,
-            trimmed_history=settings.trimmed_history,
-            provider=provider,
-        )
+        record = run_with(case, settings, provider)
     finally:
         provider.close()
     tokens = (record.input_tokens, record.output_tokens)
@@ -194,14 +181,7 @@ def record_case(
     if isinstance(checked, str):
         return refused(checked)
     text, admitted = checked
-    again = evaluate_case(
-        admitted,
-        agent_factory=settings.agent_factory,
-        tools=settings.tools,
-        max_tool_iterations=settings.max_tool_iterations,
-        case_timeout=settings.case_timeout,
-        trimmed_history=settings.trimmed_history,
-    )
+    again = graded_report(admitted, run_with(admitted, settings))
     plain = recorded_data(document, record, target, replace(recording, redactor=Redactor()))
     if not again.passed:
         what = (
@@ -442,8 +422,6 @@ def _hint(errors: Sequence[AdmissionError]) -> str:
     text = " ".join(error.message for error in errors)
     if "tool-call id" in text:
         return "; record without --keep-ids to renumber the calls"
-    if "blank" in text or "empty" in text:
-        return "; a redact pattern may have struck out all of a text: narrow it"
     return "; change the live case so that its run gives an admissible fixture"
 
 
