@@ -12,21 +12,21 @@ import numbers
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from urllib.parse import unquote, urldefrag, urljoin
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from referencing import Registry
-    from referencing._core import Resolver
 
-# jsonschema is imported only when a validator is built: the compiled checks below decide
-# the common case (a valid fixture, config or reply) without it, and importing it costs
-# about 65 ms of every start. referencing (30 ms) waits for the first schema it resolves,
-# which a run whose cases all come from the admission cache never asks for.
+# jsonschema and referencing are imported only when a validator is built, to word what is
+# wrong: the compiled checks below decide the common case (a valid fixture, config or reply)
+# without them, resolving their own ``$ref`` with :class:`TreeResolver`. Together they cost
+# about 60 ms of a start (referencing alone, with attrs and rpds, 50 ms).
 
 BASE_URI = "https://evalrunner.dev/schemas/v1/"
 """Every ``$id`` is this prefix plus the schema's path under ``schemas/``."""
@@ -85,10 +85,33 @@ def _walk(node: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversabl
 
 @dataclass(frozen=True)
 class SchemaTree:
-    """Every schema by its path under ``schemas/``, and the registry built from them."""
+    """Every schema by its path under ``schemas/``; the registry of jsonschema's validators is
+    built from them when first asked for."""
 
     documents: dict[str, dict[str, Any]]
-    registry: Registry[Any]
+
+    @cached_property
+    def registry(self) -> Registry[Any]:
+        """The documents as a ``referencing`` registry, for jsonschema's validators."""
+        from referencing import Registry
+        from referencing.jsonschema import DRAFT202012
+
+        # jsonschema picks the validator class of a $ref's target by its "$schema", which
+        # would swap the strict validator back for the stock one; every file here is Draft
+        # 2020-12 (check_schemas), so the registry holds them without that key.
+        resources = [
+            (BASE_URI + rel, DRAFT202012.create_resource(_without_dialect(schema)))
+            for rel, schema in self.documents.items()
+        ]
+        return Registry().with_resources(resources).crawl()
+
+    @cached_property
+    def _by_uri(self) -> dict[str, dict[str, Any]]:
+        return {BASE_URI + rel: _without_dialect(doc) for rel, doc in self.documents.items()}
+
+    def resolver(self, base_uri: str = BASE_URI) -> TreeResolver:
+        """A resolver of ``$ref`` among these documents, from ``base_uri``."""
+        return TreeResolver(self._by_uri, base_uri)
 
     def kinds(self) -> dict[str, str]:
         """Expectation kind → ``$id``, from the files in ``schemas/expects/``."""
@@ -108,9 +131,66 @@ class SchemaTree:
         """A compiled :data:`Check` for the schema with this ``$id``, or ``None`` when the
         schema uses a keyword (or a form of one) that :func:`compile_check` does not know."""
         try:
-            return compile_check({"$ref": schema_id}, self.registry.resolver())
+            return compile_check({"$ref": schema_id}, self.resolver())
         except UnsupportedSchema:
             return None
+
+
+def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in schema.items() if key != "$schema"}
+
+
+class UnresolvedRef(LookupError):
+    """A ``$ref`` that names no document of the tree, or no place in one."""
+
+
+class Resolved(NamedTuple):
+    """What a ``$ref`` points at, and the resolver for the refs inside it."""
+
+    contents: Any
+    resolver: TreeResolver
+
+
+class TreeResolver:
+    """``$ref`` resolution among a fixed set of documents keyed by their ``$id``: the URI is
+    joined to the base (RFC 3986, as referencing does) and its fragment read as a JSON
+    pointer. Nothing else (anchors, ids inside a document): what it cannot resolve it says
+    so, and the caller falls back to jsonschema. A test holds it to referencing on every
+    ``$ref`` of the shipped tree."""
+
+    def __init__(self, documents: dict[str, Any], base_uri: str) -> None:
+        self.documents = documents
+        self.base_uri = base_uri
+
+    def lookup(self, ref: str) -> Resolved:
+        """The target of ``ref``; :class:`UnresolvedRef` if it has none here."""
+        uri, fragment = urldefrag(urljoin(self.base_uri, ref))
+        if uri not in self.documents:
+            raise UnresolvedRef(f"no schema {uri!r}")
+        node = self.documents[uri]
+        if fragment:
+            if not fragment.startswith("/"):
+                raise UnresolvedRef(f"{ref!r}: only JSON-pointer fragments are resolved")
+            for token in unquote(fragment)[1:].split("/"):
+                token = token.replace("~1", "/").replace("~0", "~")
+                if isinstance(node, dict) and token in node:
+                    node = node[token]
+                elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                    node = node[int(token)]
+                else:
+                    raise UnresolvedRef(f"{ref!r}: nothing at {token!r}")
+        return Resolved(node, TreeResolver(self.documents, uri))
+
+    def in_subresource(self, schema: dict[str, Any]) -> TreeResolver:
+        """The resolver inside ``schema``, whose ``$id`` moves the base URI."""
+        identifier = schema.get("$id")
+        if not isinstance(identifier, str):
+            return self
+        uri = urldefrag(urljoin(self.base_uri, identifier))[0]
+        if self.documents.get(uri) is not schema and uri != self.base_uri:
+            # An id inside a document makes a resource of its own, which this does not index.
+            raise UnresolvedRef(f"embedded $id {identifier!r}")
+        return TreeResolver(self.documents, uri)
 
 
 def _refs(node: object) -> Iterator[str]:
@@ -134,33 +214,24 @@ def schema_tree() -> SchemaTree:
     :func:`check_schemas`'s to say: the files ship with the package, so a test holds them to
     it rather than every start paying for it.
     """
-    from referencing import Registry, Resource
-    from referencing.jsonschema import DRAFT202012
-
     documents: dict[str, dict[str, Any]] = {}
-    resources: list[tuple[str, Resource[Any]]] = []
     for rel, node in _walk(schema_root()):
         schema = json.loads(node.read_text(encoding="utf-8"))
         expected = BASE_URI + rel
         if schema.get("$id") != expected:
             raise SchemaTreeError(f"schemas/{rel}: $id must be {expected!r}")
         documents[rel] = schema
-        # jsonschema picks the validator class of a $ref's target by its "$schema", which
-        # would swap the strict validator back for the stock one; every file here is Draft
-        # 2020-12 (check_schemas), so the registry holds them without that key.
-        contents = {key: value for key, value in schema.items() if key != "$schema"}
-        resources.append((expected, DRAFT202012.create_resource(contents)))
     if not documents:
         raise SchemaTreeError("no schemas found: the package is missing its schemas/ tree")
-    registry: Registry[Any] = Registry().with_resources(resources).crawl()
+    tree = SchemaTree(documents)
     for rel, schema in documents.items():
-        resolver = registry.resolver(base_uri=BASE_URI + rel)
+        resolver = tree.resolver(BASE_URI + rel)
         for ref in _refs(schema):
             try:
                 resolver.lookup(ref)
-            except Exception as exc:
+            except UnresolvedRef as exc:
                 raise SchemaTreeError(f"schemas/{rel}: $ref {ref!r} does not resolve") from exc
-    return SchemaTree(documents, registry)
+    return tree
 
 
 def check_schemas(tree: SchemaTree) -> None:
@@ -309,7 +380,7 @@ class _Compiler:
         self._compiled: dict[int, Check] = {}
         self._keep: list[object] = []  # the targets whose id() keys _compiled stay alive
 
-    def node(self, schema: object, resolver: Resolver[Any]) -> Check:
+    def node(self, schema: object, resolver: TreeResolver) -> Check:
         if schema is True:
             return _always
         if schema is False:
@@ -320,10 +391,11 @@ class _Compiler:
         if unknown:
             raise UnsupportedSchema(f"keyword(s) {sorted(unknown)}")
         if "$id" in schema:
-            from referencing.jsonschema import DRAFT202012
-
             # As jsonschema does on entering any subschema: an $id moves the base URI.
-            resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
+            try:
+                resolver = resolver.in_subresource(schema)
+            except UnresolvedRef as exc:
+                raise UnsupportedSchema(str(exc)) from exc
         # A single declared type is folded into that type's keyword check, when there is one,
         # saving a call per value on the common path.
         names = self._type_names(schema)
@@ -345,7 +417,7 @@ class _Compiler:
         ]
         return _all_of([part for part in parts if part is not None])
 
-    def _ref(self, schema: dict[str, Any], resolver: Resolver[Any]) -> Check | None:
+    def _ref(self, schema: dict[str, Any], resolver: TreeResolver) -> Check | None:
         if "$ref" not in schema:
             return None
         ref = schema["$ref"]
@@ -353,7 +425,7 @@ class _Compiler:
             raise UnsupportedSchema(f"$ref: {ref!r}")
         try:
             resolved = resolver.lookup(ref)
-        except Exception as exc:
+        except UnresolvedRef as exc:
             raise UnsupportedSchema(f"$ref {ref!r} does not resolve") from exc
         key = id(resolved.contents)
         if key not in self._compiled:
@@ -447,7 +519,7 @@ class _Compiler:
 
         return check
 
-    def _object(self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool) -> Check | None:
+    def _object(self, schema: dict[str, Any], resolver: TreeResolver, typed: bool) -> Check | None:
         if not {"properties", "additionalProperties", "required"} & schema.keys():
             return None
         declared = schema.get("properties", {})
@@ -491,7 +563,7 @@ class _Compiler:
 
         return closed_check
 
-    def _array(self, schema: dict[str, Any], resolver: Resolver[Any], typed: bool) -> Check | None:
+    def _array(self, schema: dict[str, Any], resolver: TreeResolver, typed: bool) -> Check | None:
         if not {"items", "minItems", "maxItems"} & schema.keys():
             return None
         item = self.node(schema["items"], resolver) if "items" in schema else _always
@@ -510,7 +582,7 @@ class _Compiler:
 
         return check
 
-    def _logic(self, schema: dict[str, Any], resolver: Resolver[Any]) -> list[Check]:
+    def _logic(self, schema: dict[str, Any], resolver: TreeResolver) -> list[Check]:
         parts: list[Check] = []
         for keyword in ("allOf", "anyOf", "oneOf"):
             if keyword not in schema:
@@ -569,7 +641,7 @@ _KEYWORDS = frozenset(
 """The keywords :class:`_Compiler` decides; any other one makes a schema unsupported."""
 
 
-def compile_check(schema: object, resolver: Resolver[Any]) -> Check:
+def compile_check(schema: object, resolver: TreeResolver) -> Check:
     """Compile ``schema`` (its ``$ref`` resolved through ``resolver``) into a :data:`Check`.
 
     Raises :class:`UnsupportedSchema` for anything it cannot decide exactly as jsonschema

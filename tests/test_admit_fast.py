@@ -31,8 +31,10 @@ from evalrunner.admit import KeyPositions, admit, admit_documents
 from evalrunner.load import RawDocument, iter_documents, load_document
 from evalrunner.model import Case
 from evalrunner.schemas import (
+    BASE_URI,
     CASE_ID,
     TYPE_CHECKS,
+    TreeResolver,
     UnsupportedSchema,
     case_check,
     case_validator,
@@ -89,24 +91,22 @@ def test_the_case_schema_compiles() -> None:
 )
 def test_a_keyword_it_does_not_know_makes_it_refuse_to_compile(schema: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedSchema):
-        compile_check(schema, Registry().resolver())
+        compile_check(schema, TreeResolver({}, BASE_URI))
 
 
 def test_a_schema_tree_with_an_unknown_keyword_has_no_fast_check() -> None:
     tree = schema_tree()
-    contents = copy.deepcopy(tree.registry.contents(CASE_ID))
-    contents["properties"]["name"]["format"] = "hostname"
-    registry = tree.registry.with_resource(CASE_ID, DRAFT202012.create_resource(contents))
-    assert replace(tree, registry=registry).check(CASE_ID) is None
+    documents = copy.deepcopy(tree.documents)
+    documents["case.schema.json"]["properties"]["name"]["format"] = "hostname"
+    assert replace(tree, documents=documents).check(CASE_ID) is None
 
 
 def _tree_with_a_new_kind(kind_schema: dict[str, Any]) -> Any:
     """The shipped schema tree, with one more expectation kind, ``response_length``."""
     tree = schema_tree()
-    contents = copy.deepcopy(tree.registry.contents(CASE_ID))
-    contents["$defs"]["expects"]["properties"]["response_length"] = kind_schema
-    registry = tree.registry.with_resource(CASE_ID, DRAFT202012.create_resource(contents))
-    return replace(tree, registry=registry)
+    documents = copy.deepcopy(tree.documents)
+    documents["case.schema.json"]["$defs"]["expects"]["properties"]["response_length"] = kind_schema
+    return replace(tree, documents=documents)
 
 
 def test_a_kind_added_to_the_schema_is_checked_as_the_schema_says() -> None:
@@ -131,8 +131,28 @@ def test_the_type_checks_are_the_strict_validators() -> None:
     # The seven types of JSON Schema, each defined by the validator's checker.
     assert set(TYPE_CHECKS) == {"array", "boolean", "integer", "null", "number", "object", "string"}
     samples: list[object] = [
-        None, True, False, 0, 1, -3, 2**70, 0.0, 1.0, 1.5, math.nan, math.inf, "", "x", [], [1],
-        {}, {"a": 1}, (), b"x", 1j, object(),
+        None,
+        True,
+        False,
+        0,
+        1,
+        -3,
+        2**70,
+        0.0,
+        1.0,
+        1.5,
+        math.nan,
+        math.inf,
+        "",
+        "x",
+        [],
+        [1],
+        {},
+        {"a": 1},
+        (),
+        b"x",
+        1j,
+        object(),
     ]
     for name, check in TYPE_CHECKS.items():
         for value in samples:
@@ -150,7 +170,9 @@ def _fixture_files() -> list[Path]:
         path
         for root in roots
         for path in root.rglob("*")
-        if path.suffix in suffixes and path.is_file() and "node_modules" not in path.parts
+        if path.suffix in suffixes
+        and path.is_file()
+        and "node_modules" not in path.parts
         and path.name not in {"package.json", "package-lock.json", "evalrunner.toml"}
     )
 
@@ -177,9 +199,36 @@ SEEDS = [
 # booleans, empty and blank strings (including whitespace \S refuses but other engines accept),
 # values outside an enum, bounds.
 TRICKY: list[object] = [
-    None, True, False, 0, 1, -1, 1.0, 0.0, -0.0, 2.5, math.nan, 2**64, "", " ", "\t",
-    "\x1c", "\u3000", "\u200b", "x", "text", "tool_calls", "positive", "TEXT", [], [""], ["x"],
-    [1], {}, {"type": "text"}, {"type": "text", "content": "x"},
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    1.0,
+    0.0,
+    -0.0,
+    2.5,
+    math.nan,
+    2**64,
+    "",
+    " ",
+    "\t",
+    "\x1c",
+    "\u3000",
+    "\u200b",
+    "x",
+    "text",
+    "tool_calls",
+    "positive",
+    "TEXT",
+    [],
+    [""],
+    ["x"],
+    [1],
+    {},
+    {"type": "text"},
+    {"type": "text", "content": "x"},
 ]
 
 
@@ -335,7 +384,11 @@ def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 _any_json = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(max_size=6),
         st.sampled_from(TRICKY),
     ),
     _containers,
@@ -516,8 +569,13 @@ _KEYS = ["a", "b", "type", "name"]
 
 def _schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     keyword = st.one_of(
-        st.builds(lambda t: {"type": t}, st.one_of(st.sampled_from(_TYPES), st.lists(
-            st.sampled_from(_TYPES), min_size=1, max_size=3, unique=True))),
+        st.builds(
+            lambda t: {"type": t},
+            st.one_of(
+                st.sampled_from(_TYPES),
+                st.lists(st.sampled_from(_TYPES), min_size=1, max_size=3, unique=True),
+            ),
+        ),
         st.builds(lambda v: {"enum": v}, st.lists(st.sampled_from(_KEYS), min_size=1)),
         st.builds(lambda v: {"const": v}, st.sampled_from(_KEYS)),
         st.builds(lambda n: {"minLength": n}, st.integers(0, 3)),
@@ -546,7 +604,11 @@ def _schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 _any_schema = st.recursive(st.one_of(st.booleans(), st.just({})), _schemas, max_leaves=8)
 _instances = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(-3, 3), st.floats(-3, 3), st.sampled_from(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 3),
+        st.floats(-3, 3),
+        st.sampled_from(
             [1.0, 0.0, -0.0, math.nan, "", " ", "\x1c", "a", "ab", "b", "abc", "type", "name"]
         ),
     ),
@@ -562,7 +624,7 @@ _instances = st.recursive(
 def test_any_schema_of_known_keywords_gets_the_same_verdicts(
     schema: Any, instances: list[Any]
 ) -> None:
-    check = compile_check(schema, Registry().resolver())
+    check = compile_check(schema, TreeResolver({}, BASE_URI))
     reference = strict_validator()(schema, registry=Registry())
     for instance in instances:
         assert check(instance) is reference.is_valid(instance), (schema, instance)
@@ -580,5 +642,47 @@ def test_any_schema_of_known_keywords_gets_the_same_verdicts(
 def test_a_declared_type_is_checked_beside_other_types_keywords(
     schema: dict[str, Any], instance: object
 ) -> None:
-    assert compile_check(schema, Registry().resolver())(instance) is False
+    assert compile_check(schema, TreeResolver({}, BASE_URI))(instance) is False
     assert not strict_validator()(schema, registry=Registry()).is_valid(instance)
+
+
+# --- TreeResolver: the compiled checks' own $ref resolution ----------------------------------
+
+_DOC = BASE_URI + "doc.schema.json"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "missing.schema.json",  # no such document
+        "#/$defs/absent",  # nothing at the pointer
+        "#/$defs/list/7",  # past the end of an array
+        "#named",  # an anchor, which it does not index
+        "https://elsewhere.example/x.schema.json",  # not in the tree: never fetched
+    ],
+)
+def test_a_ref_it_cannot_resolve_makes_it_refuse_to_compile(ref: str) -> None:
+    documents = {_DOC: {"$id": _DOC, "$defs": {"list": [{"type": "string"}]}}}
+    with pytest.raises(UnsupportedSchema):
+        compile_check({"$ref": ref}, TreeResolver(documents, _DOC))
+
+
+def test_an_id_inside_a_document_makes_it_refuse_to_compile() -> None:
+    # An embedded $id starts a resource of its own; rather than guess, leave it to jsonschema.
+    inner = {"$id": "inner.schema.json", "type": "string"}
+    documents = {_DOC: {"$id": _DOC, "properties": {"a": inner}}}
+    with pytest.raises(UnsupportedSchema):
+        compile_check({"$ref": _DOC}, TreeResolver(documents, _DOC))
+
+
+def test_pointer_escapes_resolve_as_referencing_resolves_them() -> None:
+    schema = {
+        "$id": _DOC,
+        "$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "e f": {"minimum": 3}},
+    }
+    registry = Registry().with_resource(_DOC, DRAFT202012.create_resource(schema))
+    ours = TreeResolver({_DOC: schema}, _DOC)
+    for ref in ["#/$defs/a~1b", "#/$defs/c~0d", "#/$defs/e%20f", "#"]:
+        assert ours.lookup(ref).contents == registry.resolver(_DOC).lookup(ref).contents, ref
+    check = compile_check({"$ref": "#/$defs/a~1b"}, ours)
+    assert check(3) is True and check("3") is False

@@ -115,7 +115,7 @@ def test_a_keyword_outside_draft7_is_refused() -> None:
         "unevaluatedProperties": False,
     }
     with pytest.raises(BundleError, match="unevaluatedProperties"):
-        bundle(CASE_ID, SchemaTree(documents, tree.registry))
+        bundle(CASE_ID, SchemaTree(documents))
 
 
 def test_the_draft7_vocabulary_has_no_2019_keywords() -> None:

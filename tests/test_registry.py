@@ -50,8 +50,17 @@ def test_every_ref_resolves_offline_and_ids_mirror_paths() -> None:
         assert schema["$id"] == BASE_URI + rel
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
         resolver = tree.registry.resolver(base_uri=schema["$id"])
+        ours = tree.resolver(schema["$id"])
         for ref in _refs(schema):
             assert resolver.lookup(ref).contents is not None, (rel, ref)
+            # The compiled checks resolve with TreeResolver, jsonschema with referencing:
+            # both must land on the same schema, and on the same base for the refs inside it.
+            theirs, mine = resolver.lookup(ref), ours.lookup(ref)
+            assert mine.contents == theirs.contents, (rel, ref)
+            for inner in _refs(mine.contents):
+                assert mine.resolver.lookup(inner).contents == (
+                    theirs.resolver.lookup(inner).contents
+                ), (rel, ref, inner)
 
 
 def test_a_dangling_ref_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
