@@ -31,6 +31,7 @@ from typer import _coercion
 from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
 
 from evalrunner import __version__
+from evalrunner import report as formats  # JUnit and GitHub formats: on first use
 from evalrunner.admit import admit_documents, admit_suite
 from evalrunner.config import (
     LIVE_KEYS,
@@ -63,9 +64,7 @@ from evalrunner.report import (
     agent_label,
     exit_code,
     prepare_output,
-    render_github,
     render_json,
-    render_junit,
     render_table,
     write_atomic,
     write_new,
@@ -614,9 +613,12 @@ def run(
     if live is not None:
         live.close()
     if isinstance(outcome, RunRefused):
-        problems = _write_reports({"--junit-xml": junit_xml}, lambda _: render_junit(outcome))
+        refused = outcome
+        problems = _write_reports(
+            {"--junit-xml": junit_xml}, lambda _: formats.render_junit(refused)
+        )
         if shown_format is ReportFormat.github:
-            _emit(render_github(outcome))
+            _emit(formats.render_github(outcome))
         raise _fail([*outcome.lines(), *problems], _refusal_summary(outcome))
     report = replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
     _report_skipped(report)
@@ -625,7 +627,7 @@ def run(
         if flag == "--json":
             return render_json(report)
         if flag == "--junit-xml":
-            return render_junit(report)
+            return formats.render_junit(report)
         return _render(
             report,
             report_format or ReportFormat.table,
@@ -864,7 +866,7 @@ def _render(
     if report_format is ReportFormat.json:
         return render_json(report)
     if report_format is ReportFormat.github:
-        return render_github(report, verbosity=verbosity, tracebacks=tracebacks)
+        return formats.render_github(report, verbosity=verbosity, tracebacks=tracebacks)
     return render_table(report, color=color, verbosity=verbosity, tracebacks=tracebacks)
 
 
@@ -1218,7 +1220,7 @@ def merge(
         merged = merge_reports(shards)
     except MergeRefused as exc:
         raise _fail(exc.problems, f"{len(exc.problems)} problem(s); nothing was merged") from None
-    renderers = {"--json": render_json, "--junit-xml": render_junit}
+    renderers = {"--json": render_json, "--junit-xml": formats.render_junit}
     problems = _write_reports(sinks, lambda flag: renderers[flag](merged))
     _report_skipped(merged)
     _emit(render_table(merged, color=_color()))

@@ -38,7 +38,7 @@ from evalrunner.model import AdmissionError, JSONPath
 from evalrunner.repeats import MAX_REPEAT
 from evalrunner.schemas import config_check, config_validator
 from evalrunner.text import dotted, printable, printable_path
-from evalrunner.wire import common as wire_names
+from evalrunner.wire import WIRES as WIRES
 
 CONFIG_FILE = "evalrunner.toml"
 PYPROJECT = "pyproject.toml"
@@ -52,7 +52,6 @@ MAX_TOOL_ITERATIONS = 10_000
 CONFIG_MAX_BYTES = 1024 * 1024
 """Config files larger than this are refused unread (a real one is a few hundred bytes)."""
 MODES = ("replay", "live")
-WIRES = wire_names.WIRES
 """The live wires: Chat Completions, the Responses API, Anthropic Messages."""
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",

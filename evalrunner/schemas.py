@@ -13,13 +13,13 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, cached_property
-from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from urllib.parse import unquote, urldefrag, urljoin
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from jsonschema import Draft202012Validator
     from referencing import Registry
 
@@ -68,10 +68,15 @@ class SchemaTreeError(Exception):
 
 def schema_root() -> Traversable:
     """The directory holding the schema tree, installed or in a source checkout."""
-    packaged = files("evalrunner") / "schemas"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "schemas"
+    beside = Path(__file__).resolve().parent
+    if (beside / "schemas").is_dir():  # an installed wheel carries the tree in the package
+        return beside / "schemas"
+    if beside.is_dir():  # a source checkout: the repository's tree
+        return beside.parent / "schemas"
+    # Only a zipped install needs importlib.resources (and the zipfile it imports).
+    from importlib.resources import files
+
+    return files("evalrunner") / "schemas"
 
 
 def _walk(node: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:

@@ -16,9 +16,10 @@ terminal would act on.
 
 from __future__ import annotations
 
-from evalrunner.report.github import github_annotations, render_github
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from evalrunner.report.json import REPORT_SCHEMA, render_json, report_data
-from evalrunner.report.junit import render_junit
 from evalrunner.report.outcome import (
     EXIT_FAILED,
     EXIT_PASSED,
@@ -29,6 +30,28 @@ from evalrunner.report.outcome import (
 )
 from evalrunner.report.table import Verbosity, render_table
 from evalrunner.report.write import UnsafeOutput, prepare_output, write_atomic, write_new
+
+if TYPE_CHECKING:
+    from evalrunner.report.github import github_annotations, render_github
+    from evalrunner.report.junit import render_junit
+
+_ON_FIRST_USE = {
+    "github_annotations": "evalrunner.report.github",
+    "render_github": "evalrunner.report.github",
+    "render_junit": "evalrunner.report.junit",
+}
+"""The formats a plain run does not write, imported when first asked for: JUnit's XML and
+the GitHub annotations cost a run that asks for neither a twentieth of its start."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalrunner.report' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EXIT_FAILED",

@@ -12,3 +12,14 @@
 Nothing here knows about grading. Importing the package imports none of its modules, so an
 agent command that needs only the client starts fast.
 """
+
+# The names alone live here, so that the configuration can check a wire's name without
+# importing any wire module.
+ANTHROPIC = "anthropic"
+OPENAI = "openai"
+OPENAI_RESPONSES = "openai-responses"
+WIRES = (OPENAI, OPENAI_RESPONSES, ANTHROPIC)
+"""Every wire's name (:attr:`~evalrunner.wire.common.WireAPI.name`,
+:attr:`~evalrunner.model.ModelRequest.api`)."""
+
+__all__ = ["ANTHROPIC", "OPENAI", "OPENAI_RESPONSES", "WIRES"]

@@ -17,16 +17,14 @@ from dataclasses import dataclass
 from typing import NoReturn, Protocol
 
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse
+from evalrunner.wire import ANTHROPIC as ANTHROPIC
+from evalrunner.wire import OPENAI as OPENAI
+from evalrunner.wire import OPENAI_RESPONSES as OPENAI_RESPONSES
+from evalrunner.wire import WIRES as WIRES
 
 STREAM_PIECE_CHARS = 16
 """Streamed text and argument JSON are cut into pieces of at most this many characters, so that
 an agent's stream assembly is exercised the way a real model's stream exercises it."""
-
-ANTHROPIC = "anthropic"
-OPENAI = "openai"
-OPENAI_RESPONSES = "openai-responses"
-WIRES = (OPENAI, OPENAI_RESPONSES, ANTHROPIC)
-"""Every wire's name (:attr:`WireAPI.name`, :attr:`~evalrunner.model.ModelRequest.api`)."""
 
 
 @dataclass(frozen=True)
