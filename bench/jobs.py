@@ -103,8 +103,7 @@ def main() -> None:
         s, p = statistics.median(serial), statistics.median(parallel)
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), {args.count} cases")
         print(
-            f"--jobs 1        : median {s:6.2f} s  {args.count / s:7.0f} cases/s "
-            f"(process included)"
+            f"--jobs 1        : median {s:6.2f} s  {args.count / s:7.0f} cases/s (process included)"
         )
         print(
             f"--jobs {args.jobs:<9}: median {p:6.2f} s  {args.count / p:7.0f} cases/s "

@@ -124,12 +124,16 @@ def main() -> int:
                 print(f"{sdk} SDK not installed: its example agent is skipped")
                 continue
             agents.append(
-                (f"{sdk}_agent.py (the {sdk} SDK example)",
-                 [sys.executable, str(SDK_AGENTS / f"{sdk}_agent.py")])
+                (
+                    f"{sdk}_agent.py (the {sdk} SDK example)",
+                    [sys.executable, str(SDK_AGENTS / f"{sdk}_agent.py")],
+                )
             )
     agents.append(
-        (f"stand-in ({STANDIN_START_SECS:g} s sleep at start-up, no SDK)",
-         [sys.executable, str(Path(__file__).resolve()), "--standin"])
+        (
+            f"stand-in ({STANDIN_START_SECS:g} s sleep at start-up, no SDK)",
+            [sys.executable, str(Path(__file__).resolve()), "--standin"],
+        )
     )
     cases = len([p for p in SUITE.iterdir() if not p.name.startswith(".")])
     print(

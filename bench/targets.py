@@ -116,6 +116,36 @@ def by_jobs_and_cache(suite: Path, cache_dir: Path, rounds: int, n: int) -> str:
     return "  ".join(figures)
 
 
+def _spin(n: int = 2_000_000) -> int:
+    total = 0
+    for i in range(n):
+        total += i & 7
+    return total
+
+
+def machine_ceiling(rounds: int) -> float:
+    """How much faster this machine runs two CPU-bound Python processes than one doing the
+    same work twice, now: the most ``--jobs 2`` could give here, whatever the code. (On a
+    shared host it moves with the neighbours: read the ``--jobs`` rows against it.)"""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    ratios = []
+    for _ in range(max(rounds, 3)):
+        started = time.perf_counter()
+        _spin()
+        _spin()
+        one = time.perf_counter() - started
+        started = time.perf_counter()
+        workers = [context.Process(target=_spin) for _ in range(2)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        ratios.append(one / (time.perf_counter() - started))
+    return statistics.median(ratios)
+
+
 def command() -> list[str]:
     beside = Path(sys.executable).parent / "evalrunner"
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "evalrunner"]
@@ -183,6 +213,10 @@ def main() -> None:
 
         # --jobs: in process (what the workers buy, imports paid), then through the command
         # (process start included); both alternate serial and parallel runs.
+        print(
+            f"machine: two processes of plain Python run {machine_ceiling(rounds):.2f}x one "
+            "(the ceiling of --jobs 2 here, now)"
+        )
         for count in (n, 5 * n):
             suite = root / f"jobs-{count}"
             write_suite(suite, "json", count)
