@@ -5,7 +5,6 @@ subprocess timeouts are hang guards only."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,8 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from support.live_project import CALL, LIVE_CASE, TEXT, WIRE_AGENT, clean_env, project
 from support.model_server import ModelServer, Reply
-from test_live_run import CALL, KEY, LIVE_CASE, TEXT, WIRE_AGENT, project, run
+from test_live_run import run
 
 from evalrunner.model import TextResponse
 from evalrunner.wire.openai_chat import OpenAIChat
@@ -30,13 +30,6 @@ def named(count: int) -> dict[str, str]:
 def add_toml(cwd: Path, text: str) -> None:
     toml = cwd / "evalrunner.toml"
     toml.write_text(toml.read_text("utf-8") + text, "utf-8")
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
-    env["LIVE_TEST_KEY"] = KEY
-    env["NO_COLOR"] = "1"
-    return env
 
 
 # --- 1. a timed-out case's abandoned request keeps the concurrency slot ---
@@ -77,7 +70,7 @@ def test_sigint_with_max_concurrency_stops_hung_agents_at_once(tmp_path: Path) -
                 *("--case-timeout", "40", "--agent-command", agent),
             ],
             cwd=cwd,
-            env=clean_env(),
+            env=clean_env(NO_COLOR="1"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -142,7 +135,7 @@ def test_a_refused_base_url_never_shows_its_secret(tmp_path: Path, url: str) -> 
     config = subprocess.run(
         [sys.executable, "-m", "evalrunner", "config"],
         cwd=cwd,
-        env=clean_env(),
+        env=clean_env(NO_COLOR="1"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -162,18 +155,16 @@ def test_pytest_live_mode_refuses_xdist_workers_given_by_tx(tmp_path: Path) -> N
     numprocesses: the controller is not refused, each worker raises the UsageError in
     pytest_configure (a traceback), and xdist replaces the crashed worker again and again
     ("replacing crashed worker gw71") until killed. Expected: a usage error, at once."""
-    from test_pytest_live import LIVE
-
     with ModelServer("openai", []) as server:
         suite = tmp_path / "evals"
         suite.mkdir()
-        (suite / "live.yaml").write_text(LIVE, encoding="utf-8")
+        (suite / "live.yaml").write_text(LIVE_CASE, encoding="utf-8")
         (tmp_path / "evalrunner.toml").write_text(
             f'[eval]\nsuite_dir = "evals"\n[eval.live]\nbase_url = "{server.base_url}"\n'
             'model = "m"\napi_key_env = "LIVE_TEST_KEY"\n',
             encoding="utf-8",
         )
-        env = clean_env()
+        env = clean_env(NO_COLOR="1")
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         argv = [
             *(sys.executable, "-m", "pytest", "-p", "evalrunner.pytest_plugin", "-p", "xdist"),
@@ -264,7 +255,7 @@ def test_an_interrupt_reports_the_cases_that_finished_before_it(tmp_path: Path) 
         process = subprocess.Popen(
             [sys.executable, "-m", "evalrunner", "run", "--mode", "live", "--json", "out.json"],
             cwd=cwd,
-            env=clean_env(),
+            env=clean_env(NO_COLOR="1"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

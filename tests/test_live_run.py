@@ -10,69 +10,32 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from support.live_project import (
+    CALL,
+    KEY,
+    LIVE_CASE,
+    SCRIPTED_CASE,
+    TEXT,
+    WIRE_AGENT,
+    cli,
+    project,
+    start_cli,
+    wait_for_requests,
+)
 from support.model_server import ModelServer, Reply
 
-from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse
+from evalrunner.model import TextResponse
 
 ROOT = Path(__file__).resolve().parent.parent
-KEY = "sk-live-KNOWN-SECRET-987654321"
-WIRE_AGENT = Path(__file__).parent / "support" / "wire_agent.py"
-
-LIVE_CASE = """\
-name: live_echo
-turns:
-  - user_input: say hi through echo
-expects:
-  tools_used: [echo]
-  response_contains: [hello]
-"""
-SCRIPTED_CASE = """\
-name: scripted_hi
-turns:
-  - user_input: say hi
-    steps:
-      - response: {type: text, content: hi there}
-expects:
-  response_contains: [hi]
-"""
-CALL = ToolCallsResponse((ToolCall("call_7", "echo", '{"message":"hi"}'),), 20, 5)
-TEXT = TextResponse("hello from the live model", 30, 4)
-
-
-def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
-    suite = tmp_path / "evals"
-    suite.mkdir()
-    for name, text in (cases or {"live_echo": LIVE_CASE}).items():
-        (suite / f"{name}.yaml").write_text(text, encoding="utf-8")
-    (tmp_path / "evalrunner.toml").write_text(
-        f'[eval]\nsuite_dir = "evals"\n{extra}\n[eval.live]\nwire = "{wire}"\n'
-        f'base_url = "{base_url}"\nmodel = "local-test"\napi_key_env = "LIVE_TEST_KEY"\n'
-        "timeout_secs = 5\nmax_retries = 0\n",
-        encoding="utf-8",
-    )
-    return tmp_path
 
 
 def run(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
-    env.pop("LIVE_TEST_KEY", None)
-    if key is not None:
-        env["LIVE_TEST_KEY"] = key
-    env["NO_COLOR"] = "1"
-    return subprocess.run(
-        [sys.executable, "-m", "evalrunner", "run", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return cli(cwd, "run", *args, key=key)
 
 
 def outputs(cwd: Path, done: subprocess.CompletedProcess[str]) -> str:
@@ -351,19 +314,8 @@ def test_the_budget_holds_with_cases_at_once(tmp_path: Path) -> None:
 def test_sigterm_cuts_the_cases_in_flight(tmp_path: Path) -> None:
     with ModelServer("openai", [Reply(hang=True)] * 3) as server:
         cwd = concurrent_project(tmp_path, server, 3)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
-        env["LIVE_TEST_KEY"] = KEY
-        process = subprocess.Popen(
-            [sys.executable, "-m", "evalrunner", "run", "--mode", "live", "--json", "out.json"],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 60
-        while len(server.seen) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        process = start_cli(cwd, "run", "--mode", "live", "--json", "out.json")
+        wait_for_requests(server, 3)
         assert len(server.seen) == 3  # all three in flight
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)

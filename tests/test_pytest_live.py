@@ -4,7 +4,6 @@ run and are graded, scripted ones are skipped, the budget fails what it kept fro
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,77 +11,41 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from support.live_project import (
+    CALL,
+    LIVE_CASE,
+    SCRIPTED_CASE,
+    TEXT,
+    WIRE_AGENT,
+    clean_env,
+    run_in,
+    write_project,
+)
 from support.model_server import ModelServer, Reply
 
-from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse
+from evalrunner.model import TextResponse
 
 KEY = "sk-pytest-KNOWN-SECRET-13579"
-WIRE_AGENT = Path(__file__).parent / "support" / "wire_agent.py"
-LIVE = """\
-name: live_echo
-turns:
-  - user_input: say hi through echo
-expects:
-  tools_used: [echo]
-  response_contains: [hello]
-"""
-SCRIPTED = """\
-name: scripted_hi
-turns:
-  - user_input: say hi
-    steps:
-      - response: {type: text, content: hi there}
-expects:
-  response_contains: [hi]
-"""
-CALL = ToolCallsResponse((ToolCall("call_7", "echo", '{"message":"hi"}'),), 20, 5)
-TEXT = TextResponse("hello from the live model", 30, 4)
 
 
 def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
-    suite = tmp_path / "evals"
-    suite.mkdir()
-    for name, text in cases.items():
-        (suite / f"{name}.yaml").write_text(text, encoding="utf-8")
-    (tmp_path / "evalrunner.toml").write_text(
-        f'[eval]\nsuite_dir = "evals"\n[eval.live]\nwire = "{wire}"\nbase_url = "{base_url}"\n'
-        f'model = "local-test"\napi_key_env = "LIVE_TEST_KEY"\ntimeout_secs = 5\n'
-        f"max_retries = 0\n{extra}",
-        encoding="utf-8",
-    )
-    return tmp_path
+    """Unlike test_live_run's project: no default case, and ``extra`` ends ``[eval.live]``."""
+    return write_project(tmp_path, wire, base_url, cases, live_lines=extra)
 
 
 def pytest_run(cwd: Path, *args: str, mode: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
-    env.update(LIVE_TEST_KEY=KEY, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", NO_COLOR="1")
+    env = clean_env(KEY, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", NO_COLOR="1")
     if mode is not None:
         env["EVALRUNNER_MODE"] = mode
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "evalrunner.pytest_plugin",
-            "--evalrunner",
-            "-rA",
-            "-p",
-            "no:cacheprovider",
-            *args,
-        ],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    argv = [sys.executable, "-m", "pytest", "-p", "evalrunner.pytest_plugin", "--evalrunner"]
+    argv += ["-rA", "-p", "no:cacheprovider", *args]
+    return run_in(cwd, argv, env)
 
 
 @pytest.mark.parametrize("wire", ["openai", "openai-responses", "anthropic"])
 def test_live_cases_run_and_scripted_ones_are_skipped(tmp_path: Path, wire: str) -> None:
     with ModelServer(wire, [Reply(CALL), Reply(TEXT)]) as server:
-        cwd = project(tmp_path, wire, server.base_url, live=LIVE, scripted=SCRIPTED)
+        cwd = project(tmp_path, wire, server.base_url, live=LIVE_CASE, scripted=SCRIPTED_CASE)
         done = pytest_run(cwd, "--evalrunner-mode", "live")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 1 skipped" in done.stdout
@@ -95,7 +58,7 @@ def test_the_mode_comes_from_the_environment_too_and_a_command_agent_runs(
     tmp_path: Path,
 ) -> None:
     with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
-        cwd = project(tmp_path, "openai", server.base_url, live=LIVE)
+        cwd = project(tmp_path, "openai", server.base_url, live=LIVE_CASE)
         command = f"{sys.executable} {WIRE_AGENT} ok"
         done = pytest_run(cwd, "--evalrunner-agent-command", command, mode="live")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -104,7 +67,7 @@ def test_the_mode_comes_from_the_environment_too_and_a_command_agent_runs(
 
 def test_a_live_case_that_fails_its_checks_fails(tmp_path: Path) -> None:
     with ModelServer("openai", [Reply(TextResponse("no tools", 1, 1))]) as server:
-        cwd = project(tmp_path, "openai", server.base_url, live=LIVE)
+        cwd = project(tmp_path, "openai", server.base_url, live=LIVE_CASE)
         done = pytest_run(cwd, "--evalrunner-mode", "live")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed" in done.stdout
@@ -112,7 +75,7 @@ def test_a_live_case_that_fails_its_checks_fails(tmp_path: Path) -> None:
 
 
 def test_the_spent_budget_fails_what_it_kept_from_running(tmp_path: Path) -> None:
-    cases = {f"live_{n}": LIVE.replace("live_echo", f"live_{n}") for n in range(3)}
+    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(3)}
     with ModelServer("openai", [Reply(CALL), Reply(TEXT)] * 3) as server:
         cwd = project(tmp_path, "openai", server.base_url, "max_total_tokens = 60\n", **cases)
         done = pytest_run(cwd, "--evalrunner-mode", "live")
@@ -123,7 +86,9 @@ def test_the_spent_budget_fails_what_it_kept_from_running(tmp_path: Path) -> Non
 
 
 def test_replay_mode_still_skips_live_cases(tmp_path: Path) -> None:
-    cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1", live=LIVE, scripted=SCRIPTED)
+    cwd = project(
+        tmp_path, "openai", "http://127.0.0.1:9/v1", live=LIVE_CASE, scripted=SCRIPTED_CASE
+    )
     done = pytest_run(cwd)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 1 skipped" in done.stdout
@@ -142,7 +107,7 @@ def test_replay_mode_still_skips_live_cases(tmp_path: Path) -> None:
 def test_live_mode_problems_are_usage_errors(
     tmp_path: Path, args: tuple[str, ...], toml: str, needle: str
 ) -> None:
-    cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1", live=LIVE)
+    cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1", live=LIVE_CASE)
     if toml:
         path = cwd / "evalrunner.toml"
         path.write_text(path.read_text("utf-8").replace('model = "local-test"\n', toml), "utf-8")

@@ -11,12 +11,21 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from support import live_project
+from support.live_project import (
+    KEY,
+    SCRIPTED_CASE,
+    TEXT,
+    WIRE_AGENT,
+    clean_env,
+    start_cli,
+    wait_for_requests,
+)
 from support.model_server import ModelServer, Reply
 
 from evalrunner.load import load_document
@@ -25,10 +34,10 @@ from evalrunner.record import Provenance, RecordSettings, _arguments, recorded_d
 from evalrunner.redact import REDACTED, Redactor
 
 ROOT = Path(__file__).resolve().parent.parent
-KEY = "sk-live-KNOWN-SECRET-987654321"
-WIRE_AGENT = Path(__file__).parent / "support" / "wire_agent.py"
 SECRET = "tok_ABCDEF123456"
 
+# Not the shared LIVE_CASE and CALL: this case has an editor's schema line (which a recording
+# carries over) and a description, and this call an id that --keep-ids must keep.
 LIVE_CASE = """\
 # yaml-language-server: $schema=../schemas/case.schema.json
 name: live_echo
@@ -39,48 +48,17 @@ expects:
   tools_used: [echo]
   response_contains: [hello]
 """
-SCRIPTED_CASE = """\
-name: scripted_hi
-turns:
-  - user_input: say hi
-    steps:
-      - response: {type: text, content: hi there}
-expects:
-  response_contains: [hi]
-"""
 CALL = ToolCallsResponse((ToolCall("call_live_Zx9", "echo", '{"message": "hi"}'),), 20, 5)
-TEXT = TextResponse("hello from the live model", 30, 4)
 
 
 def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
-    suite = tmp_path / "evals"
-    suite.mkdir()
-    for name, text in (cases or {"live_echo": LIVE_CASE}).items():
-        (suite / (name if "." in name else f"{name}.yaml")).write_text(text, encoding="utf-8")
-    (tmp_path / "evalrunner.toml").write_text(
-        f'[eval]\nsuite_dir = "evals"\n{extra}\n[eval.live]\nwire = "{wire}"\n'
-        f'base_url = "{base_url}"\nmodel = "local-test"\napi_key_env = "LIVE_TEST_KEY"\n'
-        "timeout_secs = 5\nmax_retries = 0\n",
-        encoding="utf-8",
-    )
-    return tmp_path
+    """The shared live project, with this file's LIVE_CASE as its default case."""
+    return live_project.project(tmp_path, wire, base_url, extra, default_case=LIVE_CASE, **cases)
 
 
 def cli(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
-    env.pop("LIVE_TEST_KEY", None)
-    if key is not None:
-        env["LIVE_TEST_KEY"] = key
-    env["NO_COLOR"] = "1"
-    env["SOURCE_DATE_EPOCH"] = "1764547200"  # 2025-12-01T00:00:00Z
-    return subprocess.run(
-        [sys.executable, "-m", "evalrunner", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``python -m evalrunner ARGS`` at a fixed SOURCE_DATE_EPOCH (2025-12-01T00:00:00Z)."""
+    return live_project.cli(cwd, *args, key=key, SOURCE_DATE_EPOCH="1764547200")
 
 
 def record(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
@@ -383,19 +361,8 @@ def test_sigterm_keeps_what_was_recorded_and_exits_143(tmp_path: Path) -> None:
     second = LIVE_CASE.replace("live_echo", "live_two")
     with ModelServer("openai", [Reply(CALL), Reply(TEXT), Reply(hang=True)]) as server:
         cwd = project(tmp_path, "openai", server.base_url, a=LIVE_CASE, b=second)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
-        env["LIVE_TEST_KEY"] = KEY
-        process = subprocess.Popen(
-            [sys.executable, "-m", "evalrunner", "record", "--out", "recorded"],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 60
-        while len(server.seen) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        process = start_cli(cwd, "record", "--out", "recorded")
+        wait_for_requests(server, 3)
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 143, stdout + stderr
@@ -547,8 +514,7 @@ SCRIPTED_TURNS = """turns:
 def test_a_source_date_epoch_that_is_not_seconds_is_refused(tmp_path: Path, value: str) -> None:
     with ModelServer("openai", []) as server:
         cwd = project(tmp_path, "openai", server.base_url)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALRUNNER_")}
-        env.update(LIVE_TEST_KEY=KEY, SOURCE_DATE_EPOCH=value)
+        env = clean_env(KEY, SOURCE_DATE_EPOCH=value)
         done = subprocess.run(
             [sys.executable, "-m", "evalrunner", "record", "--out", "recorded"],
             cwd=cwd,

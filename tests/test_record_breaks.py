@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from support.live_project import KEY, TEXT
 from support.model_server import ModelServer, Reply
-from test_record import CALL, KEY, LIVE_CASE, TEXT, cli, project, record, written
+from test_record import CALL, LIVE_CASE, cli, project, record, written
 
 from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse
 
