@@ -358,19 +358,55 @@ def evaluator_in_worker(settings: RunSettings) -> Callable[[Case], CaseReport]:
 _WORKER_SETTINGS: RunSettings | None = None
 
 
+_STOP_SIGNAL: int | None = None
+"""In a worker: the signal the parent stopped it with, once it came (see _told_to_stop)."""
+
+_RUNNING_CASES = False
+"""In a worker: whether a call of the parent's is running cases at this moment."""
+
+
 def _start_worker(settings: RunSettings) -> None:
     global _WORKER_SETTINGS
-    # Interrupts are the parent's to handle: it stops the workers itself, with SIGTERM, which
-    # ends the case under way as an interrupted case ends serially (its agent stopped).
+    # Interrupts are the parent's to handle: it stops the workers itself, with SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGTERM, _told_to_stop)
     _WORKER_SETTINGS = settings.in_worker() if settings.in_worker is not None else settings
 
 
+def _told_to_stop(signum: int, frame: object) -> None:
+    """A worker's SIGTERM (the pool's, or one running a case alone): the case under way ends
+    as an interrupted case ends serially (its agent stopped), and no case starts after it.
+
+    Raising alone does not end a pool worker. The pool's worker loop catches whatever a call
+    raises, sends it back as the call's result and takes the next call already queued: the
+    worker would start that case's agent, be killed at the end of the grace period, and
+    leave the agent running. Raised while the worker waits for a call, the exception would
+    leave the pool's loop and end the worker as a crash (a traceback, a broken pool). So the
+    signal is raised only into a call running cases, and every later call is refused at once
+    (_run_in_worker): once every call it sent is answered, the pool tells the worker to
+    leave, and it leaves by the loop's own return, through its exit hooks, which end the
+    agents it started (a persistent command agent waiting for its next case).
+    """
+    global _STOP_SIGNAL
+    _STOP_SIGNAL = signum
+    if _RUNNING_CASES:
+        raise RunInterrupted(signum)
+
+
 def _run_in_worker(batch: Sequence[tuple[int, Case]]) -> list[tuple[int, CaseReport]]:
+    global _RUNNING_CASES
     settings = _WORKER_SETTINGS
     assert settings is not None, "worker not started"
-    return [(index, evaluate_with(case, settings)) for index, case in batch]
+    reports: list[tuple[int, CaseReport]] = []
+    _RUNNING_CASES = True
+    try:
+        for index, case in batch:
+            if _STOP_SIGNAL is not None:  # told to stop: no case starts (see _told_to_stop)
+                raise RunInterrupted(_STOP_SIGNAL)
+            reports.append((index, evaluate_with(case, settings)))
+    finally:
+        _RUNNING_CASES = False
+    return reports
 
 
 def in_pool(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
@@ -459,8 +495,8 @@ def run_alone(
         process.join()
         return report
     except BaseException:
-        with contextlib.suppress(OSError, AttributeError, ValueError):
-            process.kill()
+        if process.pid is not None:  # started: its case ends, and its exit hooks its agents
+            _stop([process])
         raise
     finally:
         reader.close()
@@ -468,7 +504,10 @@ def run_alone(
 
 def _run_alone_in_worker(settings: RunSettings, case: Case, writer: Any) -> None:
     _start_worker(settings)
-    ((_, report),) = _run_in_worker([(0, case)])
+    try:
+        ((_, report),) = _run_in_worker([(0, case)])
+    except RunInterrupted:
+        return  # stopped by the parent, which reports the interrupt: nothing to say
     writer.send(report)
     writer.close()
 
@@ -485,10 +524,18 @@ def _ending(code: int | None) -> str:
 
 def _stop_workers(executor: ProcessPoolExecutor) -> None:
     """End the workers now (an interrupt): each is told to stop (SIGTERM), so that its case
-    ends and stops its agent, as a crew's workers are; one still running after
-    :data:`STOP_GRACE_SECS` is killed."""
+    ends and stops its agent, as a crew's workers are, and leaves once the pool has the
+    answers to the calls it sent (see _told_to_stop)."""
     processes = list(getattr(executor, "_processes", {}).values())
+    # The processes first: shutting down forgets them. Without waiting: the pool tells the
+    # workers to leave only once every call sent has been answered.
     executor.shutdown(wait=False, cancel_futures=True)
+    _stop(processes)
+
+
+def _stop(processes: Sequence[Any]) -> None:
+    """Tell each worker to stop (SIGTERM) and reap it; one still running after
+    :data:`STOP_GRACE_SECS` is killed, which its agents outlive: so only as the last resort."""
     for process in processes:
         with contextlib.suppress(OSError, AttributeError):
             process.terminate()

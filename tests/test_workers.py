@@ -311,17 +311,7 @@ def test_an_interrupt_reports_every_case_finished_before_the_first_unfinished(
     "path",
     [
         pytest.param((), id="crew"),
-        pytest.param(
-            ("--repeat", "2"),
-            id="pool (repeats run in the pool)",
-            marks=pytest.mark.xfail(
-                reason="known: a pool worker told to stop may not end within the grace "
-                "period, and is then killed with its agent still running (see the issue "
-                "note); the crew does not have this. Strict: it has failed every time it was "
-                "run, and the day it passes it must be turned into a plain test",
-                strict=True,
-            ),
-        ),
+        pytest.param(("--repeat", "2"), id="pool (repeats run in the pool)"),
     ],
 )
 def test_an_interrupt_ends_the_command_agents_of_every_worker(
