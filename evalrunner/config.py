@@ -52,7 +52,7 @@ MAX_TOOL_ITERATIONS = 10_000
 CONFIG_MAX_BYTES = 1024 * 1024
 """Config files larger than this are refused unread (a real one is a few hundred bytes)."""
 MODES = ("replay", "live")
-"""The live wires: Chat Completions, the Responses API, Anthropic Messages."""
+"""Replay the scripts, or ask a live model (``[eval] mode``)."""
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
     "openai-responses": "https://api.openai.com/v1",

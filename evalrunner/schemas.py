@@ -145,6 +145,11 @@ def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in schema.items() if key != "$schema"}
 
 
+def _is_index(token: str) -> bool:
+    """An array index as JSON pointer writes it: ASCII digits, no leading zero."""
+    return token.isascii() and token.isdigit() and (token == "0" or not token.startswith("0"))
+
+
 class UnresolvedRef(LookupError):
     """A ``$ref`` that names no document of the tree, or no place in one."""
 
@@ -169,7 +174,14 @@ class TreeResolver:
 
     def lookup(self, ref: str) -> Resolved:
         """The target of ``ref``; :class:`UnresolvedRef` if it has none here."""
-        uri, fragment = urldefrag(urljoin(self.base_uri, ref))
+        if any(char <= " " for char in ref):
+            # URL parsing drops tabs and newlines and strips spaces, where referencing reads a
+            # fragment as written: two different targets. Not this resolver's to decide.
+            raise UnresolvedRef(f"{ref!r}: a control character or space in a $ref")
+        if ref.startswith("#"):
+            uri, fragment = self.base_uri, ref[1:]
+        else:
+            uri, fragment = urldefrag(urljoin(self.base_uri, ref))
         if uri not in self.documents:
             raise UnresolvedRef(f"no schema {uri!r}")
         node = self.documents[uri]
@@ -180,10 +192,14 @@ class TreeResolver:
                 token = token.replace("~1", "/").replace("~0", "~")
                 if isinstance(node, dict) and token in node:
                     node = node[token]
-                elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                elif isinstance(node, list) and _is_index(token) and int(token) < len(node):
                     node = node[int(token)]
                 else:
                     raise UnresolvedRef(f"{ref!r}: nothing at {token!r}")
+                if isinstance(node, dict) and "$id" in node:
+                    # An id on the way moves the base for what lies below it: a resource of
+                    # its own, which this does not index (nor does it guess).
+                    raise UnresolvedRef(f"{ref!r}: passes through an embedded $id")
         return Resolved(node, TreeResolver(self.documents, uri))
 
     def in_subresource(self, schema: dict[str, Any]) -> TreeResolver:
@@ -234,8 +250,14 @@ def schema_tree() -> SchemaTree:
         for ref in _refs(schema):
             try:
                 resolver.lookup(ref)
-            except UnresolvedRef as exc:
-                raise SchemaTreeError(f"schemas/{rel}: $ref {ref!r} does not resolve") from exc
+            except UnresolvedRef:
+                # What the compiled checks do not resolve (an anchor, an embedded resource)
+                # may still be valid: referencing, which jsonschema resolves with, decides.
+                try:
+                    tree.registry.resolver(base_uri=BASE_URI + rel).lookup(ref)
+                except Exception as exc:
+                    message = f"schemas/{rel}: $ref {ref!r} does not resolve"
+                    raise SchemaTreeError(message) from exc
     return tree
 
 
@@ -506,10 +528,12 @@ class _Compiler:
         return check
 
     def _number(self, schema: dict[str, Any], typed: str | None) -> Check | None:
-        if not {"minimum", "maximum"} & schema.keys():
+        bounds = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+        if not set(bounds) & schema.keys():
             return None
-        low = _bound(schema["minimum"], "minimum") if "minimum" in schema else None
-        high = _bound(schema["maximum"], "maximum") if "maximum" in schema else None
+        low, high, above, below = (
+            _bound(schema[name], name) if name in schema else None for name in bounds
+        )
         # With the type declared, an instance of that type is a number: one test, not two.
         is_type = TYPE_CHECKS[typed] if typed is not None else _is_number
 
@@ -519,7 +543,10 @@ class _Compiler:
             # Written as jsonschema tests it ("instance < minimum" is the error), so that a
             # value no comparison holds for (NaN) gets the same verdict.
             return not (
-                (low is not None and instance < low) or (high is not None and instance > high)
+                (low is not None and instance < low)
+                or (high is not None and instance > high)
+                or (above is not None and instance <= above)
+                or (below is not None and instance >= below)
             )
 
         return check
@@ -628,6 +655,8 @@ _KEYWORDS = frozenset(
         "pattern",
         "minimum",
         "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
         "properties",
         "additionalProperties",
         "required",

@@ -39,6 +39,8 @@ from evalrunner.schemas import (
     case_check,
     case_validator,
     compile_check,
+    config_check,
+    config_validator,
     schema_tree,
     strict_validator,
 )
@@ -78,7 +80,7 @@ def test_the_case_schema_compiles() -> None:
     [
         {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
         {"type": "string", "format": "email"},
-        {"properties": {"a": {"type": "integer", "exclusiveMinimum": 0}}},
+        {"properties": {"a": {"type": "integer", "multipleOf": 2}}},
         {"enum": ["a", 1]},
         {"const": True},
         {"type": "money"},
@@ -123,7 +125,7 @@ def test_a_kind_added_to_the_schema_is_checked_as_the_schema_says() -> None:
 
 
 def test_a_kind_added_with_a_keyword_it_does_not_know_leaves_no_fast_check() -> None:
-    assert _tree_with_a_new_kind({"type": "integer", "exclusiveMinimum": 0}).check(CASE_ID) is None
+    assert _tree_with_a_new_kind({"type": "integer", "multipleOf": 2}).check(CASE_ID) is None
 
 
 def test_the_type_checks_are_the_strict_validators() -> None:
@@ -583,6 +585,12 @@ def _schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         st.builds(lambda p: {"pattern": p}, st.sampled_from(_PATTERNS)),
         st.builds(lambda n: {"minimum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))),
         st.builds(lambda n: {"maximum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))),
+        st.builds(
+            lambda n: {"exclusiveMinimum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))
+        ),
+        st.builds(
+            lambda n: {"exclusiveMaximum": n}, st.one_of(st.integers(-2, 2), st.floats(-2, 2))
+        ),
         st.builds(lambda n: {"minItems": n}, st.integers(0, 2)),
         st.builds(lambda n: {"maxItems": n}, st.integers(0, 2)),
         st.builds(lambda r: {"required": r}, st.lists(st.sampled_from(_KEYS), unique=True)),
@@ -686,3 +694,45 @@ def test_pointer_escapes_resolve_as_referencing_resolves_them() -> None:
         assert ours.lookup(ref).contents == registry.resolver(_DOC).lookup(ref).contents, ref
     check = compile_check({"$ref": "#/$defs/a~1b"}, ours)
     assert check(3) is True and check("3") is False
+
+
+# --- the configuration's compiled check, against its validator --------------------------------
+
+_CONFIG_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 5),
+    st.sampled_from([0, 1, 10_000, 10_001, 86_400, 86_401, 3600, 3601, 2**63, -(2**63)]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e-300, 5e-324, 0.5, 120.0, 86400.0, 86400.0000001]),
+    st.sampled_from(["", "x", "replay", "live", "openai", "anthropic", "openai-responses"]),
+    st.lists(st.sampled_from(["echo", "", 1]), max_size=2),
+)
+_EVAL_KEYS = [
+    "suite_dir", "mode", "max_tool_iterations", "case_timeout_secs", "agent", "tools",
+    "builtin_tools", "trimmed_history", "repeat", "agent_command", "unknown",
+]  # fmt: skip
+_LIVE_KEYS = [
+    "wire", "model", "base_url", "api_key_env", "max_tokens", "timeout_secs", "max_retries",
+    "temperature", "max_concurrency", "stream", "max_total_tokens", "unknown",
+]  # fmt: skip
+
+
+@settings(SETTINGS, max_examples=1500)
+@given(
+    values=st.dictionaries(st.sampled_from(_EVAL_KEYS), _CONFIG_VALUES, max_size=4),
+    live=st.one_of(
+        st.none(), st.dictionaries(st.sampled_from(_LIVE_KEYS), _CONFIG_VALUES, max_size=4)
+    ),
+)
+def test_the_config_check_agrees_with_the_config_validator(
+    values: dict[str, Any], live: dict[str, Any] | None
+) -> None:
+    # Bounds included (exclusiveMinimum: 0 for the timeouts): the fast path may only say
+    # "valid" where jsonschema does, and must say it there, or a valid config pays its import.
+    check = config_check()
+    assert check is not None
+    section: dict[str, Any] = {"eval": dict(values)}
+    if live is not None:
+        section["eval"]["live"] = live
+    assert check(section) is config_validator().is_valid(section), section

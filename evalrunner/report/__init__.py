@@ -73,3 +73,7 @@ __all__ = [
     "write_atomic",
     "write_new",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
