@@ -35,6 +35,7 @@ from evalrunner.schemas import (
     CASE_ID,
     TYPE_CHECKS,
     TreeResolver,
+    UnresolvedRef,
     UnsupportedSchema,
     case_check,
     case_validator,
@@ -736,3 +737,47 @@ def test_the_config_check_agrees_with_the_config_validator(
     if live is not None:
         section["eval"]["live"] = live
     assert check(section) is config_validator().is_valid(section), section
+
+
+_POINTER_KEYS = st.sampled_from(["a", "b", "a/b", "~", "~1", "%", "%2F", "0", "1", "01", ""])
+_POINTER_DOCS = st.recursive(
+    st.sampled_from([{"type": "string"}, {"type": "integer"}, {"minimum": 1}]),
+    lambda inner: st.one_of(
+        st.dictionaries(_POINTER_KEYS, inner, max_size=3), st.lists(inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@SETTINGS
+@given(
+    document=_POINTER_DOCS,
+    path=st.lists(_POINTER_KEYS, max_size=4),
+    escape=st.sampled_from(["json-pointer", "percent", "raw"]),
+)
+def test_tree_resolver_lands_where_referencing_lands_or_declines(
+    document: Any, path: list[str], escape: str
+) -> None:
+    # Whatever the pointer and however it is escaped, TreeResolver either declines (the
+    # compiled check then leaves the verdict to jsonschema) or finds what referencing finds.
+    from urllib.parse import quote
+
+    schema = {"$id": _DOC, "$defs": {"x": document}}
+    tokens = ["$defs", "x", *path]
+    if escape == "json-pointer":
+        tokens = [t.replace("~", "~0").replace("/", "~1") for t in tokens]
+    elif escape == "percent":
+        tokens = [quote(t.replace("~", "~0").replace("/", "~1"), safe="") for t in tokens]
+    ref = "#/" + "/".join(tokens)
+    registry = Registry().with_resource(_DOC, DRAFT202012.create_resource(schema))
+    try:
+        theirs = registry.resolver(_DOC).lookup(ref).contents
+    except Exception:
+        theirs = None
+    try:
+        mine = TreeResolver({_DOC: schema}, _DOC).lookup(ref).contents
+    except UnresolvedRef:
+        return
+    if not isinstance(mine, dict):
+        return  # not a schema (a list): the compiler refuses it, whatever referencing says
+    assert theirs is not None and mine == theirs, (ref, mine, theirs)
