@@ -5,7 +5,10 @@ or errored; 2 the run could not start (usage, config, admission, no fixtures, un
 Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line each.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here, unlike the rest of the package: typer reads
+# every command's annotations at each start, and string annotations would make it compile
+# some 300 of them (20 ms of a run) where real ones are already built. The few that name what
+# is imported only for type checking are quoted.
 
 import contextlib
 import errno
@@ -260,6 +263,25 @@ class ReportFormat(StrEnum):
     table = "table"
     json = "json"
     github = "github"
+
+
+class FixtureFormat(StrEnum):
+    """Formats a fixture can be written in."""
+
+    yaml = "yaml"
+    toml = "toml"
+    json = "json"
+
+    def as_format(self) -> Format:
+        """The same, as the pipeline's format name."""
+        return _FORMATS[self]
+
+
+_FORMATS: dict[FixtureFormat, Format] = {
+    FixtureFormat.yaml: "yaml",
+    FixtureFormat.toml: "toml",
+    FixtureFormat.json: "json",
+}
 
 
 def _version(value: bool) -> None:
@@ -646,7 +668,7 @@ def run(
     raise typer.Exit(_exit_code(report))
 
 
-def _live_model(settings: Config, workers: int) -> LiveModel:
+def _live_model(settings: Config, workers: int) -> "LiveModel":
     """The run's live model, or exit 2 saying what is missing (a model name, the httpx2
     extra, a single process). Imported here: a replay run never loads the live client."""
     from evalrunner.wire.live import start_live
@@ -743,7 +765,7 @@ class _Progress:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def for_stderr(cls) -> _Progress:
+    def for_stderr(cls) -> "_Progress":
         """Enabled when stderr is a terminal (whatever stdout is)."""
         try:
             return cls(sys.stderr.isatty())
@@ -785,7 +807,7 @@ class _Progress:
             if self._stop.wait(self.PERIOD_SECS):
                 return
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> "_Progress":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -1011,13 +1033,13 @@ def record(
 
 
 def _recordings(
-    live_cases: Sequence[SelectedCase],
-    targets: Targets,
-    settings: RunSettings,
-    live: LiveModel,
-    recording: RecordSettings,
+    live_cases: "Sequence[SelectedCase]",
+    targets: "Targets",
+    settings: "RunSettings",
+    live: "LiveModel",
+    recording: "RecordSettings",
     overwrite: bool,
-) -> tuple[list[Recorded | NotRecorded], int | None]:
+) -> "tuple[list[Recorded | NotRecorded], int | None]":
     """Record each live case and write its fixture (atomically; without ``overwrite``, never
     over a file that appeared meanwhile); the outcomes in order, and the signal that stopped
     it, if one did."""
@@ -1050,7 +1072,9 @@ def _recordings(
     return outcomes, None
 
 
-def _written(outcome: Recorded, names: dict[str, str], overwrite: bool) -> Recorded | NotRecorded:
+def _written(
+    outcome: "Recorded", names: dict[str, str], overwrite: bool
+) -> "Recorded | NotRecorded":
     """``outcome`` written to its target, or why it was not (a name another file of the
     output directory holds, redaction having made names alike; a file that appeared during
     the run; a write that failed)."""
@@ -1060,7 +1084,7 @@ def _written(outcome: Recorded, names: dict[str, str], overwrite: bool) -> Recor
     real = os.path.normcase(os.path.realpath(target))
     holder = names.get(outcome.name)
 
-    def refused(reason: str, *, unwritable: bool = False) -> NotRecorded:
+    def refused(reason: str, *, unwritable: bool = False) -> "NotRecorded":
         return NotRecorded(
             outcome.name,
             outcome.source,
@@ -1369,25 +1393,6 @@ def schema_list() -> None:
 # --- the fixture toolbox: schema export, new, convert ------------------------------------------
 # Their modules are imported inside each command: only these commands need them, so `run`
 # does not pay for loading them.
-
-
-class FixtureFormat(StrEnum):
-    """Formats a fixture can be written in."""
-
-    yaml = "yaml"
-    toml = "toml"
-    json = "json"
-
-    def as_format(self) -> Format:
-        """The same, as the pipeline's format name."""
-        return _FORMATS[self]
-
-
-_FORMATS: dict[FixtureFormat, Format] = {
-    FixtureFormat.yaml: "yaml",
-    FixtureFormat.toml: "toml",
-    FixtureFormat.json: "json",
-}
 
 
 @schema_app.command("export")
