@@ -32,6 +32,7 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import tomli_w
@@ -146,6 +147,23 @@ def machine_ceiling(rounds: int) -> float:
     return statistics.median(ratios)
 
 
+def cpu_timed(run: Callable[[], object]) -> tuple[float, float, float]:
+    """Wall seconds of ``run``, and the CPU seconds (user and system) of this process and of
+    the worker processes it started and reaped. The same work taking more CPU in two workers
+    than serially is the host's cores slowing each other, not more work."""
+    import resource
+
+    def cpu(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    own, children = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    run()
+    wall = time.perf_counter() - started
+    return wall, cpu(resource.RUSAGE_SELF) - own, cpu(resource.RUSAGE_CHILDREN) - children
+
+
 def command() -> list[str]:
     beside = Path(sys.executable).parent / "evalrunner"
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "evalrunner"]
@@ -220,16 +238,16 @@ def main() -> None:
         for count in (n, 5 * n):
             suite = root / f"jobs-{count}"
             write_suite(suite, "json", count)
-            serial_runs, parallel_runs = [], []
+            serial_runs: list[tuple[float, float, float]] = []
+            parallel_runs: list[tuple[float, float, float]] = []
             for _ in range(rounds):
                 for jobs, runs in ((1, serial_runs), (2, parallel_runs)):
-                    started = time.perf_counter()
-                    run_suite(suite, jobs=jobs, case_timeout=120)
-                    runs.append(time.perf_counter() - started)
+                    runs.append(cpu_timed(partial(run_suite, suite, jobs=jobs, case_timeout=120)))
             one, two = min(serial_runs), min(parallel_runs)
             print(
-                f"--jobs 1 {one:6.2f} s, --jobs 2 {two:6.2f} s on {count} JSON cases "
-                f"(in process): {one / two:.2f}x (target 1.7x)"
+                f"--jobs 1 {one[0]:6.2f} s, --jobs 2 {two[0]:6.2f} s on {count} JSON cases "
+                f"(in process): {one[0] / two[0]:.2f}x (target 1.7x); CPU: serial {one[1]:.2f} s, "
+                f"workers {two[2]:.2f} s ({two[2] / one[1]:.2f}x), parent {two[1]:.2f} s"
             )
             serial, parallel = [], []
             for _ in range(rounds):
