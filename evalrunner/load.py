@@ -144,7 +144,7 @@ def _discover(suite_dir: Path) -> list[tuple[Fixture, str]]:
         seen.add((info.st_dev, info.st_ino))
         # Resolved once per directory: a file in it that is not a link is then resolved by
         # a join, where realpath would lstat every component of its path again.
-        real_directory = os.path.realpath(directory)
+        real_directory = os.path.join(os.path.realpath(directory), "")  # with its separator
         with os.scandir(directory) as entries:
             listed = sorted(entries, key=lambda entry: entry.name)
         subdirectories = []
@@ -163,7 +163,7 @@ def _discover(suite_dir: Path) -> list[tuple[Fixture, str]]:
                 real = (
                     os.path.realpath(entry.path)
                     if entry.is_symlink()
-                    else os.path.join(real_directory, entry.name)
+                    else real_directory + entry.name
                 )
                 found.append((parts + (entry.name,), directory / entry.name, real))
         # Depth first in name order, so that of two links to one directory the first in
@@ -210,13 +210,16 @@ def find_fixtures(paths: Iterable[Path]) -> list[Fixture]:
 
 
 def _is_fixture_name(name: str) -> bool:
-    # Path(name).suffix, without building a Path for every file of a suite
-    dot = name.rfind(".")
-    suffix = name[dot:] if 0 < dot < len(name) - 1 else ""
-    if name.lower().endswith(SCHEMA_SUFFIX):
-        return False  # `schema export` output under a suite (evals/schemas) is no fixture
-    return not name.startswith(".") and suffix.lower() in FIXTURE_SUFFIXES
+    # Path(name).suffix.lower() in FIXTURE_SUFFIXES, without building a Path for every file of
+    # a suite: a name not starting with a dot whose suffix is one of them ends with it.
+    if name.startswith("."):
+        return False
+    lowered = name.lower()
+    # `schema export` output under a suite (evals/schemas) is no fixture
+    return lowered.endswith(_FIXTURE_ENDINGS) and not lowered.endswith(SCHEMA_SUFFIX)
 
+
+_FIXTURE_ENDINGS = tuple(FIXTURE_SUFFIXES)
 
 SCHEMA_SUFFIX = ".schema.json"
 """JSON Schemas (``evalrunner schema export``) end so; discovery passes them over, so an

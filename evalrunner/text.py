@@ -85,7 +85,7 @@ def encodable(text: str) -> str:
     """``text`` with each lone surrogate written as an escape (``\\ud800``), so that it can be
     encoded as UTF-8; everything else is kept as it is. For data (the JSON report), where
     control characters are escaped by the JSON encoder instead."""
-    if not _SURROGATE_RE.search(text):
+    if text.isascii() or not _SURROGATE_RE.search(text):  # isascii reads a flag: no scan
         return text
     return _SURROGATE_RE.sub(lambda m: _escape(m.group()), text)
 
@@ -93,7 +93,10 @@ def encodable(text: str) -> str:
 def encodable_path(path: str | os.PathLike[str]) -> str:
     """A path as data shows it: bytes of a file name that are not UTF-8 written ``\\xff``, as
     by :func:`printable_path`, and nothing else changed."""
-    text = _UNDECODABLE_RE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", os.fspath(path))
+    text = os.fspath(path)
+    if text.isascii():  # the common case: nothing to escape, and nothing scanned to know it
+        return text
+    text = _UNDECODABLE_RE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
     return encodable(text)
 
 
