@@ -13,7 +13,10 @@ more case costs:
   "whole pipeline" row runs it;
 - ``--jobs 2``: ``run_suite`` with two workers, the parent's count and each worker's
   (a forked worker's count starts from its parent's at the fork, so the parent's share
-  before the fork is taken off): what bounds the speed-up two cores can give.
+  before the fork is taken off): what bounds the speed-up two cores can give. Unlike the
+  others this row varies: a worker sends its reports every 32 cases or every 50 ms, and
+  under callgrind 50 ms is a case or two, so it counts more messages than a real run sends
+  and its bound is a floor.
 
 Needs valgrind on PATH; prints figures, asserts nothing.
 
