@@ -145,6 +145,10 @@ def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in schema.items() if key != "$schema"}
 
 
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+"""The keywords whose value is a list of schemas, which a pointer may index."""
+
+
 def _is_index(token: str) -> bool:
     """An array index as JSON pointer writes it: ASCII digits, no leading zero."""
     return token.isascii() and token.isdigit() and (token == "0" or not token.startswith("0"))
@@ -188,14 +192,23 @@ class TreeResolver:
         if fragment:
             if not fragment.startswith("/"):
                 raise UnresolvedRef(f"{ref!r}: only JSON-pointer fragments are resolved")
+            key = ""
             for token in unquote(fragment)[1:].split("/"):
                 token = token.replace("~1", "/").replace("~0", "~")
                 if isinstance(node, dict) and token in node:
                     node = node[token]
-                elif isinstance(node, list) and _is_index(token) and int(token) < len(node):
+                elif (
+                    isinstance(node, list)
+                    and key in _SCHEMA_LISTS
+                    and _is_index(token)
+                    and int(token) < len(node)
+                ):
+                    # Only into a keyword's list of schemas: referencing takes any other list
+                    # on the way (a $defs entry that is no schema) for a schema, and fails.
                     node = node[int(token)]
                 else:
                     raise UnresolvedRef(f"{ref!r}: nothing at {token!r}")
+                key = token
                 if isinstance(node, dict) and "$id" in node:
                     # An id on the way moves the base for what lies below it: a resource of
                     # its own, which this does not index (nor does it guess).

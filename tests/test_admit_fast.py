@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
@@ -739,7 +739,9 @@ def test_the_config_check_agrees_with_the_config_validator(
     assert check(section) is config_validator().is_valid(section), section
 
 
-_POINTER_KEYS = st.sampled_from(["a", "b", "a/b", "~", "~1", "%", "%2F", "0", "1", "01", ""])
+_POINTER_KEYS = st.sampled_from(
+    ["a", "b", "a/b", "~", "~1", "%", "%2F", "0", "1", "01", "", "allOf", "oneOf"]
+)
 _POINTER_DOCS = st.recursive(
     st.sampled_from([{"type": "string"}, {"type": "integer"}, {"minimum": 1}]),
     lambda inner: st.one_of(
@@ -750,6 +752,8 @@ _POINTER_DOCS = st.recursive(
 
 
 @SETTINGS
+@example(document=[{"type": "string"}], path=["0"], escape="json-pointer")  # a list in $defs
+@example(document={"allOf": [{"type": "string"}]}, path=["allOf", "0"], escape="raw")
 @given(
     document=_POINTER_DOCS,
     path=st.lists(_POINTER_KEYS, max_size=4),
