@@ -34,7 +34,7 @@ from typer import _coercion
 from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
 
 from evalrunner import __version__
-from evalrunner import report as formats  # JUnit and GitHub formats: on first use
+from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
 from evalrunner.admit import admit_documents, admit_suite
 from evalrunner.config import (
     LIVE_KEYS,
@@ -66,13 +66,8 @@ from evalrunner.report import (
     Verbosity,
     agent_label,
     exit_code,
-    prepare_output,
-    render_json,
     render_table,
-    write_atomic,
-    write_new,
 )
-from evalrunner.report.progress import CLEAR, progress_line
 from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
 from evalrunner.text import printable, printable_path
 
@@ -647,7 +642,7 @@ def run(
 
     def render(flag: str) -> str:
         if flag == "--json":
-            return render_json(report)
+            return formats.render_json(report)
         if flag == "--junit-xml":
             return formats.render_junit(report)
         return _render(
@@ -706,7 +701,7 @@ def _prepare_sinks(sinks: dict[str, Path | None]) -> None:
             continue
         shown = printable_path(path)
         try:
-            prepare_output(path)
+            formats.prepare_output(path)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             problems.append(f"{shown}: cannot write report: {reason}")
@@ -736,7 +731,7 @@ def _write_reports(sinks: dict[str, Path | None], render: Callable[[str], str]) 
             # make the run deaf to signals.
             guard = contextlib.nullcontext() if _is_stream(path) else _signals_ignored()
             with guard:
-                write_atomic(path, render(flag))
+                formats.write_atomic(path, render(flag))
         except OSError as exc:
             problems.append(f"{printable_path(path)}: cannot write report: {exc.strerror or exc}")
     return problems
@@ -789,6 +784,9 @@ class _Progress:
             self._skipped += report.skipped is not None
 
     def _draw(self) -> None:
+        # Only a run on a terminal draws the line: its renderer is not imported otherwise.
+        from evalrunner.report.progress import progress_line
+
         if self._stop.wait(self.DELAY_SECS):
             return
         while True:
@@ -815,6 +813,8 @@ class _Progress:
         if self._thread is not None:
             self._thread.join(timeout=1)
         if self._drawn:
+            from evalrunner.report.progress import CLEAR  # imported already, by _draw
+
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(CLEAR)
                 sys.stderr.flush()
@@ -886,7 +886,7 @@ def _render(
     tracebacks: bool = False,
 ) -> str:
     if report_format is ReportFormat.json:
-        return render_json(report)
+        return formats.render_json(report)
     if report_format is ReportFormat.github:
         return formats.render_github(report, verbosity=verbosity, tracebacks=tracebacks)
     return render_table(report, color=color, verbosity=verbosity, tracebacks=tracebacks)
@@ -1102,9 +1102,9 @@ def _written(
         )
     try:
         if overwrite:
-            write_atomic(target, outcome.text)
+            formats.write_atomic(target, outcome.text)
         else:
-            write_new(target, outcome.text)
+            formats.write_new(target, outcome.text)
     except FileExistsError:
         return refused(
             f"{printable_path(target)} appeared during the run and is left as it was; "
@@ -1244,7 +1244,7 @@ def merge(
         merged = merge_reports(shards)
     except MergeRefused as exc:
         raise _fail(exc.problems, f"{len(exc.problems)} problem(s); nothing was merged") from None
-    renderers = {"--json": render_json, "--junit-xml": formats.render_junit}
+    renderers = {"--json": formats.render_json, "--junit-xml": formats.render_junit}
     problems = _write_reports(sinks, lambda flag: renderers[flag](merged))
     _report_skipped(merged)
     _emit(render_table(merged, color=_color()))
@@ -1455,7 +1455,7 @@ def new_fixture(
     created_dir = not target_dir.exists()
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
+        formats.write_atomic(path, text)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the configured suite_dir
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise _fail([f"{shown}: cannot write: {reason}"]) from None
@@ -1524,8 +1524,8 @@ def convert_fixture(
     try:
         # Missing parent directories are made, as for run's report files; only once the
         # conversion has succeeded, so a refused fixture leaves nothing behind.
-        prepare_output(output)
-        write_atomic(output, outcome.text)
+        formats.prepare_output(output)
+        formats.write_atomic(output, outcome.text)
     except OSError as exc:
         raise _fail([f"{printable_path(output)}: cannot write: {exc.strerror or exc}"]) from None
 

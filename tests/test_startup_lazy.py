@@ -1,0 +1,80 @@
+"""What a plain ``evalrunner run`` of the bundled suite does not import, module by module (the
+start-up round of issue 11): each module here is imported where it is first needed, and a
+test that it still works when needed sits beside each check. Module lists, not timings: no
+test here depends on the clock."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSION = ROOT / "evals" / "regression"
+
+PROBE = """\
+import json, sys
+from evalrunner.__main__ import main
+sys.argv = ["evalrunner", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit as exc:
+    sys.stderr.write("\\nEXIT " + json.dumps(exc.code) + "\\n")
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+NOT_ON_A_PLAIN_RUN = (
+    "evalrunner.report.json",  # --json, --format json
+    "evalrunner.report.write",  # report files
+    "evalrunner.report.stats",  # --repeat
+    "evalrunner.report.progress",  # a terminal's progress line
+)
+"""Modules a run that prints the table and writes no file has no use for."""
+
+
+def modules_of(args: list[str], cwd: Path) -> tuple[set[str], object]:
+    """Every module (full dotted names) the command imported, and its exit code."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    head, modules = done.stderr.rsplit("\nMODULES ", 1)
+    code = json.loads(head.rsplit("\nEXIT ", 1)[1]) if "\nEXIT " in head else None
+    return set(json.loads(modules)), code
+
+
+@pytest.fixture
+def bundled(tmp_path: Path) -> Path:
+    shutil.copytree(REGRESSION, tmp_path / "evals" / "regression")
+    return tmp_path
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_a_plain_run_imports_none_of_what_it_does_not_use(bundled: Path, cache: str) -> None:
+    if cache == "warm":
+        modules_of(["run"], bundled)
+    modules, code = modules_of(["run"], bundled)
+    assert code == 0
+    assert modules & set(NOT_ON_A_PLAIN_RUN) == set()
+
+
+def test_what_a_plain_run_leaves_out_is_there_when_asked_for(bundled: Path) -> None:
+    report = bundled / "out" / "report.json"
+    modules, code = modules_of(
+        ["run", "--json", str(report), "--repeat", "2", "--format", "json"], bundled
+    )
+    assert code == 0
+    assert {"evalrunner.report.json", "evalrunner.report.write", "evalrunner.report.stats"} <= (
+        modules
+    )
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["repeat"]["k"] == 2 and len(data["cases"]) == 18
