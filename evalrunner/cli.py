@@ -68,10 +68,11 @@ from evalrunner.report import (
     exit_code,
     render_table,
 )
-from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
+from evalrunner.select import SelectionError, parse_shard
 from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
+    from evalrunner.keyword_expr import Keyword
     from evalrunner.pipeline import RunSettings, SelectedCase
     from evalrunner.record import NotRecorded, Recorded, RecordSettings, Targets
     from evalrunner.wire.live import LiveModel
@@ -414,14 +415,17 @@ ShardOption = Annotated[
 ]
 
 
-def _selection(keyword: str | None, shard: str | None) -> tuple[Keyword | None, Shard | None]:
+def _selection(keyword: str | None, shard: str | None) -> "tuple[Keyword | None, Shard | None]":
     """``-k`` and ``--shard``, parsed before anything is loaded."""
     problems: list[str] = []
     parsed_keyword = parsed_shard = None
     try:
         # A blank -k selects everything, as no -k does: the run (and its report) is the same.
         blank = keyword is not None and not keyword.strip()
-        parsed_keyword = None if keyword is None or blank else parse_keyword(keyword)
+        if keyword is not None and not blank:
+            from evalrunner.keyword_expr import parse_keyword  # only a run given -k needs it
+
+            parsed_keyword = parse_keyword(keyword)
     except SelectionError as exc:
         problems.append(str(exc))
     try:
