@@ -33,6 +33,7 @@ NOT_ON_A_PLAIN_RUN = (
     "evalrunner.report.write",  # report files
     "evalrunner.report.stats",  # --repeat
     "evalrunner.report.progress",  # a terminal's progress line
+    "hashlib",  # --shard (the admission cache's SHA-256 is CPython's own, not OpenSSL's)
 )
 """Modules a run that prints the table and writes no file has no use for."""
 
@@ -79,7 +80,7 @@ def test_a_run_without_k_does_not_import_the_k_parser(bundled: Path) -> None:
 def test_k_and_shard_work_where_they_are_imported(bundled: Path) -> None:
     modules, code = modules_of(["run", "-k", "unicode or tool", "--shard", "1/2"], bundled)
     assert code == 0
-    assert "evalrunner.keyword_expr" in modules
+    assert {"evalrunner.keyword_expr", "hashlib"} <= modules
     from evalrunner.keyword_expr import Keyword
     from evalrunner.select import parse_keyword
 
@@ -98,3 +99,11 @@ def test_what_a_plain_run_leaves_out_is_there_when_asked_for(bundled: Path) -> N
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["repeat"]["k"] == 2 and len(data["cases"]) == 18
 
+
+def test_the_cache_digest_is_sha256_whichever_module_computes_it() -> None:
+    import hashlib
+
+    from evalrunner import cache
+
+    data = b"evalrunner \xff\x00 fixture"
+    assert cache.sha256(data).digest() == hashlib.sha256(data).digest()
