@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,6 +316,8 @@ def load_config(
     if command is not None and not command.strip():
         problems.append(f"{blame}: agent_command must not be blank")
     elif command is not None:
+        import shlex  # here: only a configured agent command is split
+
         try:
             shlex.split(command)
         except ValueError as exc:  # as the run would split it, refused before anything runs
@@ -649,11 +650,16 @@ _PATTERN_WORDS = {
 }
 
 
-@dataclass(frozen=True)
 class _Withheld:
-    """A value no message may show (it may be a secret): only its type is named."""
+    """A value no message may show (it may be a secret): only its type is named.
 
-    kind: type
+    A plain class, not a dataclass: it is only ever tested with isinstance and read, and a
+    dataclass would cost every start the compiling of methods nothing calls."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
 
 
 def _shown(value: object) -> str:

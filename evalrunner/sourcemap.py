@@ -18,7 +18,6 @@ import json
 import json.decoder
 import json.scanner
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +28,15 @@ Position = tuple[int, int]
 """(line, column), both 1-based."""
 
 
-@dataclass(frozen=True)
 class _Spot:
-    key: int | None  # offset of the key naming this value (None for array items and the root)
-    value: int  # offset where the value starts
+    """Where a value is. A plain class, not a dataclass: spots are built and read, never
+    compared, hashed or shown, and a dataclass's methods would be compiled at every start."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: int | None, value: int) -> None:
+        self.key = key  # offset of the key naming this value (None for array items and root)
+        self.value = value  # offset where the value starts
 
 
 class LineIndex:
@@ -621,6 +625,9 @@ class _TOMLScanner:
                 end = self._string_end(i)
                 raw = text[i:end]
                 # TOML's own decoder: its escapes and allowed characters differ from JSON's
+                # (imported here: a run whose fixtures come from the cache parses no TOML)
+                import tomllib
+
                 keys.append(tomllib.loads(f"k = {raw}")["k"] if raw[0] == '"' else raw[1:-1])
                 i = end
             else:

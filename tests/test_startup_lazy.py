@@ -34,6 +34,7 @@ NOT_ON_A_PLAIN_RUN = (
     "evalrunner.report.stats",  # --repeat
     "evalrunner.report.progress",  # a terminal's progress line
     "hashlib",  # --shard (the admission cache's SHA-256 is CPython's own, not OpenSSL's)
+    "shlex",  # an agent command
 )
 """Modules a run that prints the table and writes no file has no use for."""
 
@@ -75,6 +76,21 @@ def test_a_run_without_k_does_not_import_the_k_parser(bundled: Path) -> None:
     modules, code = modules_of(["run"], bundled)
     assert code == 0
     assert "evalrunner.keyword_expr" not in modules
+
+
+@pytest.mark.xfail(
+    strict=True, reason="evalrunner.load imports tomllib and evalrunner.replay tempfile at import"
+)
+def test_a_run_from_a_warm_cache_imports_no_toml_parser_and_no_tempfile(bundled: Path) -> None:
+    modules_of(["run"], bundled)
+    modules, code = modules_of(["run"], bundled)
+    assert code == 0
+    assert modules & {"tomllib", "tempfile"} == set()
+
+
+def test_an_agent_command_is_still_split_as_a_shell_would(bundled: Path) -> None:
+    modules, code = modules_of(["config", "--agent-command", "agent 'unclosed"], bundled)
+    assert code == 2 and "shlex" in modules
 
 
 def test_k_and_shard_work_where_they_are_imported(bundled: Path) -> None:
