@@ -123,3 +123,36 @@ def test_the_cache_digest_is_sha256_whichever_module_computes_it() -> None:
 
     data = b"evalrunner \xff\x00 fixture"
     assert cache.sha256(data).digest() == hashlib.sha256(data).digest()
+
+
+COMMANDS = ("run", "record", "validate", "list", "merge", "mutate", "config", "new", "convert")
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_command_run_alone_parses_helps_and_refuses_as_in_the_whole_command_line(
+    name: str,
+) -> None:
+    # main() hands typer only the command the first argument names (typer builds every
+    # command's parameters before parsing): the same words, byte for byte, either way.
+    from typer.testing import CliRunner
+
+    from evalrunner import cli
+
+    narrow = cli._narrowed(cli.app, [name])
+    assert [info.callback for info in narrow.registered_commands] == [
+        info.callback
+        for info in cli.app.registered_commands
+        if (info.name or info.callback.__name__) == name  # type: ignore[union-attr]
+    ]
+    runner = CliRunner()
+    for args in ([name, "--help"], [name, "--no-such-option"], [name, "-k"]):
+        alone = runner.invoke(narrow, args, prog_name="evalrunner", env={"COLUMNS": "90"})
+        whole = runner.invoke(cli.app, args, prog_name="evalrunner", env={"COLUMNS": "90"})
+        assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output), args
+
+
+@pytest.mark.parametrize("first", [[], ["--help"], ["--version"], ["schema"], ["cache"], ["rn"]])
+def test_anything_but_a_command_name_gets_the_whole_command_line(first: list[str]) -> None:
+    from evalrunner import cli
+
+    assert cli._narrowed(cli.app, first) is cli.app
