@@ -156,3 +156,34 @@ def test_anything_but_a_command_name_gets_the_whole_command_line(first: list[str
     from evalrunner import cli
 
     assert cli._narrowed(cli.app, first) is cli.app
+
+
+def test_a_warm_run_compiles_none_of_the_patterns_kept_for_unusual_input(bundled: Path) -> None:
+    # The source map's, the config's and the surrogate patterns are compiled on first use.
+    script = (
+        "import sys\n"
+        "from evalrunner.__main__ import main\n"
+        "import evalrunner.text as text\n"
+        "sys.argv = ['evalrunner', 'run']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('\\nCOMPILED %d\\n' % text.compiled.cache_info().currsize)\n"
+    )
+    modules_of(["run"], bundled)  # the cache is warm
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=bundled, capture_output=True, text=True, timeout=120
+    )
+    assert done.stderr.rsplit("\nCOMPILED ", 1)[1].split() == ["0"]
+
+
+def test_the_patterns_still_work_when_met() -> None:
+    from evalrunner.config import parse_seconds
+    from evalrunner.text import encodable, encodable_path
+
+    assert encodable("caf\udce9") == "caf\\udce9"
+    assert encodable_path("caf\udce9.yaml") == "caf\\xe9.yaml"
+    assert parse_seconds(" 1e2 ") == 100.0
+    with pytest.raises(ValueError):
+        parse_seconds("1_0")
