@@ -11,6 +11,7 @@ Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line
 # is imported only for type checking are quoted.
 
 import contextlib
+import copy
 import errno
 import io
 import json
@@ -34,7 +35,7 @@ from typer import _coercion
 from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
 
 from evalrunner import __version__
-from evalrunner import report as formats  # JUnit and GitHub formats: on first use
+from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
 from evalrunner.admit import admit_documents, admit_suite
 from evalrunner.config import (
     LIVE_KEYS,
@@ -66,17 +67,13 @@ from evalrunner.report import (
     Verbosity,
     agent_label,
     exit_code,
-    prepare_output,
-    render_json,
     render_table,
-    write_atomic,
-    write_new,
 )
-from evalrunner.report.progress import CLEAR, progress_line
-from evalrunner.select import Keyword, SelectionError, parse_keyword, parse_shard
+from evalrunner.select import SelectionError, parse_shard
 from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
+    from evalrunner.keyword_expr import Keyword
     from evalrunner.pipeline import RunSettings, SelectedCase
     from evalrunner.record import NotRecorded, Recorded, RecordSettings, Targets
     from evalrunner.wire.live import LiveModel
@@ -419,14 +416,17 @@ ShardOption = Annotated[
 ]
 
 
-def _selection(keyword: str | None, shard: str | None) -> tuple[Keyword | None, Shard | None]:
+def _selection(keyword: str | None, shard: str | None) -> "tuple[Keyword | None, Shard | None]":
     """``-k`` and ``--shard``, parsed before anything is loaded."""
     problems: list[str] = []
     parsed_keyword = parsed_shard = None
     try:
         # A blank -k selects everything, as no -k does: the run (and its report) is the same.
         blank = keyword is not None and not keyword.strip()
-        parsed_keyword = None if keyword is None or blank else parse_keyword(keyword)
+        if keyword is not None and not blank:
+            from evalrunner.keyword_expr import parse_keyword  # only a run given -k needs it
+
+            parsed_keyword = parse_keyword(keyword)
     except SelectionError as exc:
         problems.append(str(exc))
     try:
@@ -647,7 +647,7 @@ def run(
 
     def render(flag: str) -> str:
         if flag == "--json":
-            return render_json(report)
+            return formats.render_json(report)
         if flag == "--junit-xml":
             return formats.render_junit(report)
         return _render(
@@ -706,7 +706,7 @@ def _prepare_sinks(sinks: dict[str, Path | None]) -> None:
             continue
         shown = printable_path(path)
         try:
-            prepare_output(path)
+            formats.prepare_output(path)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             problems.append(f"{shown}: cannot write report: {reason}")
@@ -736,7 +736,7 @@ def _write_reports(sinks: dict[str, Path | None], render: Callable[[str], str]) 
             # make the run deaf to signals.
             guard = contextlib.nullcontext() if _is_stream(path) else _signals_ignored()
             with guard:
-                write_atomic(path, render(flag))
+                formats.write_atomic(path, render(flag))
         except OSError as exc:
             problems.append(f"{printable_path(path)}: cannot write report: {exc.strerror or exc}")
     return problems
@@ -789,6 +789,9 @@ class _Progress:
             self._skipped += report.skipped is not None
 
     def _draw(self) -> None:
+        # Only a run on a terminal draws the line: its renderer is not imported otherwise.
+        from evalrunner.report.progress import progress_line
+
         if self._stop.wait(self.DELAY_SECS):
             return
         while True:
@@ -815,6 +818,8 @@ class _Progress:
         if self._thread is not None:
             self._thread.join(timeout=1)
         if self._drawn:
+            from evalrunner.report.progress import CLEAR  # imported already, by _draw
+
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(CLEAR)
                 sys.stderr.flush()
@@ -886,7 +891,7 @@ def _render(
     tracebacks: bool = False,
 ) -> str:
     if report_format is ReportFormat.json:
-        return render_json(report)
+        return formats.render_json(report)
     if report_format is ReportFormat.github:
         return formats.render_github(report, verbosity=verbosity, tracebacks=tracebacks)
     return render_table(report, color=color, verbosity=verbosity, tracebacks=tracebacks)
@@ -1102,9 +1107,9 @@ def _written(
         )
     try:
         if overwrite:
-            write_atomic(target, outcome.text)
+            formats.write_atomic(target, outcome.text)
         else:
-            write_new(target, outcome.text)
+            formats.write_new(target, outcome.text)
     except FileExistsError:
         return refused(
             f"{printable_path(target)} appeared during the run and is left as it was; "
@@ -1244,7 +1249,7 @@ def merge(
         merged = merge_reports(shards)
     except MergeRefused as exc:
         raise _fail(exc.problems, f"{len(exc.problems)} problem(s); nothing was merged") from None
-    renderers = {"--json": render_json, "--junit-xml": formats.render_junit}
+    renderers = {"--json": formats.render_json, "--junit-xml": formats.render_junit}
     problems = _write_reports(sinks, lambda flag: renderers[flag](merged))
     _report_skipped(merged)
     _emit(render_table(merged, color=_color()))
@@ -1455,7 +1460,7 @@ def new_fixture(
     created_dir = not target_dir.exists()
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
+        formats.write_atomic(path, text)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the configured suite_dir
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise _fail([f"{shown}: cannot write: {reason}"]) from None
@@ -1524,8 +1529,8 @@ def convert_fixture(
     try:
         # Missing parent directories are made, as for run's report files; only once the
         # conversion has succeeded, so a refused fixture leaves nothing behind.
-        prepare_output(output)
-        write_atomic(output, outcome.text)
+        formats.prepare_output(output)
+        formats.write_atomic(output, outcome.text)
     except OSError as exc:
         raise _fail([f"{printable_path(output)}: cannot write: {exc.strerror or exc}"]) from None
 
@@ -1603,7 +1608,7 @@ def main() -> None:
         raise SystemExit(EXIT_REFUSED)
     try:
         try:
-            app(prog_name="evalrunner")
+            _narrowed(app, sys.argv[1:2])(prog_name="evalrunner")
         finally:
             # What is still buffered (a short --help) must reach its reader too.
             with _output_failures_distinct():
@@ -1618,6 +1623,27 @@ def main() -> None:
             with contextlib.suppress(OSError):
                 typer.echo(f"evalrunner: cannot write its output: {failed}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
+
+
+def _narrowed(whole: typer.Typer, first: list[str]) -> typer.Typer:
+    """``whole`` with only the command that ``first`` (the first argument) names, when it names
+    one: typer builds every parameter of every registered command before it parses anything,
+    some 20M instructions (3% of a small run), and a command line that starts with a command's
+    name runs that command alone. Its parsing, help and errors are the same with or without the
+    others (they name ``evalrunner <command>``, never a sibling); anything else (group options,
+    no command, a subgroup, an unknown name) gets the whole command line."""
+    wanted = [
+        info
+        for info in whole.registered_commands
+        if info.callback is not None
+        and first == [info.name or typer.main.get_command_name(info.callback.__name__)]
+    ]
+    if len(wanted) != 1:
+        return whole
+    narrow = copy.copy(whole)
+    narrow.registered_commands = wanted
+    narrow.registered_groups = []
+    return narrow
 
 
 def _silence_stdout() -> None:

@@ -15,8 +15,6 @@ import difflib
 import json
 import math
 import os
-import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +35,7 @@ from evalrunner.load import (
 from evalrunner.model import AdmissionError, JSONPath
 from evalrunner.repeats import MAX_REPEAT
 from evalrunner.schemas import config_check, config_validator
-from evalrunner.text import dotted, printable, printable_path
+from evalrunner.text import compiled, dotted, printable, printable_path
 from evalrunner.wire import WIRES as WIRES
 
 CONFIG_FILE = "evalrunner.toml"
@@ -191,8 +189,10 @@ def find_config_file(start: Path) -> Path | None:
     return None
 
 
+# Patterns here are sources, compiled on first use (evalrunner.text.compiled): most runs
+# meet none of them.
 # A [tool.evalrunner...] header or a tool.evalrunner... dotted key at the start of a line.
-_DECLARES_TABLE = re.compile(r"^[ \t]*\[?[ \t]*tool[ \t]*\.[ \t]*evalrunner\b", re.MULTILINE)
+_DECLARES_TABLE = r"(?m)^[ \t]*\[?[ \t]*tool[ \t]*\.[ \t]*evalrunner\b"
 
 
 def _has_tool_table(pyproject: Path) -> bool:
@@ -208,7 +208,7 @@ def _has_tool_table(pyproject: Path) -> bool:
         return False
     outcome = _parse(raw, pyproject, ("tool", "evalrunner"))
     if isinstance(outcome, list):
-        return _DECLARES_TABLE.search(raw.decode("utf-8", errors="replace")) is not None
+        return compiled(_DECLARES_TABLE).search(raw.decode("utf-8", errors="replace")) is not None
     tool = outcome.data.get("tool") if isinstance(outcome.data, dict) else None
     return isinstance(tool, dict) and "evalrunner" in tool
 
@@ -317,6 +317,8 @@ def load_config(
     if command is not None and not command.strip():
         problems.append(f"{blame}: agent_command must not be blank")
     elif command is not None:
+        import shlex  # here: only a configured agent command is split
+
         try:
             shlex.split(command)
         except ValueError as exc:  # as the run would split it, refused before anything runs
@@ -401,7 +403,7 @@ ENV_VARIABLES: dict[str, str] = {
 """Every ``[eval]`` key's environment variable (a test holds this to the config schema). An
 empty variable counts as unset; a set one beats the file and loses to a flag."""
 
-_REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_REFERENCE = r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*"
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -448,7 +450,7 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
             else:
                 values[key] = flag
         elif key == "agent":
-            if _REFERENCE.fullmatch(raw.strip()):
+            if compiled(_REFERENCE).fullmatch(raw.strip()):
                 values[key] = raw.strip()
             else:
                 problems.append(
@@ -456,7 +458,7 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
                 )
         elif key == "tools":
             references = [part.strip() for part in raw.split(",") if part.strip()]
-            bad = [r for r in references if not _REFERENCE.fullmatch(r)]
+            bad = [r for r in references if not compiled(_REFERENCE).fullmatch(r)]
             if bad:
                 problems.append(
                     f'{name}: comma-separated "package.module:name" references, got '
@@ -477,7 +479,7 @@ def _source(table: _EvalTable, from_env: Mapping[str, Any], key: str) -> str:
     return ENV_VARIABLES[key] if key in from_env else table.source(key)
 
 
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 
 
 def parse_seconds(text: str) -> float:
@@ -488,7 +490,7 @@ def parse_seconds(text: str) -> float:
     than taken to mean something the writer may not have meant.
     """
     stripped = text.strip()
-    if not _DECIMAL.fullmatch(stripped):
+    if not compiled(_DECIMAL).fullmatch(stripped):
         raise ValueError(f"must be a decimal number of seconds such as 30 or 0.5, got {text!r}")
     return float(stripped)
 
@@ -649,11 +651,16 @@ _PATTERN_WORDS = {
 }
 
 
-@dataclass(frozen=True)
 class _Withheld:
-    """A value no message may show (it may be a secret): only its type is named."""
+    """A value no message may show (it may be a secret): only its type is named.
 
-    kind: type
+    A plain class, not a dataclass: it is only ever tested with isinstance and read, and a
+    dataclass would cost every start the compiling of methods nothing calls."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
 
 
 def _shown(value: object) -> str:
@@ -743,7 +750,7 @@ def _suggest(key: str, allowed: list[str]) -> str:
     return f"{hint}known keys: {', '.join(allowed)}"
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = r"[\x00-\x1f\x7f]"
 
 
 def _control_characters(
@@ -755,7 +762,7 @@ def _control_characters(
     final newline, so the check that counts is this one."""
     problems = []
     for key, value in live.items():
-        if isinstance(value, str) and _CONTROL.search(value):
+        if isinstance(value, str) and compiled(_CONTROL).search(value):
             at = prefix + ("eval", "live", key)
             problems.append(
                 document.error(

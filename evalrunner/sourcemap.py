@@ -17,22 +17,26 @@ import bisect
 import json
 import json.decoder
 import json.scanner
-import re
-import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalrunner.model import Format, JSONPath
+from evalrunner.text import compiled
 
 Position = tuple[int, int]
 """(line, column), both 1-based."""
 
 
-@dataclass(frozen=True)
 class _Spot:
-    key: int | None  # offset of the key naming this value (None for array items and the root)
-    value: int  # offset where the value starts
+    """Where a value is. A plain class, not a dataclass: spots are built and read, never
+    compared, hashed or shown, and a dataclass's methods would be compiled at every start."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: int | None, value: int) -> None:
+        self.key = key  # offset of the key naming this value (None for array items and root)
+        self.value = value  # offset where the value starts
 
 
 class LineIndex:
@@ -218,8 +222,10 @@ class SourceMap:
         return best[0] + 1, best[1] + 1
 
 
+# Patterns here are sources, compiled on first use by evalrunner.text.compiled: a run whose
+# fixtures come from the admission cache locates no position and compiles none of them.
 # A key of a block mapping: plain, or quoted without escapes, then ':' and a space or the end.
-_YAML_KEY = re.compile(r"""(?:"([^"\\]*)"|'([^']*)'|([A-Za-z_][A-Za-z0-9_-]*))[ \t]*:(?:[ \t]|$)""")
+_YAML_KEY = r"""(?:"([^"\\]*)"|'([^']*)'|([A-Za-z_][A-Za-z0-9_-]*))[ \t]*:(?:[ \t]|$)"""
 
 
 def _yaml_block_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, Position] | None:
@@ -247,7 +253,7 @@ def _yaml_block_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, Positio
         indent = len(line) - len(line.lstrip(" "))
         if indent == 0:
             parent, child_indent = None, None
-            match = _YAML_KEY.match(stripped)
+            match = compiled(_YAML_KEY).match(stripped)
             if match is None:
                 if stripped.startswith(("---", "%")):
                     continue  # the document start, a directive
@@ -271,7 +277,7 @@ def _yaml_block_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, Positio
             child_indent = indent
         if indent != child_indent:
             continue
-        match = _YAML_KEY.match(stripped)
+        match = compiled(_YAML_KEY).match(stripped)
         if match is None:
             continue  # a sequence entry or a continued value at the same indentation
         key = next(g for g in match.groups() if g is not None)
@@ -354,7 +360,7 @@ class _JSONScanner:
         raise ValueError(f"unexpected character at {i}")
 
 
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_JSON_SPACE = r"[ \t\n\r]*"
 # The stdlib's C scanner, to step over a value in one call where _JSONScanner would walk it.
 _json_value_end = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
@@ -369,7 +375,7 @@ def _json_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] 
     parents = {p[0] for p in paths if len(p) == 2}
     found: dict[JSONPath, int] = {}
     try:
-        i = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]
+        i = compiled(_JSON_SPACE).match(text).end()  # type: ignore[union-attr]
         if text[i] != "{":
             return None
         for key, key_at, value_at in _json_members(text, i):
@@ -387,7 +393,7 @@ def _json_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] 
 def _json_members(text: str, i: int) -> Iterator[tuple[str, int, int]]:
     """Each member of the JSON object starting at ``i``: its key, the key's offset and the
     value's offset. A value is stepped over by the C scanner unless the caller descends."""
-    space = _JSON_SPACE.match
+    space = compiled(_JSON_SPACE).match
     i = space(text, i + 1).end()  # type: ignore[union-attr]
     if text[i] == "}":
         return
@@ -421,11 +427,11 @@ def json_duplicate_keys(text: str) -> list[tuple[JSONPath, Position]]:
 
 # A line giving a bare key a value; a table or array-of-tables header of bare keys, alone on
 # its line; strings and a comment on one line.
-_TOML_KEY_LINE = re.compile(r"[ \t]*([A-Za-z0-9_-]+)[ \t]*=")
-_TOML_HEADER = re.compile(
+_TOML_KEY_LINE = r"[ \t]*([A-Za-z0-9_-]+)[ \t]*="
+_TOML_HEADER = (
     r"(\[\[?)[ \t]*([A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*)[ \t]*\]\]?[ \t]*(?:#.*)?\r?$"
 )
-_TOML_LINE_STRINGS = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'|#.*""")
+_TOML_LINE_STRINGS = r""""(?:[^"\\]|\\.)*"|'[^']*'|#.*"""
 
 
 def _bracket_balance(value: str) -> int:
@@ -434,7 +440,7 @@ def _bracket_balance(value: str) -> int:
     if "[" not in value and "{" not in value and "]" not in value and "}" not in value:
         return 0
     if '"' in value or "'" in value or "#" in value:
-        value = _TOML_LINE_STRINGS.sub("", value)
+        value = compiled(_TOML_LINE_STRINGS).sub("", value)
     return value.count("[") + value.count("{") - value.count("]") - value.count("}")
 
 
@@ -466,7 +472,7 @@ def _toml_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] 
         if open_brackets:
             open_brackets += _bracket_balance(line)
             continue
-        key_line = _TOML_KEY_LINE.match(line)
+        key_line = compiled(_TOML_KEY_LINE).match(line)
         if key_line is not None:
             open_brackets = _bracket_balance(line[key_line.end() :])
             if table is None:
@@ -480,7 +486,7 @@ def _toml_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] 
             continue
         if not line.lstrip(" \t").startswith("["):
             continue  # blank, a comment
-        header = _TOML_HEADER.match(line)
+        header = compiled(_TOML_HEADER).match(line)
         if header is None:
             return None
         parts = [part.strip(" \t") for part in header.group(2).split(".")]
@@ -512,7 +518,7 @@ def _toml_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] 
     return found
 
 
-_TOML_INTEGER = re.compile(r"[+-]?[0-9][0-9_]*(?![0-9_.eExob:-])")
+_TOML_INTEGER = r"[+-]?[0-9][0-9_]*(?![0-9_.eExob:-])"
 
 
 def toml_long_integers(text: str, max_digits: int) -> list[tuple[JSONPath, Position, str]]:
@@ -529,7 +535,7 @@ def toml_long_integers(text: str, max_digits: int) -> list[tuple[JSONPath, Posit
     lines = LineIndex(text)
     found: list[tuple[JSONPath, Position, str]] = []
     for path, spot in spots.items():
-        match = _TOML_INTEGER.match(text, spot.value)
+        match = compiled(_TOML_INTEGER).match(text, spot.value)
         if match is None:
             continue
         literal = match.group()
@@ -541,10 +547,10 @@ def toml_long_integers(text: str, max_digits: int) -> list[tuple[JSONPath, Posit
 # Each a match that always succeeds, stepping in C over what the scanner would walk: blanks
 # and comments (a comment stops before its line break), with or without line breaks; a bare
 # key; a number, boolean or date up to what ends it.
-_TOML_BLANK = re.compile(r"(?:[ \t]|#[^\n]*)*")
-_TOML_BLANK_LINES = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")
-_TOML_BARE_KEY = re.compile(r"[A-Za-z0-9_-]*")
-_TOML_SCALAR = re.compile(r"[^,\]}#\r\n]*")
+_TOML_BLANK = r"(?:[ \t]|#[^\n]*)*"
+_TOML_BLANK_LINES = r"(?:[ \t\r\n]|#[^\n]*)*"
+_TOML_BARE_KEY = r"[A-Za-z0-9_-]*"
+_TOML_SCALAR = r"[^,\]}#\r\n]*"
 
 
 class _TOMLScanner:
@@ -576,7 +582,7 @@ class _TOMLScanner:
     def _skip_blank(self, i: int, *, newlines: bool) -> int:
         """Past spaces, tabs and comments (a comment ends before its line break), and line
         breaks too with ``newlines``."""
-        blank = _TOML_BLANK_LINES if newlines else _TOML_BLANK
+        blank = compiled(_TOML_BLANK_LINES if newlines else _TOML_BLANK)
         return blank.match(self.text, i).end()  # type: ignore[union-attr]
 
     def _resolve(self, keys: list[str]) -> JSONPath:
@@ -621,11 +627,14 @@ class _TOMLScanner:
                 end = self._string_end(i)
                 raw = text[i:end]
                 # TOML's own decoder: its escapes and allowed characters differ from JSON's
+                # (imported here: a run whose fixtures come from the cache parses no TOML)
+                import tomllib
+
                 keys.append(tomllib.loads(f"k = {raw}")["k"] if raw[0] == '"' else raw[1:-1])
                 i = end
             else:
                 start = i
-                i = _TOML_BARE_KEY.match(text, i).end()  # type: ignore[union-attr]
+                i = compiled(_TOML_BARE_KEY).match(text, i).end()  # type: ignore[union-attr]
                 keys.append(text[start:i])
             i = self._skip_blank(i, newlines=False)
             if i < len(text) and text[i] == ".":
@@ -666,7 +675,7 @@ class _TOMLScanner:
             return i + 1
         if ch in "\"'":
             return self._string_end(i)
-        return _TOML_SCALAR.match(text, i).end()  # type: ignore[union-attr]
+        return compiled(_TOML_SCALAR).match(text, i).end()  # type: ignore[union-attr]
 
     def _string_end(self, i: int) -> int:
         text = self.text

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from functools import cache
 
 # C0 controls, DEL, C1 controls, the bidi embeddings and overrides (U+202A-U+202E) and the
 # bidi isolates (U+2066-U+2069): the characters that change how a terminal draws what follows.
@@ -77,17 +78,28 @@ def printable_path(path: str | os.PathLike[str]) -> str:
     return printable(encodable_path(path))
 
 
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_UNDECODABLE_RE = re.compile("[\udc80-\udcff]")
+@cache
+def compiled(source: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile(source, flags)``, compiled on first use and kept: a pattern only unusual
+    input meets (a non-ASCII name, a position in a refused fixture) costs a start nothing.
+    Compiling is not free: a class of surrogates alone is some 2M instructions."""
+    return re.compile(source, flags)
+
+
+_SURROGATE = "[\ud800-\udfff]"
+_UNDECODABLE = "[\udc80-\udcff]"
 
 
 def encodable(text: str) -> str:
     """``text`` with each lone surrogate written as an escape (``\\ud800``), so that it can be
     encoded as UTF-8; everything else is kept as it is. For data (the JSON report), where
     control characters are escaped by the JSON encoder instead."""
-    if text.isascii() or not _SURROGATE_RE.search(text):  # isascii reads a flag: no scan
+    if text.isascii():  # isascii reads a flag: no scan
         return text
-    return _SURROGATE_RE.sub(lambda m: _escape(m.group()), text)
+    surrogate = compiled(_SURROGATE)
+    if not surrogate.search(text):
+        return text
+    return surrogate.sub(lambda m: _escape(m.group()), text)
 
 
 def encodable_path(path: str | os.PathLike[str]) -> str:
@@ -96,7 +108,7 @@ def encodable_path(path: str | os.PathLike[str]) -> str:
     text = os.fspath(path)
     if text.isascii():  # the common case: nothing to escape, and nothing scanned to know it
         return text
-    text = _UNDECODABLE_RE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+    text = compiled(_UNDECODABLE).sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
     return encodable(text)
 
 

@@ -16,8 +16,10 @@ from enum import IntEnum
 
 from evalrunner.model import CaseReport, SuiteReport
 from evalrunner.report.outcome import duration, failed_grades, failures, interruption
-from evalrunner.report.stats import case_stats, shown_interval, suite_stats, yes_no
 from evalrunner.text import printable, printable_path
+
+# evalrunner.report.stats is imported where a repeated run (--repeat K) needs it: its
+# dataclasses cost every start a millisecond or two that a plain run never uses.
 
 _GREEN = "\x1b[32m"
 _RED = "\x1b[31m"
@@ -125,6 +127,8 @@ def header(report: SuiteReport) -> str:
 def repeat_summary(report: SuiteReport, *, paint_flaky: Callable[[str], str] = str) -> str:
     """``repeats: 8/10 runs passed · pass^5 1/2 cases · pass@5 2/2 cases · pass rate 0.800,
     Wilson 95% [0.490, 0.943] · 1 flaky``."""
+    from evalrunner.report.stats import shown_interval, suite_stats
+
     stats = suite_stats(report)
     k = report.repeat
     text = (
@@ -168,6 +172,8 @@ def _case_line(case: CaseReport, repeat: int = 1) -> str:
     if case.skipped is not None:
         return f"{head}  skipped: {printable(case.skipped)}"
     if repeat > 1:
+        from evalrunner.report.stats import case_stats, shown_interval, yes_no
+
         stats = case_stats(case)
         flaky = "  FLAKY" if stats.flaky else ""
         return (
@@ -183,6 +189,8 @@ def _case_line(case: CaseReport, repeat: int = 1) -> str:
 
 def _failed_runs_line(case: CaseReport) -> str:
     """Under a failed case of a repeated run: which runs failed, and which one is shown."""
+    from evalrunner.report.stats import case_stats
+
     runs = case.runs or (case,)
     failed = [number for number, run in enumerate(runs, start=1) if not run.passed]
     flaky = ", flaky" if case_stats(case).flaky else ""

@@ -1,0 +1,189 @@
+"""What a plain ``evalrunner run`` of the bundled suite does not import, module by module (the
+start-up round of issue 11): each module here is imported where it is first needed, and a
+test that it still works when needed sits beside each check. Module lists, not timings: no
+test here depends on the clock."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSION = ROOT / "evals" / "regression"
+
+PROBE = """\
+import json, sys
+from evalrunner.__main__ import main
+sys.argv = ["evalrunner", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit as exc:
+    sys.stderr.write("\\nEXIT " + json.dumps(exc.code) + "\\n")
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+NOT_ON_A_PLAIN_RUN = (
+    "evalrunner.report.json",  # --json, --format json
+    "evalrunner.report.write",  # report files
+    "evalrunner.report.stats",  # --repeat
+    "evalrunner.report.progress",  # a terminal's progress line
+    "hashlib",  # --shard (the admission cache's SHA-256 is CPython's own, not OpenSSL's)
+    "shlex",  # an agent command
+)
+"""Modules a run that prints the table and writes no file has no use for."""
+
+
+def modules_of(args: list[str], cwd: Path) -> tuple[set[str], object]:
+    """Every module (full dotted names) the command imported, and its exit code."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    head, modules = done.stderr.rsplit("\nMODULES ", 1)
+    code = json.loads(head.rsplit("\nEXIT ", 1)[1]) if "\nEXIT " in head else None
+    return set(json.loads(modules)), code
+
+
+@pytest.fixture
+def bundled(tmp_path: Path) -> Path:
+    shutil.copytree(REGRESSION, tmp_path / "evals" / "regression")
+    return tmp_path
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_a_plain_run_imports_none_of_what_it_does_not_use(bundled: Path, cache: str) -> None:
+    if cache == "warm":
+        modules_of(["run"], bundled)
+    modules, code = modules_of(["run"], bundled)
+    assert code == 0
+    assert modules & set(NOT_ON_A_PLAIN_RUN) == set()
+
+
+@pytest.mark.xfail(
+    strict=True, reason="evalrunner.pipeline imports Keyword at run time, not only for typing"
+)
+def test_a_run_without_k_does_not_import_the_k_parser(bundled: Path) -> None:
+    modules, code = modules_of(["run"], bundled)
+    assert code == 0
+    assert "evalrunner.keyword_expr" not in modules
+
+
+@pytest.mark.xfail(
+    strict=True, reason="evalrunner.load imports tomllib and evalrunner.replay tempfile at import"
+)
+def test_a_run_from_a_warm_cache_imports_no_toml_parser_and_no_tempfile(bundled: Path) -> None:
+    modules_of(["run"], bundled)
+    modules, code = modules_of(["run"], bundled)
+    assert code == 0
+    assert modules & {"tomllib", "tempfile"} == set()
+
+
+def test_an_agent_command_is_still_split_as_a_shell_would(bundled: Path) -> None:
+    modules, code = modules_of(["config", "--agent-command", "agent 'unclosed"], bundled)
+    assert code == 2 and "shlex" in modules
+
+
+def test_k_and_shard_work_where_they_are_imported(bundled: Path) -> None:
+    modules, code = modules_of(["run", "-k", "unicode or tool", "--shard", "1/2"], bundled)
+    assert code == 0
+    assert {"evalrunner.keyword_expr", "hashlib"} <= modules
+    from evalrunner.keyword_expr import Keyword
+    from evalrunner.select import parse_keyword
+
+    assert isinstance(parse_keyword("a and not b"), Keyword)  # still served by select
+
+
+def test_what_a_plain_run_leaves_out_is_there_when_asked_for(bundled: Path) -> None:
+    report = bundled / "out" / "report.json"
+    modules, code = modules_of(
+        ["run", "--json", str(report), "--repeat", "2", "--format", "json"], bundled
+    )
+    assert code == 0
+    assert {"evalrunner.report.json", "evalrunner.report.write", "evalrunner.report.stats"} <= (
+        modules
+    )
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["repeat"]["k"] == 2 and len(data["cases"]) == 18
+
+
+def test_the_cache_digest_is_sha256_whichever_module_computes_it() -> None:
+    import hashlib
+
+    from evalrunner import cache
+
+    data = b"evalrunner \xff\x00 fixture"
+    assert cache.sha256(data).digest() == hashlib.sha256(data).digest()
+
+
+COMMANDS = ("run", "record", "validate", "list", "merge", "mutate", "config", "new", "convert")
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_command_run_alone_parses_helps_and_refuses_as_in_the_whole_command_line(
+    name: str,
+) -> None:
+    # main() hands typer only the command the first argument names (typer builds every
+    # command's parameters before parsing): the same words, byte for byte, either way.
+    from typer.testing import CliRunner
+
+    from evalrunner import cli
+
+    narrow = cli._narrowed(cli.app, [name])
+    assert [info.callback for info in narrow.registered_commands] == [
+        info.callback
+        for info in cli.app.registered_commands
+        if (info.name or info.callback.__name__) == name  # type: ignore[union-attr]
+    ]
+    runner = CliRunner()
+    for args in ([name, "--help"], [name, "--no-such-option"], [name, "-k"]):
+        alone = runner.invoke(narrow, args, prog_name="evalrunner", env={"COLUMNS": "90"})
+        whole = runner.invoke(cli.app, args, prog_name="evalrunner", env={"COLUMNS": "90"})
+        assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output), args
+
+
+@pytest.mark.parametrize("first", [[], ["--help"], ["--version"], ["schema"], ["cache"], ["rn"]])
+def test_anything_but_a_command_name_gets_the_whole_command_line(first: list[str]) -> None:
+    from evalrunner import cli
+
+    assert cli._narrowed(cli.app, first) is cli.app
+
+
+def test_a_warm_run_compiles_none_of_the_patterns_kept_for_unusual_input(bundled: Path) -> None:
+    # The source map's, the config's and the surrogate patterns are compiled on first use.
+    script = (
+        "import sys\n"
+        "from evalrunner.__main__ import main\n"
+        "import evalrunner.text as text\n"
+        "sys.argv = ['evalrunner', 'run']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('\\nCOMPILED %d\\n' % text.compiled.cache_info().currsize)\n"
+    )
+    modules_of(["run"], bundled)  # the cache is warm
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=bundled, capture_output=True, text=True, timeout=120
+    )
+    assert done.stderr.rsplit("\nCOMPILED ", 1)[1].split() == ["0"]
+
+
+def test_the_patterns_still_work_when_met() -> None:
+    from evalrunner.config import parse_seconds
+    from evalrunner.text import encodable, encodable_path
+
+    assert encodable("caf\udce9") == "caf\\udce9"
+    assert encodable_path("caf\udce9.yaml") == "caf\\xe9.yaml"
+    assert parse_seconds(" 1e2 ") == 100.0
+    with pytest.raises(ValueError):
+        parse_seconds("1_0")
