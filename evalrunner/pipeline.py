@@ -46,11 +46,12 @@ from evalrunner.model import (
 )
 from evalrunner.provider import ModelProvider
 from evalrunner.replay import run_case
-from evalrunner.select import Keyword, case_identity, ordered, take_shard
+from evalrunner.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
 from evalrunner.tools import ToolSource
 
 if TYPE_CHECKING:
+    from evalrunner.keyword_expr import Keyword
     from evalrunner.wire.live import LiveModel
 
 LIVE_WITHOUT_MODEL = "live mode needs a live model: RunSettings.live is not set"

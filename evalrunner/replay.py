@@ -16,7 +16,6 @@ import queue
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -73,6 +72,8 @@ class LazyWorkspace:
             if self._removed:
                 raise RunError("the case's workspace was asked for after the case ended")
             if self._path is None:
+                import tempfile  # only for the cases whose agent asks for a workspace
+
                 self._path = Path(tempfile.mkdtemp(prefix="evalrunner-case-"))
             return self._path
 

@@ -69,9 +69,6 @@ def test_a_plain_run_imports_none_of_what_it_does_not_use(bundled: Path, cache: 
     assert modules & set(NOT_ON_A_PLAIN_RUN) == set()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="evalrunner.pipeline imports Keyword at run time, not only for typing"
-)
 def test_a_run_without_k_does_not_import_the_k_parser(bundled: Path) -> None:
     modules, code = modules_of(["run"], bundled)
     assert code == 0
