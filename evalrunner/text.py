@@ -114,8 +114,13 @@ def encodable_path(path: str | os.PathLike[str]) -> str:
 
 def dotted(path: Sequence[str | int]) -> str:
     """A path into a document as people write it: ``('turns', 0, 'steps')`` is
-    ``turns[0].steps``; the root is the empty string."""
+    ``turns[0].steps``; the root is the empty string. Keys come from the document, so each is
+    shown :func:`printable`: a message naming ``eval."\\n"`` stays one line."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            shown = printable(str(part))
+            out += f".{shown}" if out else shown
     return out

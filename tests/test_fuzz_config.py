@@ -216,3 +216,12 @@ def test_dates_in_someone_elses_pyproject_table_are_not_our_business(workspace: 
     assert text is not None
     check_config(workspace, "pyproject.toml", text)
     assert load_config(cwd=workspace, env={}).file == workspace / "pyproject.toml"
+
+
+def test_a_key_with_a_newline_is_named_on_one_line(workspace: Path) -> None:
+    # Found by test_structure_aware_configs: the NUL refusal named the key as it was, newline
+    # and all, so the message spilled onto a second line.
+    check_config(workspace, "evalrunner.toml", '[eval]\n"\\n" = "a\\u0000b"\n')
+    with pytest.raises(ConfigError) as refused:
+        load_config(cwd=workspace, env={})
+    assert any("eval.\\n holds a NUL character" in problem for problem in refused.value.problems)
