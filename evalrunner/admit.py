@@ -514,7 +514,10 @@ compiled patterns :func:`compile_pattern` keeps)."""
 def _contradictions(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
     """Checks that no run can pass together, each reported at the entry that forbids what
     another one requires. (Count bounds are :func:`_incoherent_bounds`.)"""
-    errors = []
+    errors: list[AdmissionError] = []
+    # Every contradiction involves a "not" kind: without one (most cases), nothing to look at.
+    if not expects.tools_not_used and not expects.response_not_contains:
+        return errors
     used: dict[str, int] = {}
     for i, name in enumerate(expects.tools_used or ()):
         used.setdefault(name, i)

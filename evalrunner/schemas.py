@@ -293,10 +293,14 @@ def check_schemas(tree: SchemaTree) -> None:
 #
 # jsonschema walks a schema anew for every instance, through $ref lookups and a validator object
 # per subschema, to collect errors; that is most of the cost of admitting a case. Deciding only
-# *whether* an instance is valid needs none of that: the schema is turned once into nested
-# closures. The closures must agree exactly with strict_validator(), because a "yes" here skips
-# jsonschema altogether; so every keyword is implemented as jsonschema 4 defines it, and a
-# keyword (or form of one) not implemented here refuses to compile rather than being ignored.
+# *whether* an instance is valid needs none of that: the schema is turned once into the Python
+# source of a function (straight-line tests, a loop per array, $ref targets written in place),
+# compiled once, cached. The function must agree exactly with strict_validator(), because a
+# "yes" here skips jsonschema altogether; so every keyword is implemented as jsonschema 4
+# defines it, and a keyword (or form of one) not implemented here refuses to compile rather
+# than being ignored. Nothing of a schema reaches the source but through repr() of a string or
+# an integer; every other value (a pattern's search, a set of names, a float bound) is a
+# constant in the function's namespace.
 
 Check = Callable[[object], bool]
 """Whether an instance is valid against a schema, as :func:`strict_validator` would say."""
@@ -345,54 +349,21 @@ TYPE_CHECKS: dict[str, Check] = {
 """Each JSON type as :func:`strict_validator`'s type checker defines it (a test holds them
 together)."""
 
+_TYPE_TESTS = {
+    "array": "isinstance({0}, list)",
+    "boolean": "isinstance({0}, bool)",
+    "integer": "(isinstance({0}, int) and not isinstance({0}, bool))",
+    "null": "{0} is None",
+    "number": "_is_number({0})",
+    "object": "isinstance({0}, dict)",
+    "string": "isinstance({0}, str)",
+}
+""":data:`TYPE_CHECKS` as source, for a value named ``{0}`` (a test holds the two together)."""
 
-def _always(instance: object) -> bool:
-    return True
-
-
-def _never(instance: object) -> bool:
-    return False
-
-
-def _all_of(checks: list[Check]) -> Check:
-    # Here and in the other hot loops, a plain loop rather than all()/any() over a generator,
-    # which would cost a generator object per call: these run for every value of every case.
-    if not checks:
-        return _always
-    if len(checks) == 1:
-        return checks[0]
-    frozen = tuple(checks)
-
-    def check(instance: object) -> bool:
-        for part in frozen:  # noqa: SIM110 (see _all_of)
-            if not part(instance):
-                return False
-        return True
-
-    return check
-
-
-def _any_of(checks: tuple[Check, ...]) -> Check:
-    def check(instance: object) -> bool:
-        for part in checks:  # noqa: SIM110 (see _all_of)
-            if part(instance):
-                return True
-        return False
-
-    return check
-
-
-def _one_of(checks: tuple[Check, ...]) -> Check:
-    def check(instance: object) -> bool:
-        passed = 0
-        for part in checks:
-            if part(instance):
-                passed += 1
-                if passed > 1:
-                    return False
-        return passed == 1
-
-    return check
+_NOT_BLANK = "\\S"
+"""The pattern of every non-blank string of the schemas: written as ``str.isspace``, which
+tests each character with the same Unicode table (``Py_UNICODE_ISSPACE``) as ``re``'s ``\\S``
+does, without a regular-expression search per string."""
 
 
 def _string_list(value: object, keyword: str) -> tuple[str, ...]:
@@ -413,18 +384,81 @@ def _bound(value: object, keyword: str) -> float:
     return value
 
 
-class _Compiler:
-    """Compiles one schema and everything it refers to; each ``$ref`` target once."""
+def _indented(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
 
-    def __init__(self) -> None:
-        self._compiled: dict[int, Check] = {}
-        self._keep: list[object] = []  # the targets whose id() keys _compiled stay alive
 
-    def node(self, schema: object, resolver: TreeResolver) -> Check:
+def _guarded(test: str | None, lines: list[str]) -> list[str]:
+    """``lines`` run only when ``test`` holds (always, for ``None``)."""
+    if test is None or not lines:
+        return lines
+    return [f"if {test}:", *_indented(lines)]
+
+
+class _TooLarge(Exception):
+    """Writing every ``$ref`` target in place grew past :data:`_MAX_BLOCKS`."""
+
+
+_MAX_BLOCKS = 20_000
+"""Subschemas written in place, at most, before every ``$ref`` becomes a call instead: a
+target referred to twice by a target referred to twice (and so on) would otherwise double the
+source at each level."""
+
+
+class _Writer:
+    """Writes the source of one schema's check and everything it refers to.
+
+    Each subschema becomes lines that ``return False`` unless the value named to it is valid,
+    and fall through when it is. A subschema asked a yes/no question (``anyOf``, ``oneOf``,
+    ``not``, ``if``) and a ``$ref`` that refers back into itself become functions, called by
+    name; any other ``$ref`` target is written in place (``inline``), with names of its own.
+    """
+
+    def __init__(self, *, inline: bool) -> None:
+        self.inline = inline
+        self.definitions: list[str] = []
+        self.namespace: dict[str, object] = {"_is_number": _is_number}
+        self._functions: dict[tuple[int, str], str] = {}
+        self._keep: list[object] = []  # the schemas whose id() keys _functions stay alive
+        self._entered: set[int] = set()  # $ref targets being written in place, by id()
+        self._names = 0
+        self._blocks = 0
+
+    def name(self, prefix: str) -> str:
+        self._names += 1
+        return f"{prefix}{self._names}"
+
+    def constant(self, value: object) -> str:
+        name = self.name("_c")
+        self.namespace[name] = value
+        return name
+
+    def literal(self, value: float) -> str:
+        # repr() of an int is its digits; a float (inf, or one repr rounds) goes by name.
+        return repr(value) if type(value) is int else self.constant(value)
+
+    def function(self, schema: object, resolver: TreeResolver) -> str:
+        """The name of a function ``(value) -> bool`` that checks ``schema``."""
+        key = (id(schema), resolver.base_uri)
+        if key not in self._functions:
+            name = self.name("_f")
+            self._functions[key] = name  # before the body: a ref back into it calls it
+            self._keep.append(schema)
+            body = self.block(schema, "v", resolver)
+            self.definitions.append(
+                "\n".join([f"def {name}(v):", *_indented(body), "    return True", ""])
+            )
+        return self._functions[key]
+
+    def block(self, schema: object, var: str, resolver: TreeResolver) -> list[str]:
+        """Lines that ``return False`` unless the value ``var`` is valid against ``schema``."""
+        self._blocks += 1
+        if self.inline and self._blocks > _MAX_BLOCKS:
+            raise _TooLarge
         if schema is True:
-            return _always
+            return []
         if schema is False:
-            return _never
+            return ["return False"]
         if not isinstance(schema, dict):
             raise UnsupportedSchema(f"not a schema: {schema!r}")
         unknown = schema.keys() - _KEYWORDS - _ANNOTATIONS
@@ -436,47 +470,22 @@ class _Compiler:
                 resolver = resolver.in_subresource(schema)
             except UnresolvedRef as exc:
                 raise UnsupportedSchema(str(exc)) from exc
-        # A single declared type is folded into that type's keyword check, when there is one,
-        # saving a call per value on the common path.
+        lines: list[str] = []
         names = self._type_names(schema)
+        # With one type declared and tested first, that type's keywords need no test of their
+        # own that the value has it.
         only = names[0] if names is not None and len(names) == 1 else None
-        shaped = [
-            self._object(schema, resolver, only == "object"),
-            self._array(schema, resolver, only == "array"),
-            self._string(schema, only == "string"),
-            self._number(schema, only if only in {"integer", "number"} else None),
-        ]
-        home = {"object": 0, "array": 1, "string": 2, "integer": 3, "number": 3}.get(only or "")
-        folded = home is not None and shaped[home] is not None
-        parts = [
-            None if folded or names is None else self._type(names),
-            self._values(schema),
-            *shaped,
-            self._ref(schema, resolver),
-            *self._logic(schema, resolver),
-        ]
-        return _all_of([part for part in parts if part is not None])
-
-    def _ref(self, schema: dict[str, Any], resolver: TreeResolver) -> Check | None:
-        if "$ref" not in schema:
-            return None
-        ref = schema["$ref"]
-        if not isinstance(ref, str):
-            raise UnsupportedSchema(f"$ref: {ref!r}")
-        try:
-            resolved = resolver.lookup(ref)
-        except UnresolvedRef as exc:
-            raise UnsupportedSchema(f"$ref {ref!r} does not resolve") from exc
-        key = id(resolved.contents)
-        if key not in self._compiled:
-            # A schema that refers back to itself reaches the placeholder, which calls the
-            # finished check once it exists.
-            slot: list[Check] = []
-            self._compiled[key] = lambda instance: slot[0](instance)
-            self._keep.append(resolved.contents)
-            slot.append(self.node(resolved.contents, resolved.resolver))
-            self._compiled[key] = slot[0]
-        return self._compiled[key]
+        if names is not None:
+            tests = " or ".join(_TYPE_TESTS[n].format(var) for n in names)
+            lines.append(f"if not ({tests}): return False")
+        lines += self._values(schema, var)
+        lines += self._object(schema, var, resolver, only == "object")
+        lines += self._array(schema, var, resolver, only == "array")
+        lines += self._string(schema, var, only == "string")
+        lines += self._number(schema, var, only in {"integer", "number"})
+        lines += self._ref(schema, var, resolver)
+        lines += self._logic(schema, var, resolver)
+        return lines
 
     @staticmethod
     def _type_names(schema: dict[str, Any]) -> list[str] | None:
@@ -488,21 +497,7 @@ class _Compiler:
             raise UnsupportedSchema(f"type: {declared!r}")
         return names
 
-    @staticmethod
-    def _type(names: list[str]) -> Check:
-        checks = tuple(TYPE_CHECKS[n] for n in names)
-        if len(checks) == 1:
-            return checks[0]
-
-        def check(instance: object) -> bool:
-            for one in checks:  # noqa: SIM110 (see _all_of)
-                if one(instance):
-                    return True
-            return False
-
-        return check
-
-    def _values(self, schema: dict[str, Any]) -> Check | None:
+    def _values(self, schema: dict[str, Any], var: str) -> list[str]:
         # jsonschema compares a string with anything by ==, so for string-only enums and consts
         # membership is exact; other values (1 vs 1.0 vs True) would need its equal().
         allowed: set[str] | None = None
@@ -514,146 +509,154 @@ class _Compiler:
                 raise UnsupportedSchema(f"const: {const!r}")
             allowed = {const} if allowed is None else allowed & {const}
         if allowed is None:
-            return None
-        frozen = frozenset(allowed)
-        return lambda instance: isinstance(instance, str) and instance in frozen
+            return []
+        if len(allowed) == 1:
+            (only,) = allowed
+            return [f"if not (isinstance({var}, str) and {var} == {only!r}): return False"]
+        members = self.constant(frozenset(allowed))
+        return [f"if not (isinstance({var}, str) and {var} in {members}): return False"]
 
-    def _string(self, schema: dict[str, Any], typed: bool) -> Check | None:
+    def _string(self, schema: dict[str, Any], var: str, typed: bool) -> list[str]:
         if not {"minLength", "maxLength", "pattern"} & schema.keys():
-            return None
+            return []
         low = _count(schema.get("minLength", 0), "minLength")
-        high = _count(schema["maxLength"], "maxLength") if "maxLength" in schema else None
-        search = None
+        lines = [f"if len({var}) < {low}: return False"] if low else []
+        if "maxLength" in schema:
+            high = _count(schema["maxLength"], "maxLength")
+            lines.append(f"if len({var}) > {high}: return False")
         if "pattern" in schema:
-            if not isinstance(schema["pattern"], str):
-                raise UnsupportedSchema(f"pattern: {schema['pattern']!r}")
-            # jsonschema calls re.search(pattern, instance): the same compiled pattern.
-            search = re.compile(schema["pattern"]).search
+            pattern = schema["pattern"]
+            if not isinstance(pattern, str):
+                raise UnsupportedSchema(f"pattern: {pattern!r}")
+            if pattern == _NOT_BLANK:
+                lines.append(f"if not {var} or {var}.isspace(): return False")
+            else:
+                # jsonschema calls re.search(pattern, instance): the same compiled pattern.
+                search = self.constant(re.compile(pattern).search)
+                lines.append(f"if {search}({var}) is None: return False")
+        return _guarded(None if typed else f"isinstance({var}, str)", lines)
 
-        def check(instance: object) -> bool:
-            if not isinstance(instance, str):
-                return not typed
-            size = len(instance)
-            if size < low or (high is not None and size > high):
-                return False
-            return search is None or search(instance) is not None
+    def _number(self, schema: dict[str, Any], var: str, typed: bool) -> list[str]:
+        # Written as jsonschema tests each ("instance < minimum" is the error), so that a value
+        # no comparison holds for (NaN) gets the same verdict.
+        failing = {
+            "minimum": "{0} < {1}",
+            "maximum": "{0} > {1}",
+            "exclusiveMinimum": "{0} <= {1}",
+            "exclusiveMaximum": "{0} >= {1}",
+        }
+        lines = [
+            f"if {test.format(var, self.literal(_bound(schema[name], name)))}: return False"
+            for name, test in failing.items()
+            if name in schema
+        ]
+        return _guarded(None if typed else f"_is_number({var})", lines)
 
-        return check
-
-    def _number(self, schema: dict[str, Any], typed: str | None) -> Check | None:
-        bounds = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-        if not set(bounds) & schema.keys():
-            return None
-        low, high, above, below = (
-            _bound(schema[name], name) if name in schema else None for name in bounds
-        )
-        # With the type declared, an instance of that type is a number: one test, not two.
-        is_type = TYPE_CHECKS[typed] if typed is not None else _is_number
-
-        def check(instance: Any) -> bool:
-            if not is_type(instance):
-                return typed is None
-            # Written as jsonschema tests it ("instance < minimum" is the error), so that a
-            # value no comparison holds for (NaN) gets the same verdict.
-            return not (
-                (low is not None and instance < low)
-                or (high is not None and instance > high)
-                or (above is not None and instance <= above)
-                or (below is not None and instance >= below)
-            )
-
-        return check
-
-    def _object(self, schema: dict[str, Any], resolver: TreeResolver, typed: bool) -> Check | None:
+    def _object(
+        self, schema: dict[str, Any], var: str, resolver: TreeResolver, typed: bool
+    ) -> list[str]:
         if not {"properties", "additionalProperties", "required"} & schema.keys():
-            return None
+            return []
         declared = schema.get("properties", {})
         if not isinstance(declared, dict):
             raise UnsupportedSchema(f"properties: {declared!r}")
-        properties = {name: self.node(sub, resolver) for name, sub in declared.items()}
+        required = dict.fromkeys(_string_list(schema.get("required", []), "required"))
+        lines = [f"if {key!r} not in {var}: return False" for key in required]
         extra = schema.get("additionalProperties", True)
-        other = None if extra is True else self.node(extra, resolver)
-        required = frozenset(_string_list(schema.get("required", []), "required"))
+        if extra is False:
+            known = self.constant(frozenset(declared))
+            lines.append(f"if not {var}.keys() <= {known}: return False")
+        elif extra is not True:
+            key, value = self.name("k"), self.name("x")
+            other = self.block(extra, value, resolver)
+            if other:
+                known = self.constant(frozenset(declared))
+                lines += [
+                    f"for {key}, {value} in {var}.items():",
+                    *_indented(_guarded(f"{key} not in {known}", other)),
+                ]
+        # Only the declared properties are looked at, however many keys there are (an "if"
+        # that tests one property of a large object stays cheap).
+        for key, sub in declared.items():
+            value = self.name("x")
+            body = self.block(sub, value, resolver)
+            if not body:
+                continue
+            fetched = [f"{value} = {var}[{key!r}]", *body]
+            lines += fetched if key in required else _guarded(f"{key!r} in {var}", fetched)
+        return _guarded(None if typed else f"isinstance({var}, dict)", lines)
 
-        if other is None:
-            # Open: only the declared properties are looked at, however many keys there are
-            # (an "if" that tests one property of a large object stays cheap).
-            pairs = tuple(properties.items())
-
-            def open_check(instance: object) -> bool:
-                if not isinstance(instance, dict):
-                    return not typed
-                if not instance.keys() >= required:
-                    return False
-                for name, known in pairs:
-                    if name in instance and not known(instance[name]):
-                        return False
-                return True
-
-            return open_check
-
-        def closed_check(instance: object) -> bool:
-            if not isinstance(instance, dict):
-                return not typed
-            if not instance.keys() >= required:
-                return False
-            for key, value in instance.items():
-                known = properties.get(key)
-                if known is None:
-                    if not other(value):
-                        return False
-                elif not known(value):
-                    return False
-            return True
-
-        return closed_check
-
-    def _array(self, schema: dict[str, Any], resolver: TreeResolver, typed: bool) -> Check | None:
+    def _array(
+        self, schema: dict[str, Any], var: str, resolver: TreeResolver, typed: bool
+    ) -> list[str]:
         if not {"items", "minItems", "maxItems"} & schema.keys():
-            return None
-        item = self.node(schema["items"], resolver) if "items" in schema else _always
+            return []
         low = _count(schema.get("minItems", 0), "minItems")
-        high = _count(schema["maxItems"], "maxItems") if "maxItems" in schema else None
+        lines = [f"if len({var}) < {low}: return False"] if low else []
+        if "maxItems" in schema:
+            high = _count(schema["maxItems"], "maxItems")
+            lines.append(f"if len({var}) > {high}: return False")
+        if "items" in schema:
+            item = self.name("x")
+            body = self.block(schema["items"], item, resolver)
+            if body:
+                lines += [f"for {item} in {var}:", *_indented(body)]
+        return _guarded(None if typed else f"isinstance({var}, list)", lines)
 
-        def check(instance: object) -> bool:
-            if not isinstance(instance, list):
-                return not typed
-            if len(instance) < low or (high is not None and len(instance) > high):
-                return False
-            for value in instance:  # noqa: SIM110 (see _all_of)
-                if not item(value):
-                    return False
-            return True
+    def _ref(self, schema: dict[str, Any], var: str, resolver: TreeResolver) -> list[str]:
+        if "$ref" not in schema:
+            return []
+        ref = schema["$ref"]
+        if not isinstance(ref, str):
+            raise UnsupportedSchema(f"$ref: {ref!r}")
+        try:
+            resolved = resolver.lookup(ref)
+        except UnresolvedRef as exc:
+            raise UnsupportedSchema(f"$ref {ref!r} does not resolve") from exc
+        key = id(resolved.contents)
+        if self.inline and key not in self._entered:
+            self._entered.add(key)
+            try:
+                return self.block(resolved.contents, var, resolved.resolver)
+            finally:
+                self._entered.discard(key)
+        # A schema that refers back into itself: a function, which may call itself.
+        return [
+            f"if not {self.function(resolved.contents, resolved.resolver)}({var}): return False"
+        ]
 
-        return check
-
-    def _logic(self, schema: dict[str, Any], resolver: TreeResolver) -> list[Check]:
-        parts: list[Check] = []
+    def _logic(self, schema: dict[str, Any], var: str, resolver: TreeResolver) -> list[str]:
+        lines: list[str] = []
         for keyword in ("allOf", "anyOf", "oneOf"):
             if keyword not in schema:
                 continue
             subs = schema[keyword]
             if not isinstance(subs, list) or not subs:
                 raise UnsupportedSchema(f"{keyword}: {subs!r}")
-            checks = tuple(self.node(sub, resolver) for sub in subs)
             if keyword == "allOf":
-                parts.extend(checks)
-            elif keyword == "anyOf":
-                parts.append(_any_of(checks))
-            else:
-                parts.append(_one_of(checks))
+                for sub in subs:
+                    lines += self.block(sub, var, resolver)
+                continue
+            calls = [f"{self.function(sub, resolver)}({var})" for sub in subs]
+            if keyword == "anyOf":
+                lines.append(f"if not ({' or '.join(calls)}): return False")
+            else:  # each call is a bool, so the sum counts the subschemas that hold
+                lines.append(f"if {' + '.join(calls)} != 1: return False")
         if "not" in schema:
-            negated = self.node(schema["not"], resolver)
-            parts.append(lambda instance: not negated(instance))
+            lines.append(f"if {self.function(schema['not'], resolver)}({var}): return False")
         if "if" in schema:
-            condition = self.node(schema["if"], resolver)
-            then = self.node(schema["then"], resolver) if "then" in schema else _always
-            otherwise = self.node(schema["else"], resolver) if "else" in schema else _always
-            parts.append(
-                lambda instance: then(instance) if condition(instance) else otherwise(instance)
-            )
+            condition = self.function(schema["if"], resolver)
+            then = self.block(schema["then"], var, resolver) if "then" in schema else []
+            otherwise = self.block(schema["else"], var, resolver) if "else" in schema else []
+            if then and otherwise:
+                lines += [f"if {condition}({var}):", *_indented(then), "else:"]
+                lines += _indented(otherwise)
+            elif then:
+                lines += _guarded(f"{condition}({var})", then)
+            elif otherwise:
+                lines += _guarded(f"not {condition}({var})", otherwise)
         # then/else without if are ignored by jsonschema too: nothing to add.
-        return parts
+        return lines
 
 
 _KEYWORDS = frozenset(
@@ -685,7 +688,35 @@ _KEYWORDS = frozenset(
         "else",
     }
 )
-"""The keywords :class:`_Compiler` decides; any other one makes a schema unsupported."""
+"""The keywords :class:`_Writer` decides; any other one makes a schema unsupported."""
+
+
+def check_source(schema: object, resolver: TreeResolver) -> tuple[str, dict[str, object]]:
+    """The Python source of :func:`compile_check`'s function for ``schema``, named ``check``,
+    and the namespace it runs in (its constants)."""
+    try:
+        return _source(schema, resolver, inline=True)
+    except _TooLarge:
+        return _source(schema, resolver, inline=False)
+
+
+def _source(
+    schema: object, resolver: TreeResolver, *, inline: bool
+) -> tuple[str, dict[str, object]]:
+    writer = _Writer(inline=inline)
+    body = writer.block(schema, "v", resolver)
+    # The check itself never raises: an instance it cannot judge (a comparison that fails) is
+    # reported invalid, so that jsonschema looks at it.
+    entry = [
+        "def check(v):",
+        "    try:",
+        *_indented(_indented(body or ["pass"])),
+        "    except Exception:",
+        "        return False",
+        "    return True",
+        "",
+    ]
+    return "\n".join([*writer.definitions, *entry]), writer.namespace
 
 
 def compile_check(schema: object, resolver: TreeResolver) -> Check:
@@ -695,15 +726,9 @@ def compile_check(schema: object, resolver: TreeResolver) -> Check:
     does. The check itself never raises: an instance it cannot judge (a comparison that
     fails) is reported invalid, so that jsonschema looks at it.
     """
-    compiled = _Compiler().node(schema, resolver)
-
-    def check(instance: object) -> bool:
-        try:
-            return compiled(instance)
-        except Exception:
-            return False
-
-    return check
+    source, namespace = check_source(schema, resolver)
+    exec(compile(source, "<compiled schema check>", "exec"), namespace)
+    return cast(Check, namespace["check"])
 
 
 @cache
