@@ -25,7 +25,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -651,6 +650,8 @@ _TOML_AT_END = "(at end of document)"
 
 
 def _parse_toml(text: str, shown: str) -> JSONValue:
+    import tomllib  # here: a config read by rtoml, or a warm cache, needs no TOML parser of ours
+
     try:
         data: JSONValue = tomllib.loads(text, parse_float=_parse_float)
     except tomllib.TOMLDecodeError as exc:
@@ -791,6 +792,8 @@ def _fast_toml(text: str) -> JSONValue:
     if not unusual and "{" in text:
         unusual = any(line.count("{") != line.count("}") for line in text.split("\n"))
     if fast is None or unusual:
+        import tomllib
+
         slow: JSONValue = tomllib.loads(text, parse_float=_finite_float)
         return slow
     try:

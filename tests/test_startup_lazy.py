@@ -75,9 +75,6 @@ def test_a_run_without_k_does_not_import_the_k_parser(bundled: Path) -> None:
     assert "evalrunner.keyword_expr" not in modules
 
 
-@pytest.mark.xfail(
-    strict=True, reason="evalrunner.load imports tomllib and evalrunner.replay tempfile at import"
-)
 def test_a_run_from_a_warm_cache_imports_no_toml_parser_and_no_tempfile(bundled: Path) -> None:
     modules_of(["run"], bundled)
     modules, code = modules_of(["run"], bundled)
