@@ -91,8 +91,7 @@ def _keep(
     for index, report in reports:
         if index in wanted:
             done[index] = report
-            if index in member.pending:
-                member.pending.remove(index)
+            member.pending.pop(index, None)
 
 
 class Crew:
@@ -170,8 +169,11 @@ class Crew:
         wanted = set(order)
         owner = {index: member for member in self._members for index in member.share}
         for member in self._members:
-            member.pending = [index for index in order if owner[index] is member]
-            member.connection.send(member.pending)
+            share = [index for index in order if owner[index] is member]
+            member.connection.send(share)
+            # A dict, not a list: each report takes its case off in constant time (a list's
+            # remove is linear, and a large suite's reports would make it quadratic).
+            member.pending = dict.fromkeys(share)
         done: dict[int, CaseReport] = {}
         live = [member for member in self._members if member.pending]
         position = [0]  # how many of ``order`` have been yielded
@@ -236,7 +238,7 @@ class Crew:
         member.process.join()
         for index in member.pending:
             done[index] = self._alone(index)
-        member.pending = []
+        member.pending = {}
 
     def _alone(self, index: int) -> CaseReport:
         fixture = self._fixtures[index]
@@ -282,7 +284,7 @@ class _Member:
     process: Any
     connection: Connection
     share: list[int]
-    pending: list[int] = field(default_factory=list)
+    pending: dict[int, None] = field(default_factory=dict)
     """The cases it was asked to run and has not reported yet."""
 
 
