@@ -726,8 +726,14 @@ def compile_check(schema: object, resolver: TreeResolver) -> Check:
     does. The check itself never raises: an instance it cannot judge (a comparison that
     fails) is reported invalid, so that jsonschema looks at it.
     """
-    source, namespace = check_source(schema, resolver)
-    exec(compile(source, "<compiled schema check>", "exec"), namespace)
+    try:
+        source, namespace = check_source(schema, resolver)
+        code = compile(source, "<compiled schema check>", "exec")
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        # Past CPython's compiler limits (20 nested blocks, 100 levels of indentation, the
+        # recursion of a very long expression): jsonschema decides such a schema.
+        raise UnsupportedSchema(f"the check's source cannot be compiled: {exc}") from None
+    exec(code, namespace)
     return cast(Check, namespace["check"])
 
 

@@ -63,9 +63,12 @@ def _escape(char: str) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character, bidi override and lone surrogate written as an
-    escape (``\\r``, ``\\x1b``, ``\\u202e``, ``\\ud800``), so it is one line, shows as stored
-    and can be encoded as UTF-8. Text without such characters is returned unchanged."""
+    """``text`` with every control character, bidi override, line or paragraph separator
+    (U+2028, U+2029) and lone surrogate written as an escape (``\\r``, ``\\x1b``, ``\\u202e``,
+    ``\\u2028``, ``\\ud800``), so it is one line, shows as stored and can be encoded as UTF-8.
+    Text without such characters is returned unchanged."""
+    if "\u2028" in text or "\u2029" in text:  # line breaks to splitlines() and JavaScript
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     if not _UNSAFE_RE.search(text):
         return text
     return _UNSAFE_RE.sub(lambda m: _escape(m.group()), text)
