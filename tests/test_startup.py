@@ -3,45 +3,25 @@ fresh interpreter (module lists, not timings: no test here depends on the clock)
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.startup_probe import modules_of
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"
 
-# Runs the command line as the console script does, then lists what got imported.
-PROBE = """\
-import json, sys
-from evalrunner.__main__ import main
-sys.argv = ["evalrunner", *json.loads(sys.argv[1])]
-try:
-    main()
-except SystemExit:
-    pass
-sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
-"""
 
 HEAVY = ("jsonschema", "referencing", "ruamel", "rich", "pydantic", "multiprocessing")
 """What a command may import only when it needs it."""
 
 
 def imported(args: list[str], cwd: Path) -> set[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    line = done.stderr.rsplit("\nMODULES ", 1)[1]
-    return {name.split(".")[0] for name in json.loads(line)}
+    """The top-level packages ``evalrunner ARGS`` imported."""
+    return {name.split(".")[0] for name in modules_of(args, cwd)[0]}
 
 
 def heavy(modules: set[str]) -> set[str]:

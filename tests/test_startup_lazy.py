@@ -6,27 +6,16 @@ test here depends on the clock."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.startup_probe import modules_of
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"
-
-PROBE = """\
-import json, sys
-from evalrunner.__main__ import main
-sys.argv = ["evalrunner", *json.loads(sys.argv[1])]
-try:
-    main()
-except SystemExit as exc:
-    sys.stderr.write("\\nEXIT " + json.dumps(exc.code) + "\\n")
-sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
-"""
 
 NOT_ON_A_PLAIN_RUN = (
     "evalrunner.report.json",  # --json, --format json
@@ -37,21 +26,6 @@ NOT_ON_A_PLAIN_RUN = (
     "shlex",  # an agent command
 )
 """Modules a run that prints the table and writes no file has no use for."""
-
-
-def modules_of(args: list[str], cwd: Path) -> tuple[set[str], object]:
-    """Every module (full dotted names) the command imported, and its exit code."""
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    head, modules = done.stderr.rsplit("\nMODULES ", 1)
-    code = json.loads(head.rsplit("\nEXIT ", 1)[1]) if "\nEXIT " in head else None
-    return set(json.loads(modules)), code
 
 
 @pytest.fixture
