@@ -16,9 +16,11 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from evalrunner.frozen import frozen
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -88,7 +90,7 @@ class ConfigError(Exception):
         self.problems = problems
 
 
-@dataclass(frozen=True)
+@frozen
 class LiveConfig:
     """The real model of live mode (``[eval.live]``). Holds the *name* of the key's variable,
     never the key: the key is read from the environment when a request is sent."""
@@ -115,7 +117,7 @@ class LiveConfig:
         return []
 
 
-@dataclass(frozen=True)
+@frozen
 class RecordConfig:
     """How ``evalrunner record`` writes fixtures (``[eval.record]``)."""
 
@@ -124,7 +126,7 @@ class RecordConfig:
     Each compiles: a pattern that does not is refused when the config is read."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Config:
     """Effective settings, and for each the place it came from."""
 
@@ -512,7 +514,7 @@ def check_case_timeout(seconds: float) -> str | None:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class _EvalTable:
     """The ``[eval]`` table of a config file, and where each of its keys and values is."""
 

@@ -30,9 +30,10 @@ import json
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol, cast, runtime_checkable
 
+from evalrunner.frozen import frozen
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -58,7 +59,7 @@ class TurnScripted(Protocol):
         """Close the current turn; raises :class:`RunError` for what it left unused."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Dispatch:
     """One tool call handed to the agent whose result came back.
 
@@ -72,7 +73,7 @@ class Dispatch:
     success: bool | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Evidence:
     """What a finished run showed at the model boundary, for the run record."""
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Literal, TypeAlias
+
+from evalrunner.frozen import frozen
 
 JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
 """What a fixture document is made of once parsed: JSON-compatible data, nothing else."""
@@ -37,7 +39,7 @@ def render_json_path(path: JSONPath) -> str:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class AdmissionError:
     """One reason a fixture (or config file) was refused, with where it is.
 
@@ -75,7 +77,7 @@ class AdmissionError:
 # --- fixtures ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolCall:
     """A tool call as the model issues it: ``arguments`` is the raw argument text.
 
@@ -88,7 +90,7 @@ class ToolCall:
     arguments: str
 
 
-@dataclass(frozen=True)
+@frozen
 class TextResponse:
     """The model answers with text: the end of a turn."""
 
@@ -97,7 +99,7 @@ class TextResponse:
     output_tokens: int = 0
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolCallsResponse:
     """The model asks for one or more tool calls, to be dispatched in order."""
 
@@ -109,7 +111,7 @@ class ToolCallsResponse:
 ModelResponse: TypeAlias = TextResponse | ToolCallsResponse
 
 
-@dataclass(frozen=True)
+@frozen
 class Turn:
     """One user message and the model responses scripted for it, in order."""
 
@@ -117,7 +119,7 @@ class Turn:
     responses: tuple[ModelResponse, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class PayloadNeedle:
     """``{tool, needle, call_index?}``: a substring expected in one tool's arguments or result."""
 
@@ -126,7 +128,7 @@ class PayloadNeedle:
     call_index: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Expectations:
     """The declared checks of a case, one field per expectation kind (``None`` = not declared).
 
@@ -147,7 +149,7 @@ class Expectations:
     tool_results_contain: tuple[PayloadNeedle, ...] | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Case:
     """An admitted fixture: schema-valid, coherent, falsifiable, normalized across formats.
 
@@ -177,7 +179,7 @@ class Case:
 # --- runs -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolSpec:
     """What the agent offers the model about one tool."""
 
@@ -186,7 +188,7 @@ class ToolSpec:
     parameters: dict[str, JSONValue]
 
 
-@dataclass(frozen=True)
+@frozen
 class Message:
     """One entry of the conversation history, in a provider-neutral shape.
 
@@ -201,7 +203,7 @@ class Message:
     is_error: bool | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelRequest:
     """What an agent sends the model: the conversation so far and the tools on offer.
 
@@ -216,7 +218,7 @@ class ModelRequest:
     stream: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolCallRecord:
     """One dispatch as it crossed the tool boundary.
 
@@ -231,7 +233,7 @@ class ToolCallRecord:
     id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class RunRecord:
     """Everything observed while one case ran. The only input of grading besides the case."""
 
@@ -270,7 +272,7 @@ class RunRecord:
         return cls()
 
 
-@dataclass(frozen=True)
+@frozen
 class GradeResult:
     """The outcome of one declared check."""
 
@@ -279,7 +281,7 @@ class GradeResult:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@frozen
 class CaseReport:
     """One case's verdict: its grades, or the run error that stopped it."""
 
@@ -316,7 +318,7 @@ class CaseReport:
         return self.skipped is None and self.error is None and all(g.passed for g in self.grades)
 
 
-@dataclass(frozen=True)
+@frozen
 class Shard:
     """``--shard I/N``: the run takes slice ``index`` (from 1) of ``count``."""
 
@@ -327,7 +329,7 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-@dataclass(frozen=True)
+@frozen
 class SuiteReport:
     """The outcome of a whole run, as rendered by :mod:`evalrunner.report`."""
 
@@ -386,7 +388,7 @@ class SuiteReport:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class RunRefused:
     """Why a run could not start: bad usage or config, admission errors, no fixtures, a mode
     that is not available. Exit code 2."""

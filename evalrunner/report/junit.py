@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from evalrunner.frozen import frozen
 from evalrunner.model import AdmissionError, CaseReport, RunRefused, SuiteReport
 from evalrunner.report.outcome import failed_grades, interruption, signal_name
 from evalrunner.report.stats import case_summary, suite_stats
@@ -57,7 +58,7 @@ def render_junit(outcome: SuiteReport | RunRefused) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
-@dataclass(frozen=True)
+@frozen
 class _Problem:
     """A ``failure`` or ``error``: its type, one-line message and full text."""
 
@@ -66,7 +67,7 @@ class _Problem:
     text: str
 
 
-@dataclass(frozen=True)
+@frozen
 class _Test:
     classname: str
     name: str
@@ -100,7 +101,7 @@ class _Test:
         return case
 
 
-@dataclass(frozen=True)
+@frozen
 class _Suite:
     name: str
     tests: Sequence[_Test]

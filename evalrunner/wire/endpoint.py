@@ -35,7 +35,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from email.message import Message as HeaderFields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -43,6 +43,7 @@ from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 from evalrunner.conformance import ConversationMonitor
+from evalrunner.frozen import frozen
 from evalrunner.model import (
     JSONValue,
     Message,
@@ -86,7 +87,7 @@ ROUTES: Final[dict[str, WireAPI]] = {
 """Request path → the API spoken there."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Exchange:
     """One HTTP request the endpoint answered, for logs: what was asked and what was served.
 
@@ -102,7 +103,7 @@ class Exchange:
     stream: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class _Reply:
     """An answer ready to be written: a JSON body, or event frames for a stream."""
 
@@ -423,7 +424,7 @@ class ReplayEndpoint:
             self._connections.discard(connection)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Unread:
     """Why a request body was not read: answered with ``status``. ``sticky`` refusals fail
     the case (the agent sent a request it should not have); a body cut short does not, since

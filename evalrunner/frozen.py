@@ -1,0 +1,121 @@
+"""``@frozen``: the package's immutable values, built at the cost of a mutable one.
+
+Every value handed between the stages is a frozen dataclass. The constructor dataclasses
+writes for one calls ``object.__setattr__`` once per field, to step around the class's own
+refusing ``__setattr__``, and that made construction two to three times dearer than a
+mutable class's: a replayed case builds about thirty values, and their constructors were an
+eighth of its instructions (bench/instructions.py).
+
+:func:`frozen` is ``@dataclass(frozen=True)`` (the same fields, ``__eq__``, ``__hash__``,
+``__repr__``, refusals to assign or delete, pickling and ``replace``) with one change: the
+constructor fills the instance's ``__dict__`` in a single call. Where that would not be the
+same as what dataclasses does, the class keeps dataclasses' constructor:
+
+- a ``__post_init__`` or an ``InitVar`` (work the constructor does besides storing fields);
+- a field with ``init=False``, or keyword-only fields;
+- a field that is a data descriptor on the class (its ``__set__`` must run);
+- no instance ``__dict__`` (``__slots__``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any, TypeVar, dataclass_transform
+
+__all__ = ["frozen"]
+
+_T = TypeVar("_T")
+
+
+class _Factory:
+    """The default of a parameter whose field has a ``default_factory``: call it."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
+def frozen(cls: type[_T]) -> type[_T]:
+    """``@dataclass(frozen=True)``, with a constructor that stores the fields in one step."""
+    built = dataclasses.dataclass(frozen=True)(cls)
+    if _one_step_fits(built):
+        built.__init__ = _on_first_use(built)  # type: ignore[method-assign]
+    return built
+
+
+def _one_step_fits(cls: type[Any]) -> bool:
+    """Whether the one-step constructor does what the dataclass's own does (see the module
+    docstring)."""
+    code = cls.__init__.__code__
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    return not (
+        code.co_varnames[1 : code.co_argcount] != names  # init=False fields, or InitVars
+        or code.co_kwonlyargcount
+        or hasattr(cls, "__post_init__")
+        or cls.__dictoffset__ == 0
+        or any(name == "self" or name.startswith("__frozen_") for name in names)
+        or any(_data_descriptor(cls, name) for name in names)
+    )
+
+
+def _on_first_use(cls: type[Any]) -> Callable[..., None]:
+    """A constructor that compiles the one-step one and puts it in its place.
+
+    Compiling costs about as much as a few hundred constructions; most classes are not built
+    at all by a given command, so none of them pays it at import.
+    """
+    dataclass_init = cls.__init__
+
+    @functools.wraps(dataclass_init)  # its __wrapped__ gives inspect.signature the fields
+    def __init__(self: object, *args: Any, **kwargs: Any) -> None:
+        one_step = _one_step_init(cls, dataclass_init)
+        cls.__init__ = one_step
+        one_step(self, *args, **kwargs)
+
+    return __init__
+
+
+def _one_step_init(cls: type[Any], dataclass_init: FunctionType) -> FunctionType:
+    """The constructor that stores the fields of ``cls`` with one ``__dict__.update``."""
+    namespace: dict[str, object] = {"__frozen_factory__": _FACTORY}
+    signature: list[str] = []
+    body: list[str] = []
+    fields = dataclasses.fields(cls)
+    for number, f in enumerate(fields):
+        if f.default is not dataclasses.MISSING:
+            namespace[f"__frozen_default_{number}__"] = f.default
+            signature.append(f"{f.name}=__frozen_default_{number}__")
+        elif f.default_factory is not dataclasses.MISSING:
+            namespace[f"__frozen_make_{number}__"] = f.default_factory
+            signature.append(f"{f.name}=__frozen_factory__")
+            body.append(
+                f"    if {f.name} is __frozen_factory__:\n"
+                f"        {f.name} = __frozen_make_{number}__()"
+            )
+        else:
+            signature.append(f.name)
+    stored = ", ".join(f"{f.name}={f.name}" for f in fields)
+    body.append(f"    self.__dict__.update({stored})" if fields else "    pass")
+    source = f"def __init__(self, {', '.join(signature)}):\n" + "\n".join(body) + "\n"
+    exec(compile(source, f"<frozen {cls.__qualname__}>", "exec"), namespace)
+    init = namespace["__init__"]
+    assert isinstance(init, FunctionType)
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    init.__annotations__ = dict(dataclass_init.__annotations__)
+    return init
+
+
+def _data_descriptor(cls: type[Any], name: str) -> bool:
+    """Whether ``name`` is a data descriptor on ``cls`` (looked up as Python does, on the
+    type of what the class holds, without calling its ``__get__``)."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return hasattr(type(vars(klass)[name]), "__set__")
+    return False

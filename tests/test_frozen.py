@@ -1,0 +1,244 @@
+"""``@frozen``: a frozen dataclass, the same to its users, built in one step.
+
+Every shape the one-step constructor takes is held against what ``@dataclass(frozen=True)``
+makes of the same class; every shape it declines keeps dataclasses' constructor and works.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pickle
+import pkgutil
+import re
+from dataclasses import FrozenInstanceError, InitVar, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import evalrunner
+import evalrunner.frozen
+from evalrunner.frozen import frozen
+from evalrunner.model import Message, ModelRequest, ToolCall, ToolCallRecord
+
+PACKAGE = Path(evalrunner.__file__).parent
+
+
+def _one_step(cls: type) -> bool:
+    """Whether ``cls`` is built in one step: compiled, or to be compiled at its first use."""
+    where = cls.__init__.__code__.co_filename  # type: ignore[misc]
+    return where.startswith("<frozen ") or where == evalrunner.frozen.__file__
+
+
+def _pair(spec: list[tuple[str, str]]) -> tuple[type, type]:
+    """The same class made by ``frozen`` and by ``dataclass(frozen=True)``."""
+
+    def namespace() -> dict[str, Any]:
+        ns: dict[str, Any] = {"__annotations__": {name: "object" for name, _ in spec}}
+        for name, kind in spec:
+            if kind == "default":
+                ns[name] = f"default of {name}"
+            elif kind == "factory":
+                ns[name] = field(default_factory=lambda name=name: [name])
+        return ns
+
+    return (
+        frozen(type("Value", (), namespace())),
+        dataclasses.dataclass(frozen=True)(type("Value", (), namespace())),
+    )
+
+
+names = st.lists(
+    st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True).filter(lambda s: s != "self"),
+    unique=True,
+    max_size=7,
+)
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> list[tuple[str, str]]:
+    chosen = draw(names)
+    required = draw(st.integers(0, len(chosen)))
+    return [
+        (name, "required" if i < required else draw(st.sampled_from(["default", "factory"])))
+        for i, name in enumerate(chosen)
+    ]
+
+
+@given(specs(), st.data())
+def test_frozen_behaves_as_a_frozen_dataclass(spec: list[tuple[str, str]], data: st.DataObject):
+    ours, theirs = _pair(spec)
+    assert _one_step(ours)
+    assert str(inspect.signature(ours)) == str(inspect.signature(theirs))
+    given_values = {
+        name: data.draw(st.integers() | st.text(max_size=3), label=name)
+        for name, kind in spec
+        if kind == "required" or data.draw(st.booleans(), label=f"pass {name}")
+    }
+    a, b = ours(**given_values), theirs(**given_values)  # the first: compiled, then used
+    assert ours.__init__.__code__.co_filename.startswith("<frozen ")  # type: ignore[misc]
+    assert str(inspect.signature(ours)) == str(inspect.signature(theirs))
+    assert vars(a) == vars(b)
+    assert repr(a) == repr(b)
+    assert hash(a) == hash(b) if all(k != "factory" for _, k in spec) else True
+    assert a == ours(**given_values)
+    assert a != b  # a different class, as two dataclasses would be
+    for name, _ in spec:
+        with pytest.raises(FrozenInstanceError):
+            setattr(a, name, 1)
+        with pytest.raises(FrozenInstanceError):
+            delattr(a, name)
+    if spec:
+        changed = replace(a, **{spec[0][0]: "changed"})
+        assert getattr(changed, spec[0][0]) == "changed"
+        assert vars(a) == vars(b)  # replace left the original alone
+
+
+def test_each_factory_is_called_per_instance():
+    ours, _ = _pair([("items", "factory")])
+    first, second = ours(), ours()
+    assert first.items == ["items"] and first.items is not second.items  # type: ignore[attr-defined]
+
+
+def test_a_new_attribute_is_refused_as_on_a_frozen_dataclass():
+    ours, _ = _pair([("a", "required")])
+    value = ours(1)
+    with pytest.raises(FrozenInstanceError):
+        value.b = 2  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        ours()  # a required field missing
+    with pytest.raises(TypeError):
+        ours(1, 2)  # one argument too many
+
+
+def test_shapes_the_one_step_constructor_would_get_wrong_keep_the_dataclass_one():
+    @frozen
+    class Posted:
+        a: int
+        b: int = 0
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "b", self.a * 2)
+
+    @frozen
+    class WithInitVar:
+        a: int
+        scale: InitVar[int] = 1
+
+        def __post_init__(self, scale: int) -> None:
+            object.__setattr__(self, "a", self.a * scale)
+
+    @frozen
+    class NotInInit:
+        a: int
+        b: int = field(default=5, init=False)
+
+    @frozen
+    class KeywordOnly:
+        a: int = field(kw_only=True)
+
+    class Doubling:
+        def __set_name__(self, owner: type, name: str) -> None:
+            self.slot = "_" + name
+
+        def __get__(self, instance: object, owner: type | None = None) -> int:
+            if instance is None:
+                raise AttributeError(self.slot)
+            return instance.__dict__[self.slot]  # type: ignore[no-any-return]
+
+        def __set__(self, instance: object, value: int) -> None:
+            instance.__dict__[self.slot] = value * 2
+
+    @frozen
+    class Described:
+        a: Doubling = Doubling()
+
+    @frozen
+    class Selfish:
+        self: int  # dataclasses renames its own first parameter for this
+
+    class Slotted:
+        __slots__ = ("a",)
+        a: int
+
+    for cls in (Posted, WithInitVar, NotInInit, KeywordOnly, Described, Selfish):
+        assert not _one_step(cls), cls.__name__
+    assert Posted(3).b == 6
+    assert WithInitVar(3, scale=4).a == 12
+    assert NotInInit(1).b == 5
+    assert KeywordOnly(a=1).a == 1
+    assert Described(3).a == 6
+    assert Selfish(7).self == 7
+    slotted = frozen(Slotted)
+    assert not _one_step(slotted)  # no __dict__ to fill
+    assert slotted(1).a == 1
+
+
+def test_a_class_with_no_fields_is_built():
+    @frozen
+    class Empty:
+        note: ClassVar[str] = "not a field"
+
+    assert _one_step(Empty)
+    assert Empty() == Empty() and vars(Empty()) == {}
+
+
+def _package_values() -> list[type]:
+    found = []
+    for info in pkgutil.walk_packages([str(PACKAGE)], "evalrunner."):
+        if info.name.endswith("pytest_plugin"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and value.__module__ == module.__name__
+                and dataclasses.is_dataclass(value)
+            ):
+                found.append(value)
+    return found
+
+
+def test_every_value_in_the_package_is_declared_with_frozen():
+    sources = [p for p in PACKAGE.rglob("*.py") if p.name != "frozen.py"]
+    declared = [p for p in sources if re.search(r"@dataclass\(frozen=True", p.read_text())]
+    assert declared == [], "declare frozen values with @frozen (evalrunner/frozen.py)"
+
+
+def test_the_package_values_keep_their_dataclass_signatures():
+    values = [v for v in _package_values() if v.__dataclass_params__.frozen]  # type: ignore[attr-defined]
+    assert len(values) > 40
+    one_step = 0
+    for value in values:
+        parameters = inspect.signature(value).parameters
+        init_fields = [f for f in dataclasses.fields(value) if f.init]
+        assert list(parameters) == [f.name for f in init_fields], value
+        for f in init_fields:
+            default = parameters[f.name].default
+            if f.default is not dataclasses.MISSING:
+                assert default is f.default, (value, f.name)
+            elif f.default_factory is not dataclasses.MISSING:
+                assert repr(default) == "<factory>", (value, f.name)
+            else:
+                assert default is inspect.Parameter.empty, (value, f.name)
+        one_step += _one_step(value)
+    # Not built in one step: AgentContext (its workspace is a descriptor), and two classes of
+    # cli that subclass typer's own dataclass without redeclaring it.
+    assert one_step >= len(values) - 3
+
+
+def test_what_crosses_the_agent_boundary_stays_immutable_and_pickles():
+    call = ToolCall("c1", "echo", '{"message":"hi"}')
+    message = Message("assistant", "", tool_calls=(call,))
+    request = ModelRequest(messages=(message,), tools=())
+    record = ToolCallRecord("echo", call.arguments, "hi", success=True)
+    for value in (call, message, request, record):
+        assert pickle.loads(pickle.dumps(value)) == value
+        first = dataclasses.fields(value)[0].name
+        with pytest.raises(FrozenInstanceError):
+            setattr(value, first, "edited")
+    assert request.messages[0].tool_calls[0] is call
