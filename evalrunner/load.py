@@ -777,10 +777,10 @@ def _plain_toml(text: str, raw: bytes) -> JSONValue:
     return data
 
 
-_TOML_11 = re.compile(r"\\[ex]|,[ \t\n]*}")
-"""What TOML 1.1 allows and 1.0 (tomllib) refuses, that rtoml reads: the ``\\e`` and
-``\\xHH`` escapes and a trailing comma in an inline table. (Newlines in an inline table
-are the third: found by the braces of each line.)"""
+_TOML_11_ESCAPES = ("\\e", "\\x")
+"""What TOML 1.1 allows in strings and 1.0 (tomllib) refuses, that rtoml reads: the ``\\e``
+and ``\\xHH`` escapes. (Its inline tables are the other difference:
+:func:`_inline_table_is_toml_1_1`.)"""
 
 
 def _fast_toml(text: str) -> JSONValue:
@@ -789,9 +789,11 @@ def _fast_toml(text: str) -> JSONValue:
     must be finite (:func:`_finite_float`); an error from rtoml is :class:`_NotPlain`, so
     that tomllib words the refusal."""
     fast = _rtoml_loads()
-    unusual = text.startswith("\ufeff") or _TOML_11.search(text) is not None
-    if not unusual and "{" in text:
-        unusual = any(line.count("{") != line.count("}") for line in text.split("\n"))
+    unusual = (
+        text.startswith("\ufeff")
+        or any(escape in text for escape in _TOML_11_ESCAPES)
+        or ("{" in text and _inline_table_is_toml_1_1(text))
+    )
     if fast is None or unusual:
         import tomllib
 
@@ -805,6 +807,34 @@ def _fast_toml(text: str) -> JSONValue:
         raise _NotPlain("a float that is not finite")
     parsed: JSONValue = data
     return parsed
+
+
+_TOML_LINE_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|#.*')
+"""The one-line strings and the comment of a line of TOML: braces in them are text."""
+
+
+def _inline_table_is_toml_1_1(text: str) -> bool:
+    """Whether an inline table may be one that TOML 1.1 allows and 1.0 refuses: one that goes
+    on past the end of its line (some line opens and closes different numbers of braces,
+    outside its strings and its comment), or one with a trailing comma.
+
+    A line with braces that also starts or ends a multi-line string counts as such a line:
+    read alone, it cannot be told apart from one. (Counting the braces of the raw line, as
+    this once did, let ``a = { b = "}",`` then `` c = "{" }`` through to rtoml.)
+    """
+    for line in text.split("\n"):
+        if "{" not in line and "}" not in line:
+            continue
+        if '"""' in line or "'''" in line:
+            return True
+        if '"' in line or "'" in line or "#" in line:
+            line = _TOML_LINE_STRINGS.sub("", line)
+        if line.count("{") != line.count("}") or _TRAILING_COMMA.search(line):
+            return True
+    return False
+
+
+_TRAILING_COMMA = re.compile(r",[ \t]*}")
 
 
 def _finite_floats(data: object) -> bool:

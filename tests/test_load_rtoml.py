@@ -58,6 +58,14 @@ TRICKY = [
     "a = [1, 'x', {b = 2}]\n",
     "a = [\n  1,\n  2,\n]\n",
     'a = "{"\nb = {c = "}"}\n',
+    # An inline table over two lines, each balanced by a brace inside a string: TOML 1.1 only.
+    'a = { b = "}",\n c = "{" }\n',
+    "a = { b = '}',\n c = '{' }\n",
+    'a = { b = "\\"}" ,\n c = "{" }\n',
+    'a = { b = "#{" ,\n c = 1 }\n',
+    'a = [ { b = "}",\n c = "{" } ]\n',
+    'a = { b = """}\n{""", c = 1 }\n',
+    'a = { b = "x#}" }\nc = 1 # {}\n',
     "a = 'x\"y'\n",
     'a = "line\\nbreak"\n',
     "a = true\nb = false\n",
@@ -157,3 +165,41 @@ def test_floats_that_are_not_finite_are_found() -> None:
     assert load._finite_floats({"a": [1.0, {"b": 2.5}]})
     assert not load._finite_floats({"a": [1.0, {"b": math.inf}]})
     assert not load._finite_floats([math.nan])
+
+
+@pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from("abcd"),
+            st.text(alphabet="{}#\"' x\\", max_size=5),
+            st.booleans(),  # a literal string, where it can be one
+            st.sampled_from([", ", ",\n", ",\n  "]),  # a newline in the table is TOML 1.1
+        ),
+        min_size=1,
+        max_size=4,
+        unique_by=lambda pair: pair[0],
+    ),
+    st.sampled_from(["t = ", "t = [ ", "[s]\nt = "]),
+)
+def test_inline_tables_holding_braces_in_strings_agree(
+    pairs: list[tuple[str, str, bool, str]], opening: str
+) -> None:
+    import json
+
+    parts = []
+    for key, text, literal, separator in pairs:
+        shown = f"'{text}'" if literal and "'" not in text else json.dumps(text)
+        parts.append(f"{key} = {shown}{separator}")
+    body = "".join(parts).rstrip(", \n")
+    closing = " ]" if opening.endswith("[ ") else ""
+    agrees(f"{opening}{{ {body} }}{closing}\n")
+
+
+def test_a_two_line_inline_table_balanced_by_braces_in_strings_is_refused() -> None:
+    text = 'a = { b = "}",\n c = "{" }\n'
+    refused = load.parse_document(text.encode("utf-8"), "toml", Path("x.toml"))
+    assert isinstance(refused, list), refused
+    assert (refused[0].line, refused[0].col) == (1, 15), refused
+    assert refused[0].message.startswith("invalid TOML"), refused
