@@ -8,8 +8,10 @@ eighth of its instructions (bench/instructions.py).
 
 :func:`frozen` is ``@dataclass(frozen=True)`` (the same fields, ``__eq__``, ``__hash__``,
 ``__repr__``, refusals to assign or delete, pickling and ``replace``) with one change: the
-constructor fills the instance's ``__dict__`` in a single call. Where that would not be the
-same as what dataclasses does, the class keeps dataclasses' constructor:
+constructor fills the instance's ``__dict__`` in a single call, once the class has been
+built :data:`COMPILE_AFTER` times (compiling it costs about forty constructions' savings).
+Where that would not be the same as what dataclasses does, the class keeps dataclasses'
+constructor:
 
 - a ``__post_init__`` or an ``InitVar`` (work the constructor does besides storing fields);
 - a field with ``init=False``, or keyword-only fields;
@@ -20,7 +22,6 @@ same as what dataclasses does, the class keeps dataclasses' constructor:
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from types import FunctionType
 from typing import Any, TypeVar, dataclass_transform
@@ -39,13 +40,17 @@ class _Factory:
 
 _FACTORY = _Factory()
 
+COMPILE_AFTER = 64
+"""Constructions of a class by the dataclass's constructor before its one-step one is
+compiled."""
+
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def frozen(cls: type[_T]) -> type[_T]:
     """``@dataclass(frozen=True)``, with a constructor that stores the fields in one step."""
     built = dataclasses.dataclass(frozen=True)(cls)
     if _one_step_fits(built):
-        built.__init__ = _on_first_use(built)  # type: ignore[method-assign]
+        built.__init__ = _after_warm_up(built)  # type: ignore[method-assign]
     return built
 
 
@@ -64,20 +69,25 @@ def _one_step_fits(cls: type[Any]) -> bool:
     )
 
 
-def _on_first_use(cls: type[Any]) -> Callable[..., None]:
-    """A constructor that compiles the one-step one and puts it in its place.
+def _after_warm_up(cls: type[Any]) -> Callable[..., None]:
+    """The dataclass's constructor, counting its calls: at the :data:`COMPILE_AFTER`-th it
+    compiles the one-step constructor and puts it in its place.
 
-    Compiling costs about as much as a few hundred constructions; most classes are not built
-    at all by a given command, so none of them pays it at import.
+    Compiling one costs about forty constructions' worth of savings, so a class built a few
+    times in a run (most of them, in a small suite) is never compiled at all.
     """
     dataclass_init = cls.__init__
+    calls = 0
 
-    @functools.wraps(dataclass_init)  # its __wrapped__ gives inspect.signature the fields
     def __init__(self: object, *args: Any, **kwargs: Any) -> None:
-        one_step = _one_step_init(cls, dataclass_init)
-        cls.__init__ = one_step
-        one_step(self, *args, **kwargs)
+        nonlocal calls
+        calls += 1
+        if calls == COMPILE_AFTER:
+            cls.__init__ = _one_step_init(cls, dataclass_init)
+        dataclass_init(self, *args, **kwargs)
 
+    __init__.__qualname__ = dataclass_init.__qualname__
+    __init__.__wrapped__ = dataclass_init  # type: ignore[attr-defined]  # for inspect.signature
     return __init__
 
 
