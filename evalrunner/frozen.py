@@ -15,7 +15,9 @@ constructor:
 
 - a ``__post_init__`` or an ``InitVar`` (work the constructor does besides storing fields);
 - a field with ``init=False``, or keyword-only fields;
-- a field that is a data descriptor on the class (its ``__set__`` must run);
+- a constructor written in the class (dataclasses keeps it);
+- a field that is a data descriptor on the class (its ``__set__`` must run), and an
+  instance of a plain subclass (which may hold one);
 - no instance ``__dict__`` (``__slots__``).
 """
 
@@ -48,8 +50,9 @@ compiled."""
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def frozen(cls: type[_T]) -> type[_T]:
     """``@dataclass(frozen=True)``, with a constructor that stores the fields in one step."""
+    written = "__init__" in vars(cls)  # dataclasses keeps a constructor the class writes
     built = dataclasses.dataclass(frozen=True)(cls)
-    if _one_step_fits(built):
+    if not written and _one_step_fits(built):
         built.__init__ = _after_warm_up(built)  # type: ignore[method-assign]
     return built
 
@@ -93,7 +96,11 @@ def _after_warm_up(cls: type[Any]) -> Callable[..., None]:
 
 def _one_step_init(cls: type[Any], dataclass_init: FunctionType) -> FunctionType:
     """The constructor that stores the fields of ``cls`` with one ``__dict__.update``."""
-    namespace: dict[str, object] = {"__frozen_factory__": _FACTORY}
+    namespace: dict[str, object] = {
+        "__frozen_factory__": _FACTORY,
+        "__frozen_class__": cls,
+        "__frozen_dataclass_init__": dataclass_init,
+    }
     signature: list[str] = []
     body: list[str] = []
     fields = dataclasses.fields(cls)
@@ -110,6 +117,14 @@ def _one_step_init(cls: type[Any], dataclass_init: FunctionType) -> FunctionType
             )
         else:
             signature.append(f.name)
+    # A subclass that is not a dataclass itself inherits this constructor, and may hold a
+    # descriptor or a slot where a field was: it gets the dataclass's constructor, which
+    # goes through them.
+    passed = ", ".join(f.name for f in fields)
+    body.append(
+        "    if type(self) is not __frozen_class__:\n"
+        f"        return __frozen_dataclass_init__(self, {passed})"
+    )
     stored = ", ".join(f"{f.name}={f.name}" for f in fields)
     body.append(f"    self.__dict__.update({stored})" if fields else "    pass")
     source = f"def __init__(self, {', '.join(signature)}):\n" + "\n".join(body) + "\n"
@@ -127,5 +142,6 @@ def _data_descriptor(cls: type[Any], name: str) -> bool:
     type of what the class holds, without calling its ``__get__``)."""
     for klass in cls.__mro__:
         if name in vars(klass):
-            return hasattr(type(vars(klass)[name]), "__set__")
+            kind = type(vars(klass)[name])
+            return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
     return False

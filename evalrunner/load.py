@@ -709,7 +709,10 @@ def _byte_classes(classes: dict[bytes, bytes]) -> bytes:
 
 _HEX_DIGITS = b"0123456789abcdefABCDEF_"
 _LONG_LITERAL = _byte_classes({_HEX_DIGITS: b"x"})
-_DATE_OR_TIME = _byte_classes({b"0123456789": b"d", b":": b":", b"-": b"-"})
+_DATE_OR_TIME = _byte_classes(
+    {b"0123456789": b"d", b":": b":", b"-": b"-", b"eE": b"e", b"+": b"+"}
+)
+"""Digits, ``:`` and ``-`` for dates and times; ``e`` and ``+`` for exponents."""
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -767,7 +770,10 @@ def _plain_toml(text: str, raw: bytes) -> JSONValue:
     shapes = raw.translate(_DATE_OR_TIME)
     if b"dd:dd" in shapes or b"dddd-dd" in shapes:
         raise _NotPlain("a date or a time")
-    data = _fast_toml(text)
+    # A float that is not finite is inf or nan, or has an exponent: no mantissa long enough
+    # to overflow gets this far (the long-number check above).
+    unbounded = b"inf" in raw or b"nan" in raw or any(e in shapes for e in _EXPONENTS)
+    data = _fast_toml(text, floats_unbounded=unbounded)
     # Every level of nesting in TOML data is opened by a '[', a '{' or a '.' (in a header or a
     # dotted key), except the first key of a line; with few of them, nothing reaches
     # MAX_DEPTH and the walk's depth check has nothing to find.
@@ -780,19 +786,25 @@ def _plain_toml(text: str, raw: bytes) -> JSONValue:
 _TOML_11_ESCAPES = ("\\e", "\\x")
 """What TOML 1.1 allows in strings and 1.0 (tomllib) refuses, that rtoml reads: the ``\\e``
 and ``\\xHH`` escapes. (Its inline tables are the other difference:
-:func:`_inline_table_is_toml_1_1`.)"""
+:func:`_read_otherwise_by_rtoml`.)"""
 
 
-def _fast_toml(text: str) -> JSONValue:
+_EXPONENTS = (b"ed", b"e+d", b"e-d")
+
+
+def _fast_toml(text: str, *, floats_unbounded: bool = True) -> JSONValue:
     """``text`` parsed by rtoml when it is installed and the text holds nothing by which TOML
     1.1, which rtoml reads, differs from tomllib's TOML 1.0; else by tomllib. Every float
-    must be finite (:func:`_finite_float`); an error from rtoml is :class:`_NotPlain`, so
-    that tomllib words the refusal."""
+    must be finite (:func:`_finite_float`; ``floats_unbounded=False`` says the text can hold
+    none that is not); an error from rtoml is :class:`_NotPlain`, so that tomllib words the
+    refusal."""
     fast = _rtoml_loads()
     unusual = (
         text.startswith("\ufeff")
         or any(escape in text for escape in _TOML_11_ESCAPES)
-        or ("{" in text and _inline_table_is_toml_1_1(text))
+        # rtoml keeps a multi-line string's CRLF, where TOML (and tomllib) reads LF.
+        or ("\r" in text and ('"""' in text or "'''" in text))
+        or _read_otherwise_by_rtoml(text)
     )
     if fast is None or unusual:
         import tomllib
@@ -803,7 +815,7 @@ def _fast_toml(text: str) -> JSONValue:
         data = fast(text)
     except Exception as exc:  # rtoml's error, or a value it cannot convert
         raise _NotPlain("rtoml refused it") from exc
-    if not _finite_floats(data):
+    if floats_unbounded and not _finite_floats(data):
         raise _NotPlain("a float that is not finite")
     parsed: JSONValue = data
     return parsed
@@ -812,29 +824,56 @@ def _fast_toml(text: str) -> JSONValue:
 _TOML_LINE_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|#.*')
 """The one-line strings and the comment of a line of TOML: braces in them are text."""
 
+_TOML_HEADER = re.compile(r"\n[ \t]*\[(\[?)([^\[\]\n]*)\]")
+"""A table header, ``[a.b]`` or ``[[a.b]]``, at the start of a line after the first."""
 
-def _inline_table_is_toml_1_1(text: str) -> bool:
-    """Whether an inline table may be one that TOML 1.1 allows and 1.0 refuses: one that goes
-    on past the end of its line (some line opens and closes different numbers of braces,
-    outside its strings and its comment), or one with a trailing comma.
 
-    A line with braces that also starts or ends a multi-line string counts as such a line:
-    read alone, it cannot be told apart from one. (Counting the braces of the raw line, as
-    this once did, let ``a = { b = "}",`` then `` c = "{" }`` through to rtoml.)
+def _read_otherwise_by_rtoml(text: str) -> bool:
+    """Whether rtoml may read ``text`` otherwise than tomllib: an inline table that TOML 1.1
+    allows and 1.0 refuses, or tables that rtoml would put in another order. (String
+    methods over the whole text where they can: a Python loop over every line cost more
+    than rtoml's whole parse.)
+
+    - An inline table that goes on past the end of its line: some line opens and closes
+      different numbers of braces, outside its strings and its comment. Only lines with a
+      ``{`` need looking at: a line that closes a table some earlier line opened is found
+      by that line. A line with braces that also starts or ends a multi-line string counts
+      as one: read alone, it cannot be told apart. (Counting the braces of the raw line, as
+      this once did, let ``a = { b = "}",`` then `` c = "{" }`` through.)
+    - An inline table with a trailing comma.
+    - A ``[table]`` header naming a table that an earlier header made implicitly (``[a.b]``
+      ... ``[c]`` ... ``[a]``): rtoml places the table at its own header, tomllib where it
+      was first made, and only the order of keys tells them apart. A header with a quoted
+      key counts as one, unread.
     """
-    for line in text.split("\n"):
-        if "{" not in line and "}" not in line:
-            continue
+    brace = text.find("{")
+    while brace != -1:
+        start = text.rfind("\n", 0, brace) + 1
+        end = text.find("\n", brace)
+        line = text[start:] if end == -1 else text[start:end]
         if '"""' in line or "'''" in line:
             return True
-        if '"' in line or "'" in line or "#" in line:
+        if "'" in line or "\\" in line or "#" in line:
             line = _TOML_LINE_STRINGS.sub("", line)
-        if line.count("{") != line.count("}") or _TRAILING_COMMA.search(line):
+        elif '"' in line:
+            # Only basic strings, none with an escape: every quote opens or closes one.
+            if line.count('"') % 2:
+                return True
+            line = "".join(line.split('"')[::2])
+        if line.count("{") != line.count("}"):
             return True
+        if ",}" in line.replace(" ", "").replace("\t", ""):
+            return True
+        brace = -1 if end == -1 else text.find("{", end)
+    made: set[tuple[str, ...]] = set()  # the tables that headers so far made implicitly
+    for array, name in _TOML_HEADER.findall("\n" + text):
+        if '"' in name or "'" in name:
+            return True
+        path = tuple(part.strip() for part in name.split("."))
+        if not array and path in made:
+            return True
+        made.update(path[:end] for end in range(1, len(path)))
     return False
-
-
-_TRAILING_COMMA = re.compile(r",[ \t]*}")
 
 
 def _finite_floats(data: object) -> bool:

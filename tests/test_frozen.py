@@ -247,3 +247,17 @@ def test_what_crosses_the_agent_boundary_stays_immutable_and_pickles():
         with pytest.raises(FrozenInstanceError):
             setattr(value, first, "edited")
     assert request.messages[0].tool_calls[0] is call
+
+
+def test_a_plain_subclass_gets_the_fields_factories_make_not_a_marker():
+    ours, _ = _pair([("a", "required"), ("items", "factory")])
+
+    class Plain(ours):  # type: ignore[misc, valid-type]
+        pass
+
+    for _ in range(evalrunner.frozen.COMPILE_AFTER):
+        ours(1)
+    assert ours.__init__.__code__.co_filename.startswith("<frozen ")  # type: ignore[misc]
+    built = Plain(1)
+    assert built.items == ["items"] and built.a == 1  # type: ignore[attr-defined]
+    assert vars(built) == vars(ours(1))
