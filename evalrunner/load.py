@@ -870,7 +870,9 @@ def _read_otherwise_by_rtoml(text: str) -> bool:
         if '"' in name or "'" in name:
             return True
         path = tuple(part.strip() for part in name.split("."))
-        if not array and path in made:
+        if array:  # a new element: what earlier elements made is not this one's
+            made = {other for other in made if other[: len(path)] != path}
+        elif path in made:
             return True
         made.update(path[:end] for end in range(1, len(path)))
     return False

@@ -74,6 +74,13 @@ TRICKY = [
     "a = 5E309\n",
     "a = [1.0, 2e999]\n",
     "a = { b = 1e400 }\n",
+    # Tables in another order than rtoml's: a table declared after what made it implicitly.
+    "[a.b]\n[c]\n[a]\nx = 1\n",
+    "[[t]]\n[[t.s.r.c]]\n[x]\n[t.s.r]\n",
+    "[[t]]\n[[t.s]]\n[t.s.r]\n[[t.s.r.c]]\n[x]\n[[t.s]]\n[t.s.r]\n",
+    "[[t]]\n[[t.s.r.c]]\n[x]\n[[t]]\n[t.s]\n",
+    '["a".b]\n[c]\n[a]\n',
+    "  [a.b]\n[c]\n\t[a]\n",
     "a = 'x\"y'\n",
     'a = "line\\nbreak"\n',
     "a = true\nb = false\n",
@@ -81,6 +88,10 @@ TRICKY = [
 ]
 
 TOKENS = [
+    "[a]\n",
+    "[a.b]\n",
+    "[[a.b]]\n",
+    "[c]\n",
     "a",
     "b",
     "name",
@@ -133,6 +144,7 @@ def agrees(text: str) -> None:
     reference = tomllib.loads(text, parse_float=load._finite_float)
     assert fast == reference, text
     assert type(fast) is type(reference)
+    assert repr(fast) == repr(reference), text  # the same order of keys, at every level
 
 
 @pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
