@@ -665,6 +665,7 @@ def _parse_toml(text: str, shown: str) -> JSONValue:
         elif message.endswith(_TOML_AT_END):
             line, col = LineIndex(text).position(len(text))
             message = message[: -len(_TOML_AT_END)].rstrip() + " at the end of the file"
+        message += _toml_hint(message, text, line)
         raise _Refused([AdmissionError(shown, f"invalid TOML: {message}", line, col)]) from None
     except RecursionError:
         raise _Refused([AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]) from None
@@ -673,6 +674,35 @@ def _parse_toml(text: str, shown: str) -> JSONValue:
         # text is valid TOML up to there, so the scanner finds every such literal.
         raise _Refused(_long_toml_integers(text, shown)) from None
     return data
+
+
+def _toml_hint(message: str, text: str, line: int | None) -> str:
+    """What would be right, after tomllib's words for what is wrong (which say only that)."""
+    if message.startswith("Invalid initial character for a key part") and line is not None:
+        shown = text.split("\n")[line - 1] if line <= text.count("\n") + 1 else ""
+        shown = _TOML_LINE_STRINGS.sub("", shown)
+        if shown.count("{") > shown.count("}"):
+            return (
+                "; an inline table { ... } must close on the line it opens (TOML 1.0): put "
+                "its keys on one line, or give it a [table] header"
+            )
+        if ",}" in shown.replace(" ", "").replace("\t", ""):
+            return "; an inline table takes no comma before its closing '}' (TOML 1.0)"
+    elif message.startswith("Cannot overwrite a value"):
+        return (
+            "; each key may be set once per table, and a key set to a value cannot also "
+            "hold keys of its own"
+        )
+    elif message.startswith("Cannot declare"):
+        return "; each [table] header may appear once (a list of tables is [[name]])"
+    elif message.startswith("Invalid value"):
+        return (
+            '; a value is a "string", a number, true or false, a date, an array [ ... ] or '
+            "an inline table { ... }"
+        )
+    elif message.startswith("Illegal character '\\n'"):
+        return '; a "string" must close on its line ("""...""" holds several lines)'
+    return ""
 
 
 def _long_toml_integers(text: str, shown: str) -> list[AdmissionError]:

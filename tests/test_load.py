@@ -401,8 +401,42 @@ def test_yaml_syntax_error_has_line_and_column(tmp_path: Path) -> None:
 
 def test_toml_syntax_error_has_line_and_column(tmp_path: Path) -> None:
     error = only(refused(tmp_path, "bad.toml", 'name = "x"\n\n[expects]\nmax_tool_calls = \n'))
-    assert error.message == "invalid TOML: Invalid value"
+    assert error.message == (
+        'invalid TOML: Invalid value; a value is a "string", a number, true or false, a date, '
+        "an array [ ... ] or an inline table { ... }"
+    )
     assert where(error) == (4, 18)
+
+
+@pytest.mark.parametrize(
+    ("text", "position", "hint"),
+    [
+        # Where tomllib says only what is wrong, the message goes on with what would be right.
+        ("a = { b = 1,\n c = 2 }\n", (1, 13), "must close on the line it opens"),
+        ('a = { b = "}",\n c = "{" }\n', (1, 15), "must close on the line it opens"),
+        ('t = [\n  { id = "c1",\n    name = "echo" },\n]\n', (2, 15), "must close on the line"),
+        ("a = { b = 1, }\n", (1, 14), "no comma before its closing '}'"),
+        ("a = 1\na = 2\n", (2, 6), "each key may be set once per table"),
+        ("a.b = 1\na.b.c = 2\n", (2, 10), "cannot also hold keys of its own"),
+        ("[x]\n[x]\n", (2, 3), "each [table] header may appear once"),
+        ('a = "abc\n', (1, 9), "must close on its line"),
+    ],
+)
+def test_toml_syntax_errors_say_what_would_be_right(
+    tmp_path: Path, text: str, position: tuple[int, int], hint: str
+) -> None:
+    error = only(refused(tmp_path, "bad.toml", text))
+    assert error.message.startswith("invalid TOML: ")
+    assert hint in error.message, error.message
+    assert where(error) == position
+    assert "\n" not in error.message
+
+
+def test_a_toml_error_on_a_line_past_the_text_gets_no_inline_table_hint() -> None:
+    from evalrunner.load import _toml_hint
+
+    assert _toml_hint("Invalid initial character for a key part", "a = {", 9) == ""
+    assert _toml_hint("Something new from tomllib", "a = 1", 1) == ""
 
 
 def test_toml_duplicate_key_is_a_syntax_error(tmp_path: Path) -> None:
