@@ -678,14 +678,13 @@ def _parse_toml(text: str, shown: str) -> JSONValue:
 
 def _toml_hint(message: str, text: str, line: int | None) -> str:
     """What would be right, after tomllib's words for what is wrong (which say only that)."""
+    if message.startswith("Unclosed inline table"):
+        return _INLINE_TABLE_HINT
     if message.startswith("Invalid initial character for a key part") and line is not None:
         shown = text.split("\n")[line - 1] if line <= text.count("\n") + 1 else ""
         shown = _TOML_LINE_STRINGS.sub("", shown)
         if shown.count("{") > shown.count("}"):
-            return (
-                "; an inline table { ... } must close on the line it opens (TOML 1.0): put "
-                "its keys on one line, or give it a [table] header"
-            )
+            return _INLINE_TABLE_HINT
         if ",}" in shown.replace(" ", "").replace("\t", ""):
             return "; an inline table takes no comma before its closing '}' (TOML 1.0)"
     elif message.startswith("Cannot overwrite a value"):
@@ -694,15 +693,29 @@ def _toml_hint(message: str, text: str, line: int | None) -> str:
             "hold keys of its own"
         )
     elif message.startswith("Cannot declare"):
-        return "; each [table] header may appear once (a list of tables is [[name]])"
+        return (
+            "; a table is declared once, by one [table] header or by dotted keys such as "
+            "a.b = 1 (a list of tables is [[name]])"
+        )
     elif message.startswith("Invalid value"):
         return (
             '; a value is a "string", a number, true or false, a date, an array [ ... ] or '
             "an inline table { ... }"
         )
-    elif message.startswith("Illegal character '\\n'"):
-        return '; a "string" must close on its line ("""...""" holds several lines)'
+    elif message.startswith("Illegal character '\\n'") or message.startswith(
+        ('Expected "\'"', "Unterminated string")
+    ):
+        return (
+            '; a "string" or \'string\' must close on its line ("""...""" or '
+            "'''...''' hold several lines, and must close too)"
+        )
     return ""
+
+
+_INLINE_TABLE_HINT = (
+    "; an inline table { ... } must close on the line it opens (TOML 1.0): put its keys on "
+    "one line, or give it a [table] header"
+)
 
 
 def _long_toml_integers(text: str, shown: str) -> list[AdmissionError]:
@@ -851,8 +864,14 @@ def _fast_toml(text: str, *, floats_unbounded: bool = True) -> JSONValue:
     return parsed
 
 
-_TOML_LINE_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|#.*')
-"""The one-line strings and the comment of a line of TOML: braces in them are text."""
+_TOML_LINE_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?$)|\'[^\']*+(?:\'|$)|#.*')
+"""The one-line strings and the comment of a line of TOML: braces in them are text. A
+string left open runs to the end of the line, so that every quote the scan meets starts a
+match and the scan is one pass (tried again from each later quote, an unclosed string full
+of escaped quotes took time quadratic in its length)."""
+
+_TOML_WORDS = frozenset({"true", "false", "inf", "nan"})
+"""Bare keys that are also values."""
 
 _TOML_HEADER = re.compile(r"\n[ \t]*\[(\[?)([^\[\]\n]*)\]")
 """A table header, ``[a.b]`` or ``[[a.b]]``, at the start of a line after the first."""
@@ -895,13 +914,23 @@ def _read_otherwise_by_rtoml(text: str) -> bool:
         if ",}" in line.replace(" ", "").replace("\t", ""):
             return True
         brace = -1 if end == -1 else text.find("{", end)
+    # A line inside a multi-line string or array may look like a header. One that looks like
+    # [table] only makes this more careful; one that looks like [[array]] would make it
+    # forget. So only an [[array]] header after the last triple quote forgets (a multi-line
+    # string holding a later line would close later), and one whose keys could be values
+    # (inside an array, [[1]] is one) goes to tomllib.
+    last_triple_quote = max(text.rfind('"""'), text.rfind("'''"))
     made: set[tuple[str, ...]] = set()  # the tables that headers so far made implicitly
-    for array, name in _TOML_HEADER.findall("\n" + text):
+    for header in _TOML_HEADER.finditer("\n" + text):
+        array, name = header.groups()
         if '"' in name or "'" in name:
             return True
         path = tuple(part.strip() for part in name.split("."))
-        if array:  # a new element: what earlier elements made is not this one's
-            made = {other for other in made if other[: len(path)] != path}
+        if array:
+            if any(not part[:1].isalpha() or part in _TOML_WORDS for part in path):
+                return True
+            if header.start() > last_triple_quote:  # a new element: earlier ones' tables
+                made = {other for other in made if other[: len(path)] != path}
         elif path in made:
             return True
         made.update(path[:end] for end in range(1, len(path)))

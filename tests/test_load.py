@@ -418,7 +418,10 @@ def test_toml_syntax_error_has_line_and_column(tmp_path: Path) -> None:
         ("a = { b = 1, }\n", (1, 14), "no comma before its closing '}'"),
         ("a = 1\na = 2\n", (2, 6), "each key may be set once per table"),
         ("a.b = 1\na.b.c = 2\n", (2, 10), "cannot also hold keys of its own"),
-        ("[x]\n[x]\n", (2, 3), "each [table] header may appear once"),
+        ("[x]\n[x]\n", (2, 3), "a table is declared once"),
+        ("a.b = 1\n[a]\n", (2, 3), "or by dotted keys"),
+        ("a = { b = 1\n}\n", (1, 12), "must close on the line it opens"),
+        ("a = 'abc\nb = 1\n", (3, 1), "must close on its line"),
         ('a = "abc\n', (1, 9), "must close on its line"),
     ],
 )

@@ -223,3 +223,32 @@ def test_a_two_line_inline_table_balanced_by_braces_in_strings_is_refused() -> N
     assert isinstance(refused, list), refused
     assert (refused[0].line, refused[0].col) == (1, 15), refused
     assert refused[0].message.startswith("invalid TOML"), refused
+
+
+def test_the_bundled_toml_fixtures_take_the_fast_path() -> None:
+    # Not a timing: what the checks above send to tomllib. A description in a multi-line
+    # string at the top, and [[array]] elements that repeat a sub-table, are plain TOML.
+    bundled = sorted((ROOT / "evals" / "regression").glob("*.toml"))
+    assert len(bundled) >= 6
+    for path in bundled:
+        assert not load._read_otherwise_by_rtoml(path.read_text("utf-8")), path.name
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # An [[array]] header before the last triple quote may sit inside a multi-line
+        # string: it forgets nothing, so the later [a] goes to tomllib.
+        '[a.b]\n[c]\ns = """\n[[a]]\n"""\n[a]\n',
+        "[a.b]\n[c]\ns = '''\n[[a]]\n'''\n[a]\n",
+        # After the last one it is a header, and starts a new element.
+        'd = """\nx"""\n[[t]]\n[t.s.r]\n[[t]]\n[t.s.r]\n',
+    ],
+)
+def test_headers_inside_and_after_multiline_strings(text: str) -> None:
+    agrees(text)
+
+
+def test_an_array_header_after_the_last_triple_quote_starts_a_new_element() -> None:
+    assert not load._read_otherwise_by_rtoml('d = """\nx"""\n[[t]]\n[t.s.r]\n[[t]]\n[t.s.r]\n')
+    assert load._read_otherwise_by_rtoml('[a.b]\n[c]\ns = """\n[[a]]\n"""\n[a]\n')
