@@ -100,6 +100,7 @@ def _one_step_init(cls: type[Any], dataclass_init: FunctionType) -> FunctionType
         "__frozen_factory__": _FACTORY,
         "__frozen_class__": cls,
         "__frozen_dataclass_init__": dataclass_init,
+        "__frozen_type__": type,  # a field may be called "type", hiding the builtin
     }
     signature: list[str] = []
     body: list[str] = []
@@ -122,7 +123,7 @@ def _one_step_init(cls: type[Any], dataclass_init: FunctionType) -> FunctionType
     # goes through them.
     passed = ", ".join(f.name for f in fields)
     body.append(
-        "    if type(self) is not __frozen_class__:\n"
+        "    if __frozen_type__(self) is not __frozen_class__:\n"
         f"        return __frozen_dataclass_init__(self, {passed})"
     )
     stored = ", ".join(f"{f.name}={f.name}" for f in fields)

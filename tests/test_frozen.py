@@ -261,3 +261,18 @@ def test_a_plain_subclass_gets_the_fields_factories_make_not_a_marker():
     built = Plain(1)
     assert built.items == ["items"] and built.a == 1  # type: ignore[attr-defined]
     assert vars(built) == vars(ours(1))
+
+
+@pytest.mark.parametrize("name", ["type", "dict", "object", "len", "isinstance", "cls", "args"])
+def test_fields_named_like_builtins_are_built_in_one_step(name: str) -> None:
+    ours, theirs = _pair([(name, "required"), ("items", "factory")])
+    for _ in range(evalrunner.frozen.COMPILE_AFTER):
+        ours("x")
+    assert ours.__init__.__code__.co_filename.startswith("<frozen ")  # type: ignore[misc]
+    assert vars(ours("x")) == vars(theirs("x"))
+    assert vars(ours(**{name: "x"})) == vars(theirs(**{name: "x"}))
+
+    class Plain(ours):  # type: ignore[misc, valid-type]
+        pass
+
+    assert vars(Plain("x")) == vars(theirs("x"))
