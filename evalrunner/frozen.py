@@ -18,7 +18,10 @@ constructor:
 - a constructor written in the class (dataclasses keeps it);
 - a field that is a data descriptor on the class (its ``__set__`` must run), and an
   instance of a plain subclass (which may hold one);
-- no instance ``__dict__`` (``__slots__``).
+- no instance ``__dict__`` (``__slots__``);
+- a field named ``self`` or ``__frozen_...``: the generated constructor's own names (every
+  name it uses, ``type`` included, is bound under a reserved ``__frozen_`` name, since a
+  field may be called anything else).
 """
 
 from __future__ import annotations
