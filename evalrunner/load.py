@@ -682,10 +682,10 @@ def _toml_hint(message: str, text: str, line: int | None) -> str:
         return _INLINE_TABLE_HINT
     if message.startswith("Invalid initial character for a key part") and line is not None:
         shown = text.split("\n")[line - 1] if line <= text.count("\n") + 1 else ""
-        shown = _TOML_LINE_STRINGS.sub("", shown)
+        shown = _outside_strings(shown)
         if shown.count("{") > shown.count("}"):
             return _INLINE_TABLE_HINT
-        if ",}" in shown.replace(" ", "").replace("\t", ""):
+        if _trailing_comma(shown):
             return "; an inline table takes no comma before its closing '}' (TOML 1.0)"
     elif message.startswith("Cannot overwrite a value"):
         return (
@@ -877,6 +877,19 @@ _TOML_HEADER = re.compile(r"\n[ \t]*\[(\[?)([^\[\]\n]*)\]")
 """A table header, ``[a.b]`` or ``[[a.b]]``, at the start of a line after the first."""
 
 
+def _outside_strings(line: str) -> str:
+    """One line of TOML without its one-line strings and its comment: its structure."""
+    if "'" in line or "\\" in line or "#" in line or line.count('"') % 2:
+        return _TOML_LINE_STRINGS.sub("", line)
+    # Only basic strings, none with an escape: every quote opens or closes one.
+    return "".join(line.split('"')[::2]) if '"' in line else line
+
+
+def _trailing_comma(structure: str) -> bool:
+    """Whether a line's structure closes an inline table right after a comma."""
+    return ",}" in structure.replace(" ", "").replace("\t", "")
+
+
 def _read_otherwise_by_rtoml(text: str) -> bool:
     """Whether rtoml may read ``text`` otherwise than tomllib: an inline table that TOML 1.1
     allows and 1.0 refuses, or tables that rtoml would put in another order. (String
@@ -902,16 +915,8 @@ def _read_otherwise_by_rtoml(text: str) -> bool:
         line = text[start:] if end == -1 else text[start:end]
         if '"""' in line or "'''" in line:
             return True
-        if "'" in line or "\\" in line or "#" in line:
-            line = _TOML_LINE_STRINGS.sub("", line)
-        elif '"' in line:
-            # Only basic strings, none with an escape: every quote opens or closes one.
-            if line.count('"') % 2:
-                return True
-            line = "".join(line.split('"')[::2])
-        if line.count("{") != line.count("}"):
-            return True
-        if ",}" in line.replace(" ", "").replace("\t", ""):
+        line = _outside_strings(line)
+        if line.count("{") != line.count("}") or _trailing_comma(line):
             return True
         brace = -1 if end == -1 else text.find("{", end)
     # A line inside a multi-line string or array may look like a header. One that looks like
