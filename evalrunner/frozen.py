@@ -22,12 +22,22 @@ constructor:
 - a field named ``self`` or ``__frozen_...``: the generated constructor's own names (every
   name it uses, ``type`` included, is bound under a reserved ``__frozen_`` name, since a
   field may be called anything else).
+
+It also makes a class faster to create. Python 3.11's dataclasses compiles each method it
+writes on its own, six for a frozen class, and those compilations were a quarter of the
+package's import time (a fifth of a small run). ``__repr__``, ``__eq__`` and ``__hash__``
+need no compiling: here they are closures over the class's field names, reading the fields
+with one :func:`operator.attrgetter`, each returning what dataclasses' returns (the same
+text, the same tuples compared and hashed, ``...`` for a value inside its own repr). A class
+that writes any of the three itself gets all three from dataclasses.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from _thread import get_ident
 from collections.abc import Callable
+from operator import attrgetter
 from types import FunctionType
 from typing import Any, TypeVar, dataclass_transform
 
@@ -54,10 +64,64 @@ compiled."""
 def frozen(cls: type[_T]) -> type[_T]:
     """``@dataclass(frozen=True)``, with a constructor that stores the fields in one step."""
     written = "__init__" in vars(cls)  # dataclasses keeps a constructor the class writes
-    built = dataclasses.dataclass(frozen=True)(cls)
+    if any(name in vars(cls) for name in _COMPARING):
+        built = dataclasses.dataclass(frozen=True)(cls)
+    else:
+        built = dataclasses.dataclass(frozen=True, repr=False, eq=False)(cls)
+        _show_and_compare(built)
     if not written and _one_step_fits(built):
         built.__init__ = _after_warm_up(built)  # type: ignore[method-assign]
     return built
+
+
+_COMPARING = ("__repr__", "__eq__", "__hash__")
+
+
+def _show_and_compare(cls: type[Any]) -> None:
+    """Give ``cls`` the ``__repr__``, ``__eq__`` and ``__hash__`` that ``dataclass(frozen=True)``
+    writes, as closures, and record them in its parameters as dataclasses would."""
+    fields = dataclasses.fields(cls)
+    shown = _values([f.name for f in fields if f.repr])
+    labels = [f"{f.name}=" for f in fields if f.repr]
+    compared = _values([f.name for f in fields if f.compare])
+    hashed = _values([f.name for f in fields if (f.compare if f.hash is None else f.hash)])
+    showing: set[tuple[int, int]] = set()
+
+    def __repr__(self: object) -> str:
+        key = id(self), get_ident()
+        if key in showing:  # a value inside its own repr, as dataclasses' recursion guard says
+            return "..."
+        showing.add(key)
+        try:
+            inner = ", ".join([a + repr(b) for a, b in zip(labels, shown(self), strict=True)])
+            return f"{self.__class__.__qualname__}({inner})"
+        finally:
+            showing.discard(key)
+
+    def __eq__(self: object, other: object) -> Any:
+        if other.__class__ is self.__class__:
+            return compared(self) == compared(other)
+        return NotImplemented
+
+    def __hash__(self: object) -> int:
+        return hash(hashed(self))
+
+    for method in (__repr__, __eq__, __hash__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        method.__module__ = cls.__module__
+        setattr(cls, method.__name__, method)
+    params = cls.__dataclass_params__
+    params.repr = params.eq = True
+
+
+def _values(names: list[str]) -> Callable[[object], tuple[Any, ...]]:
+    """The tuple of these attributes of a value (``attrgetter`` of one name is no tuple)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda value: (one(value),)
+    return lambda value: ()
 
 
 def _one_step_fits(cls: type[Any]) -> bool:

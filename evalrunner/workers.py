@@ -10,9 +10,14 @@ The crew.
 Shipping cases to workers and their reports back costs about as much as admitting a case, and
 admitting every case in the parent first leaves the workers idle while it does. So each worker
 takes every J-th fixture, loads and admits it, and tells the parent only what the selection
-needs (fixture index, case name, class). The parent checks what spans the suite (unique
-names, ``-k``, the shard), then tells each worker which of its cases to run; the reports come
-back in batches and are handed on in suite order. Cases are never sent between processes.
+needs (fixture index, case name, class). The shares are fixed before the fork. Handed out
+instead as the workers admit, the faster taking more, they balanced the bench's cheap cases
+better, but a small suite's files all went to the first worker, which had admitted them
+before the second started, and it then ran every case alone, however slow its agent.
+
+The parent checks what spans the suite (unique names, ``-k``, the shard), then tells each
+worker which of its cases to run; the reports come back in batches and are handed on in
+suite order. Cases are never sent between processes.
 
 The crew only runs a suite that admits cleanly: as soon as any share has a refused file, or
 two shares use one case name, it stands down and the caller admits serially, so every refusal

@@ -287,3 +287,117 @@ def test_fields_named_like_builtins_are_built_in_one_step(name: str) -> None:
         pass
 
     assert vars(Plain("x")) == vars(theirs("x"))
+
+
+# --- __repr__, __eq__ and __hash__: closures, not compiled, the same as dataclasses' -------
+
+
+def _flagged_pair(flags: list[tuple[bool, bool, bool | None]]) -> tuple[type, type]:
+    """The same class, field ``f{i}`` declared ``field(repr=, compare=, hash=)`` by ``flags``."""
+
+    def namespace() -> dict[str, Any]:
+        ns: dict[str, Any] = {"__annotations__": {f"f{i}": "object" for i in range(len(flags))}}
+        for i, (shown, compared, hashed) in enumerate(flags):
+            ns[f"f{i}"] = field(repr=shown, compare=compared, hash=hashed)
+        return ns
+
+    return (
+        frozen(type("Flagged", (), namespace())),
+        dataclasses.dataclass(frozen=True)(type("Flagged", (), namespace())),
+    )
+
+
+flag_lists = st.lists(
+    st.tuples(st.booleans(), st.booleans(), st.sampled_from([None, True, False])), max_size=5
+)
+
+
+@given(flag_lists, st.data())
+def test_repr_eq_and_hash_follow_each_fields_flags_as_dataclasses_do(
+    flags: list[tuple[bool, bool, bool | None]], data: st.DataObject
+) -> None:
+    ours, theirs = _flagged_pair(flags)
+    assert ours.__repr__.__code__.co_filename == evalrunner.frozen.__file__  # a closure
+    values = [data.draw(st.integers(-3, 3) | st.text(max_size=2) | st.none()) for _ in flags]
+    others = [data.draw(st.sampled_from([v, "other"])) for v in values]
+    a, b = ours(*values), theirs(*values)
+    assert repr(a) == repr(b)
+    assert hash(a) == hash(b)
+    assert (a == ours(*others)) == (b == theirs(*others))
+    assert (a != ours(*others)) == (b != theirs(*others))
+    assert a.__eq__(b) is NotImplemented and b.__eq__(a) is NotImplemented
+    mine = ours.__dataclass_params__  # type: ignore[attr-defined]
+    yours = theirs.__dataclass_params__  # type: ignore[attr-defined]
+    for name in ("init", "repr", "eq", "order", "unsafe_hash", "frozen"):
+        assert getattr(mine, name) == getattr(yours, name), name
+    for method in ("__repr__", "__eq__", "__hash__"):
+        assert getattr(ours, method).__qualname__ == getattr(theirs, method).__qualname__
+
+
+def test_a_value_inside_its_own_repr_shows_as_dots_as_in_dataclasses() -> None:
+    ours, theirs = _pair([("a", "required"), ("items", "factory")])
+    mine, yours = ours(1), theirs(1)
+    mine.items.append(mine)  # type: ignore[attr-defined]
+    yours.items.append(yours)  # type: ignore[attr-defined]
+    assert repr(mine) == repr(yours) == "Value(a=1, items=['items', ...])"
+
+
+def test_subclasses_show_and_compare_as_dataclass_subclasses_do() -> None:
+    @frozen
+    class Base:
+        a: int
+
+    @frozen
+    class Derived(Base):
+        b: int = 2
+
+    class Plain(Base):
+        pass
+
+    @dataclasses.dataclass(frozen=True)
+    class TheirBase:
+        a: int
+
+    class TheirPlain(TheirBase):
+        pass
+
+    assert repr(Derived(1)).endswith(".<locals>.Derived(a=1, b=2)")
+    assert hash(Derived(1, 3)) == hash((1, 3))
+    assert Derived(1) != Base(1) and Plain(1) != Base(1) and Plain(1) == Plain(1)
+    assert repr(Plain(1)).endswith(".Plain(a=1)")
+    assert repr(TheirPlain(1)).endswith(".TheirPlain(a=1)")
+    assert hash(Plain(1)) == hash(TheirPlain(1)) == hash((1,))
+
+
+def test_a_class_that_writes_its_own_repr_keeps_it_and_gets_dataclasses_eq_and_hash() -> None:
+    @frozen
+    class Shown:
+        a: int
+
+        def __repr__(self) -> str:
+            return "shown"
+
+    assert repr(Shown(1)) == "shown"
+    assert Shown.__eq__.__code__.co_filename != evalrunner.frozen.__file__  # dataclasses'
+    assert Shown(1) == Shown(1) and hash(Shown(1)) == hash((1,))
+
+    @frozen
+    class Hashed:
+        a: int
+
+        def __hash__(self) -> int:
+            return 7
+
+    assert hash(Hashed(1)) == 7 and Hashed(1) == Hashed(1) and Hashed(1) != Hashed(2)
+
+
+def test_a_field_that_cannot_be_read_fails_repr_eq_and_hash_as_in_dataclasses() -> None:
+    ours, theirs = _pair([("a", "required")])
+    for value in (ours(1), theirs(1)):
+        del value.__dict__["a"]
+        with pytest.raises(AttributeError):
+            repr(value)
+        with pytest.raises(AttributeError):
+            hash(value)
+        with pytest.raises(AttributeError):
+            _ = value == value
