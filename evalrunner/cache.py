@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -40,6 +39,7 @@ from evalrunner.model import (
 )
 
 if TYPE_CHECKING:
+    import sqlite3
     from hashlib import sha256
 else:
     # CPython's own SHA-256, where it has one, as the standard library's random module takes
@@ -116,6 +116,8 @@ class AdmissionCache:
         cache that cannot be written (locked, read-only, foreign) is left as it is."""
         if self.directory is None or not self._new:
             return
+        import sqlite3
+
         with contextlib.suppress(OSError, ValueError, sqlite3.Error):
             connection = self._connect(create=True)
             if connection is None:
@@ -131,6 +133,8 @@ class AdmissionCache:
 
     def _read(self) -> dict[bytes, str]:
         found: dict[bytes, str] = {}
+        import sqlite3  # here, not at the top: a run with --no-cache never needs it
+
         with contextlib.suppress(OSError, ValueError, sqlite3.Error):
             connection = self._connect(create=False)
             if connection is None:
@@ -158,6 +162,8 @@ class AdmissionCache:
             # Like pytest's and ruff's caches: never committed by accident.
             (directory / ".gitignore").write_text("# made by evalrunner\n*\n", encoding="utf-8")
         uri = database.resolve().as_uri() + ("?mode=rwc" if create else "?mode=ro")
+        import sqlite3
+
         connection = sqlite3.connect(uri, uri=True, timeout=0.5, isolation_level=None)
         try:
             version = connection.execute("PRAGMA user_version").fetchone()[0]

@@ -97,3 +97,38 @@ def test_the_command_line_hands_typer_built_annotations_not_strings() -> None:
         if isinstance(parameter.annotation, str)
     ]
     assert len(commands) >= 10 and strings == []
+
+
+def _suite(tmp_path: Path, expects: dict[str, object]) -> Path:
+    import json
+
+    suite = tmp_path / "evals"
+    suite.mkdir(parents=True)
+    case = {
+        "name": "plain",
+        "turns": [{"user_input": "hi", "steps": [{"response": {"type": "text", "content": "ok"}}]}],
+        "expects": expects,
+    }
+    (suite / "plain.json").write_text(json.dumps(case), encoding="utf-8")
+    return suite
+
+
+def test_re2_and_sqlite3_are_loaded_only_by_the_runs_that_use_them(tmp_path: Path) -> None:
+    plain = _suite(tmp_path / "plain", {"response_contains": ["ok"]})
+    modules, code = modules_of(["run", "--no-cache", str(plain)], tmp_path)
+    assert code in (0, None) and {"re2", "sqlite3"}.isdisjoint(modules), modules & {
+        "re2",
+        "sqlite3",
+    }
+    # A cached run keeps its cache in SQLite; a pattern is compiled (and checked) by RE2.
+    modules, code = modules_of(["run", str(plain)], tmp_path)
+    assert code in (0, None) and "sqlite3" in modules and "re2" not in modules
+    matching = _suite(tmp_path / "matching", {"response_matches": ["^o[k]$"]})
+    modules, code = modules_of(["run", "--no-cache", str(matching)], tmp_path)
+    assert code in (0, None) and "re2" in modules
+    failing = _suite(tmp_path / "failing", {"response_matches": ["^no$"]})
+    modules, code = modules_of(["run", "--no-cache", str(failing)], tmp_path)
+    assert code == 1 and "re2" in modules  # the pattern really ran
+    refused = _suite(tmp_path / "refused", {"response_matches": ["(unclosed"]})
+    modules, code = modules_of(["run", "--no-cache", str(refused)], tmp_path)
+    assert code == 2  # RE2's refusal of a bad pattern, loaded when admission needed it

@@ -8,15 +8,26 @@ as the same; failure details show the response as it was, with such differences 
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-import re2
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 from evalrunner.grade._format import nfc, nfc_note, quote
 from evalrunner.model import GradeResult, RunRecord
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # RE2 would otherwise print every bad pattern to stderr
+if TYPE_CHECKING:
+    import re2
+
+
+@cache
+def _options() -> re2.Options:
+    """RE2's options for every pattern. RE2 is imported at the first pattern, not with this
+    module: loading its library is about a tenth of a run's start, which a suite with no
+    ``response_matches`` need not pay."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would otherwise print every bad pattern to stderr
+    return options
 
 
 class PatternError(ValueError):
@@ -27,8 +38,10 @@ class PatternError(ValueError):
 def compile_pattern(pattern: str) -> re2._Regexp[str]:
     """Compile an RE2 pattern, in NFC like the text it searches; raises :class:`PatternError`
     with RE2's reason."""
+    import re2
+
     try:
-        return re2.compile(nfc(pattern), _OPTIONS)
+        return re2.compile(nfc(pattern), _options())
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
