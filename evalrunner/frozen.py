@@ -34,6 +34,7 @@ that writes any of the three itself gets all three from dataclasses.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from _thread import get_ident
 from collections.abc import Callable
@@ -109,9 +110,12 @@ def _show_and_compare(cls: type[Any]) -> None:
     for method in (__repr__, __eq__, __hash__):
         method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
         method.__module__ = cls.__module__
+        method.__annotations__ = {}  # as dataclasses' own: their hints name nothing of ours
         setattr(cls, method.__name__, method)
     params = cls.__dataclass_params__
     params.repr = params.eq = True
+    # dataclasses did this before the three were set: an abstract one in a base is now met.
+    abc.update_abstractmethods(cls)
 
 
 def _values(names: list[str]) -> Callable[[object], tuple[Any, ...]]:
@@ -158,6 +162,9 @@ def _after_warm_up(cls: type[Any]) -> Callable[..., None]:
 
     __init__.__qualname__ = dataclass_init.__qualname__
     __init__.__wrapped__ = dataclass_init  # type: ignore[attr-defined]  # for inspect.signature
+    # typing.get_type_hints reads these in the class's module, following __wrapped__: they
+    # must be the dataclass constructor's, not this wrapper's (which name nothing there).
+    __init__.__annotations__ = dict(dataclass_init.__annotations__)
     return __init__
 
 

@@ -332,6 +332,8 @@ def test_repr_eq_and_hash_follow_each_fields_flags_as_dataclasses_do(
         assert getattr(mine, name) == getattr(yours, name), name
     for method in ("__repr__", "__eq__", "__hash__"):
         assert getattr(ours, method).__qualname__ == getattr(theirs, method).__qualname__
+        mine_method, their_method = getattr(ours, method), getattr(theirs, method)
+        assert str(inspect.signature(mine_method)) == str(inspect.signature(their_method))
 
 
 def test_a_value_inside_its_own_repr_shows_as_dots_as_in_dataclasses() -> None:
