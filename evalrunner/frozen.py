@@ -63,7 +63,8 @@ compiled."""
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def frozen(cls: type[_T]) -> type[_T]:
-    """``@dataclass(frozen=True)``, with a constructor that stores the fields in one step."""
+    """``@dataclass(frozen=True)``, with a constructor that stores the fields in one step and
+    ``__repr__``, ``__eq__`` and ``__hash__`` that need no compiling (see the module docstring)."""
     written = "__init__" in vars(cls)  # dataclasses keeps a constructor the class writes
     if any(name in vars(cls) for name in _COMPARING):
         built = dataclasses.dataclass(frozen=True)(cls)
