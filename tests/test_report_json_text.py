@@ -91,3 +91,10 @@ def test_deep_data_is_written_too() -> None:
     for _ in range(200):
         data = {"k": [data]}
     assert indented_json(data) == _stdlib(data)
+
+
+def test_a_cycle_is_refused_as_the_standard_library_refuses_it() -> None:
+    data: list[Any] = [1]
+    data.append({"again": data})
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        indented_json(data)

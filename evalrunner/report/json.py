@@ -145,7 +145,7 @@ def indented_json(data: Any) -> str:
     parts: list[str] = []
     try:
         _write(data, "\n", parts.append)
-    except _Unusual:
+    except (_Unusual, RecursionError):  # a cycle too: json.dumps says it is one
         return json.dumps(data, indent=2, ensure_ascii=False)
     return "".join(parts)
 
