@@ -145,9 +145,12 @@ def indented_json(data: Any) -> str:
     parts: list[str] = []
     try:
         _write(data, "\n", parts.append)
+        return "".join(parts)
     except (_Unusual, RecursionError):  # a cycle too: json.dumps says it is one
-        return json.dumps(data, indent=2, ensure_ascii=False)
-    return "".join(parts)
+        pass
+    # Out of the handler: a refusal of json.dumps's is raised on its own, not "during the
+    # handling of" ours.
+    return json.dumps(data, indent=2, ensure_ascii=False)
 
 
 def _write(value: Any, newline: str, out: Callable[[str], object]) -> None:
@@ -196,8 +199,10 @@ def _write(value: Any, newline: str, out: Callable[[str], object]) -> None:
 def _float_text(value: float) -> str:
     if value != value:
         return "NaN"
-    if value in (math.inf, -math.inf):
-        return "Infinity" if value > 0 else "-Infinity"
+    if value == math.inf:  # compared as the standard encoder compares
+        return "Infinity"
+    if value == -math.inf:
+        return "-Infinity"
     return float.__repr__(value)
 
 
