@@ -40,6 +40,7 @@ from evalrunner.model import (
     ToolCall,
     ToolCallsResponse,
     Turn,
+    argument_json,
 )
 from evalrunner.schemas import case_check, case_validator
 from evalrunner.sourcemap import SourceMap
@@ -298,12 +299,7 @@ def argument_text(arguments: object) -> str:
     """
     if isinstance(arguments, str):
         return arguments
-    return _ARGUMENT_ENCODER.encode(arguments)
-
-
-_ARGUMENT_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-"""What ``json.dumps`` with these options builds on every call (an encoder keeps no state
-between calls), built once."""
+    return argument_json(arguments)
 
 
 def _expectations(raw: Mapping[str, Any]) -> Expectations:

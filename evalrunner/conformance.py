@@ -43,6 +43,7 @@ from evalrunner.model import (
     ToolCall,
     ToolCallRecord,
     ToolCallsResponse,
+    argument_json,
 )
 from evalrunner.provider import ModelProvider
 from evalrunner.tools import InvocationLog, ToolInvocation
@@ -745,7 +746,7 @@ def _as_sent(arguments: str, api: str | None) -> str:
     value = _json_or_none(arguments)
     if not isinstance(value, dict):
         return arguments
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return argument_json(value)
 
 
 def _success_flag(message: Message) -> bool | None:

@@ -19,6 +19,17 @@ from evalrunner.frozen import frozen
 JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
 """What a fixture document is made of once parsed: JSON-compatible data, nothing else."""
 
+
+def argument_json(value: object) -> str:
+    """``value`` as tool-call argument text (SPEC §5): compact JSON, keys sorted, non-ASCII
+    kept. The one definition: what a fixture's object arguments become, what the monitor
+    compares a re-serialised or Anthropic-wire call by, and what a tool is logged as given."""
+    return _ARGUMENT_ENCODER.encode(value)
+
+
+_ARGUMENT_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""Built once: ``json.dumps`` with these options builds one on every call."""
+
 JSONPath: TypeAlias = tuple[str | int, ...]
 """A location inside a document: object keys and array indices from the root."""
 

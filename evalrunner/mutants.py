@@ -31,6 +31,7 @@ from evalrunner.model import (
     TextResponse,
     ToolCall,
     ToolCallRecord,
+    argument_json,
 )
 from evalrunner.observer import RecordingObserver
 from evalrunner.provider import ModelProvider
@@ -209,11 +210,8 @@ def _corrupt(arguments: str) -> str:
     except ValueError:
         return arguments + "~"
     if isinstance(value, dict):
-        return json.dumps(
-            {k: (v[::-1] + "~" if isinstance(v, str) else v) for k, v in value.items()},
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
+        return argument_json(
+            {k: (v[::-1] + "~" if isinstance(v, str) else v) for k, v in value.items()}
         )
     return arguments + "~"
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
 from evalrunner.frozen import frozen
-from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec
+from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec, argument_json
 
 
 @runtime_checkable
@@ -255,7 +255,7 @@ class RecordedTool:
         whether it raised."""
         snapshot = _snapshot(arguments) if isinstance(arguments, dict) else arguments
         try:
-            text = _COMPACT_JSON.encode(snapshot)
+            text = argument_json(snapshot)
         except (TypeError, ValueError, RecursionError):
             text = repr(snapshot)
         received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
@@ -268,8 +268,6 @@ class RecordedTool:
         self._log.add(ToolInvocation(self._tool.name, received, text))
         return result
 
-
-_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 

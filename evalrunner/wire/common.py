@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import NoReturn, Protocol
 
 from evalrunner.frozen import frozen
-from evalrunner.model import JSONValue, ModelRequest, ModelResponse
+from evalrunner.model import JSONValue, ModelRequest, ModelResponse, argument_json
 from evalrunner.wire import ANTHROPIC as ANTHROPIC
 from evalrunner.wire import OPENAI as OPENAI
 from evalrunner.wire import OPENAI_RESPONSES as OPENAI_RESPONSES
@@ -274,7 +274,7 @@ def compact_arguments(value: JSONValue) -> str:
     """A tool call's ``input`` object as argument text: compact JSON with sorted keys and
     non-ASCII kept, as a fixture's object arguments are (:func:`evalrunner.admit.argument_text`),
     so the monitor compares a live call with its echo the way it compares a scripted one."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return argument_json(value)
 
 
 def url_with_path(base_url: str, path: str) -> str:
