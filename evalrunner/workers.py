@@ -36,13 +36,11 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from functools import partial
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalrunner.admit import admit, admit_documents
 from evalrunner.agent import reference_agent
@@ -56,6 +54,9 @@ from evalrunner.pipeline import (
     evaluate_with,
     report_without_run,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 FINISH_GRACE_SECS = 30.0
 """How long a worker that has sent its last report may take to end its agents and exit."""
@@ -418,6 +419,11 @@ def _run_in_worker(batch: Sequence[tuple[int, Case]]) -> list[tuple[int, CaseRep
 
 
 def in_pool(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
+    # Imported here: a crew (every run with jobs where the platform forks) needs none of the
+    # pool machinery, and concurrent.futures brings logging with it (11 ms before the fork).
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
     methods = multiprocessing.get_all_start_methods()
     # fork starts a worker in milliseconds and inherits what the parent imported.
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -467,6 +473,8 @@ def in_pool(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport
 def _pool(
     context: multiprocessing.context.BaseContext, jobs: int, settings: RunSettings
 ) -> ProcessPoolExecutor:
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(
         max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(settings,)
     )

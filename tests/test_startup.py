@@ -130,3 +130,20 @@ def test_re2_and_sqlite3_are_loaded_only_by_the_runs_that_use_them(tmp_path: Pat
     refused = _suite(tmp_path / "refused", {"response_matches": ["(unclosed"]})
     modules, code = modules_of(["run", "--no-cache", str(refused)], tmp_path)
     assert code == 2 and "re2" in modules  # refused by RE2, loaded when admission needed it
+
+
+def test_a_crew_run_imports_no_process_pool(bundled: Path) -> None:
+    # Where the platform forks, --jobs runs a crew of forked workers: the pool (and with it
+    # concurrent.futures and logging) is for spawn and --continue-on-admission-errors only.
+    from evalrunner.workers import can_fork
+
+    modules, code = modules_of(["run", "--no-cache", "-j", "2"], bundled)
+    assert code in (0, None) and "evalrunner.workers" in modules
+    if can_fork():
+        assert not {m for m in modules if m.startswith(("concurrent", "logging"))}
+    # A refused file, run past: the cases admitted here go to the pool, which imports it.
+    (bundled / "evals" / "regression" / "broken.json").write_text("{", encoding="utf-8")
+    modules, code = modules_of(
+        ["run", "--no-cache", "-j", "2", "--continue-on-admission-errors"], bundled
+    )
+    assert code == 2 and "concurrent.futures.process" in modules
