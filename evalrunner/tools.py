@@ -183,11 +183,28 @@ class ToolInvocation:
 
     tool: str
     arguments: Mapping[str, Any]
-    arguments_text: str
+    """What it received, copied before it ran (not an object: held under the key ``""``)."""
     raised: bool = False
     """The tool raised: the dispatch failed, whatever the agent says."""
     traceback: str | None = None
     """What it raised, in full (for ``--traceback``)."""
+    written: str | None = None
+    """The arguments' text, when written as the call was received (anything but a plain
+    dict, whose copy is the invocation's own and is written when asked for)."""
+
+    @property
+    def arguments_text(self) -> str:
+        """The arguments as text, for the monitor's messages. Only a message reads it, so a
+        plain dict's copy is written when one does, not at every call (an encoding a tool
+        call, a twentieth of a replayed case)."""
+        return self.written if self.written is not None else _written(self.arguments)
+
+
+def _written(value: object) -> str:
+    try:
+        return argument_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 class InvocationLog:
@@ -254,18 +271,17 @@ class RecordedTool:
         """Run the tool, and log the call: a snapshot of its arguments taken before it ran, and
         whether it raised."""
         snapshot = _snapshot(arguments) if isinstance(arguments, dict) else arguments
-        try:
-            text = argument_json(snapshot)
-        except (TypeError, ValueError, RecursionError):
-            text = repr(snapshot)
+        # A plain dict's copy is the log's own, so its text can wait until a message needs it;
+        # anything else may change once the tool has it, and is written now.
+        text = None if type(snapshot) is dict else _written(snapshot)
         received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
         try:
             result = self._tool.call(arguments)
         except BaseException as exc:
             trace = "".join(traceback.format_exception(exc))
-            self._log.add(ToolInvocation(self._tool.name, received, text, True, trace))
+            self._log.add(ToolInvocation(self._tool.name, received, True, trace, text))
             raise
-        self._log.add(ToolInvocation(self._tool.name, received, text))
+        self._log.add(ToolInvocation(self._tool.name, received, written=text))
         return result
 
 

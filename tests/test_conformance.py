@@ -241,6 +241,39 @@ def test_a_broken_python_agent_errors_naming_the_promise(
     assert "Traceback" not in report.error
 
 
+class MutatingEcho:
+    """Changes what it was given, nested and at the top, once it has it."""
+
+    name = "echo"
+    description = "Echoes, then edits its arguments."
+    parameters: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        arguments["message"]["deep"] = "mutated"
+        arguments["added"] = "later"
+        return "ok"
+
+
+class ReportsOtherNestedArguments(Conformant):
+    def run(self, call: Any) -> ToolCallRecord:
+        other = '{"message":{"deep":"other"}}'
+        real = dispatch(self.context.tools, type(call)(call.id, call.name, other))
+        return ToolCallRecord(call.name, call.arguments, real.result, real.success, call.id)
+
+
+def test_the_message_quotes_what_the_tool_received_before_it_ran() -> None:
+    # The invocation log writes a call's arguments only when a message needs them: from its
+    # own copy, taken before the tool ran, so a tool editing its arguments changes nothing.
+    report = evaluate_case(
+        CASES[ECHO], agent_factory=ReportsOtherNestedArguments, tools={"echo": MutatingEcho()}
+    )
+    assert report.error is not None
+    assert 'but the echo tool received "{\\"message\\":{\\"deep\\":\\"other\\"}}"' in (
+        report.error
+    ), report.error
+    assert "mutated" not in report.error and "later" not in report.error
+
+
 class RaisingEcho:
     name = "echo"
     description = "Always fails."
