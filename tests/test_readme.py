@@ -99,3 +99,20 @@ expects:
         case, agent_factory=readme_agent().make_agent, tools=lambda: {"upper": tools.Upper()}
     )
     assert report.passed, report
+
+
+def test_the_json_report_fields_table_names_every_field_of_the_schema() -> None:
+    # The table is the README's account of the report; a field the schema gains must be
+    # explained there too (a report field added without docs once went unnoticed).
+    import json
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("**JSON report fields**")
+    table = readme[start : readme.index("\n\n", readme.index("| field |", start))]
+    named = set(re.findall(r"`(?:cases\[\])?\.?([a-z_]+)`", table))
+    named |= {"cases"} if "`cases[]." in table else set()
+    schema = json.loads((ROOT / "schemas" / "report.schema.json").read_text(encoding="utf-8"))
+    case = schema["$defs"]["case"]["properties"]
+    missing = (set(schema["properties"]) | set(case)) - named
+    assert not missing, missing
