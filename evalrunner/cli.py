@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer import _coercion, _param_types
+from typer._click import exceptions as _click_exceptions
 from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
 
 from evalrunner import __version__
@@ -274,6 +275,26 @@ TyperGroup.format_help = _help_in_our_style(TyperGroup.format_help)  # type: ign
 TyperCommand.format_help = _help_in_our_style(  # type: ignore[method-assign]
     TyperCommand.format_help
 )
+
+
+def _errors_placed(parse_args: Callable[..., Any]) -> Callable[..., Any]:
+    """A usage error the option parser raises without a context (an option given no value)
+    gets the command's, so that it names the command and its help as every other one does
+    (``evalrunner run: ... (see evalrunner run --help)``, not the bare program)."""
+
+    def parse(self: Any, ctx: Any, args: list[str]) -> Any:
+        try:
+            return parse_args(self, ctx, args)
+        except _click_exceptions.UsageError as error:
+            if error.ctx is None:
+                error.ctx = ctx
+            raise
+
+    return parse
+
+
+TyperCommand.parse_args = _errors_placed(TyperCommand.parse_args)  # type: ignore[method-assign]
+TyperGroup.parse_args = _errors_placed(TyperGroup.parse_args)  # type: ignore[method-assign]
 app.add_typer(schema_app, name="schema")
 cache_app = typer.Typer(
     help="The admission cache (.evalrunner_cache/ beside the config file).",

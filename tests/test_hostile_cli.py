@@ -376,8 +376,7 @@ def test_agent_replies_tool_results_and_errors_cannot_forge_report_lines(
     )
     assert lines[8].startswith("✗ explodes (")
     assert lines[9] == (
-        "    run error: the agent raised RuntimeError: "
-        "boom \\ud800 \\x1b[2J\\x9b31m\\u202e"
+        "    run error: the agent raised RuntimeError: boom \\ud800 \\x1b[2J\\x9b31m\\u202e"
     )
     assert lines[10] == "    (1 traceback(s) from the agent or its tools: --traceback)"
     assert lines[11].startswith("✗ leaky-tool (")
@@ -434,3 +433,26 @@ def test_config_shows_values_escaped(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert "\u202e" not in result.stdout and "\x85" not in result.stdout
     assert 'agent_command = "agent \\u202e --flag \\x85"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["run", "--repeat"], "evalrunner run"),
+        (["run", "--jobs"], "evalrunner run"),
+        (["list", "--format"], "evalrunner list"),
+        (["schema", "export", "--fixtures"], "evalrunner schema export"),
+        (["cache", "clear", "--config"], "evalrunner cache clear"),
+    ],
+)
+def test_an_option_given_no_value_names_its_command(args: list[str], command: str) -> None:
+    # The option parser raises this one without a context: it once read "evalrunner: ...
+    # (see evalrunner --help)", pointing at the wrong help.
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner", *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(f"{command}: Option '{args[-1]}' requires an argument.")
+    assert lines[0].endswith(f"(see {command} --help)")
