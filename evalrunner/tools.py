@@ -189,15 +189,33 @@ class ToolInvocation:
     traceback: str | None = None
     """What it raised, in full (for ``--traceback``)."""
     written: str | None = None
-    """The arguments' text, when written as the call was received (anything but a plain
-    dict, whose copy is the invocation's own and is written when asked for)."""
+    """The arguments' text, when written as the call was received (anything but a flat
+    object of plain values, whose copy is the invocation's own and is written when asked
+    for)."""
 
     @property
     def arguments_text(self) -> str:
         """The arguments as text, for the monitor's messages. Only a message reads it, so a
-        plain dict's copy is written when one does, not at every call (an encoding a tool
-        call, a twentieth of a replayed case)."""
+        flat object of plain values is written when one does, not at every call (an encoding
+        a tool call, a twentieth of a replayed case)."""
         return self.written if self.written is not None else _written(self.arguments)
+
+
+def _plainly_written(value: object) -> bool:
+    """Whether ``value`` is a plain dict of string keys and immutable JSON values whose text
+    nothing can change or make fail (an int within 64 bits: a longer one may be past the
+    conversion limit)."""
+    if type(value) is not dict:
+        return False
+    for key, item in value.items():
+        kind = type(item)
+        if (
+            type(key) is not str
+            or kind not in _ATOMS
+            or (kind is int and not -(2**63) <= item < 2**63)
+        ):
+            return False
+    return True
 
 
 def _written(value: object) -> str:
@@ -271,9 +289,12 @@ class RecordedTool:
         """Run the tool, and log the call: a snapshot of its arguments taken before it ran, and
         whether it raised."""
         snapshot = _snapshot(arguments) if isinstance(arguments, dict) else arguments
-        # A plain dict's copy is the log's own, so its text can wait until a message needs it;
-        # anything else may change once the tool has it, and is written now.
-        text = None if type(snapshot) is dict else _written(snapshot)
+        # A flat object of plain values is the log's own copy, whose text cannot fail and so
+        # can wait until a message needs it. Anything else is written now: deepcopy hands back
+        # some objects themselves (enum members, anything its __deepcopy__ says), which may
+        # change once the tool has them, and an encoding or repr that raises must fail the
+        # call here, before the tool runs, as it always did.
+        text = None if _plainly_written(snapshot) else _written(snapshot)
         received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
         try:
             result = self._tool.call(arguments)
