@@ -201,10 +201,10 @@ class ToolInvocation:
         return self.written if self.written is not None else _written(self.arguments)
 
 
-def _plainly_written(value: object) -> bool:
-    """Whether ``value`` is a plain dict of string keys and immutable JSON values whose text
-    nothing can change or make fail (an int within 64 bits: a longer one may be past the
-    conversion limit)."""
+def _flat_and_plain(value: object) -> bool:
+    """Whether ``value`` is a plain dict of string keys and immutable JSON values: a shallow
+    copy of it is a deep one, and its text can neither change nor fail to be written (an int
+    within 64 bits: a longer one may be past the conversion limit)."""
     if type(value) is not dict:
         return False
     for key, item in value.items():
@@ -288,13 +288,13 @@ class RecordedTool:
     def call(self, arguments: dict[str, Any]) -> str:
         """Run the tool, and log the call: a snapshot of its arguments taken before it ran, and
         whether it raised."""
-        snapshot = _snapshot(arguments) if isinstance(arguments, dict) else arguments
-        # A flat object of plain values is the log's own copy, whose text cannot fail and so
-        # can wait until a message needs it. Anything else is written now: deepcopy hands back
-        # some objects themselves (enum members, anything its __deepcopy__ says), which may
-        # change once the tool has them, and an encoding or repr that raises must fail the
-        # call here, before the tool runs, as it always did.
-        text = None if _plainly_written(snapshot) else _written(snapshot)
+        # A flat object of plain values is the log's own copy, whose text cannot fail: it waits
+        # until a message needs it. Anything else is written now: deepcopy hands back some
+        # objects themselves (enum members, anything its __deepcopy__ says), which may change
+        # once the tool has them, and an encoding or repr that raises must fail the call here,
+        # before the tool runs, as it always did.
+        snapshot, plain = _snapshot(arguments)
+        text = None if plain else _written(snapshot)
         received = snapshot if isinstance(snapshot, dict) else {"": snapshot}
         try:
             result = self._tool.call(arguments)
@@ -309,17 +309,14 @@ class RecordedTool:
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
-def _snapshot(arguments: dict[str, Any]) -> dict[str, Any]:
-    """``copy.deepcopy(arguments)``. Most calls' arguments are one flat object of strings and
-    numbers, whose deep copy is a copy of the dict holding the same values (deepcopy returns
-    these immutable values themselves); that takes a tenth of deepcopy's time."""
-    if type(arguments) is dict:
-        for key, value in arguments.items():
-            if type(key) is not str or type(value) not in _ATOMS:
-                break
-        else:
-            return dict(arguments)
-    return copy.deepcopy(arguments)
+def _snapshot(arguments: object) -> tuple[Any, bool]:
+    """The arguments as ``copy.deepcopy`` copies them (a dict; anything else as it is), and
+    whether they are flat and plain (:func:`_flat_and_plain`). Most calls' arguments are one
+    such object, whose deep copy is a copy of the dict holding the same values (deepcopy
+    returns these immutable values themselves): a tenth of deepcopy's time."""
+    if _flat_and_plain(arguments):
+        return dict(arguments), True  # type: ignore[call-overload]
+    return (copy.deepcopy(arguments) if isinstance(arguments, dict) else arguments), False
 
 
 def recorded_tools(tools: Mapping[str, Tool]) -> tuple[dict[str, Tool], InvocationLog]:

@@ -142,15 +142,19 @@ def indented_json(data: Any) -> str:
     every worker is done). Anything but plain JSON data (a key that is not a string, a value
     of another type) is handed to ``json.dumps`` whole, which writes it or refuses it as ever.
     """
+    text = _plainly_indented(data)
+    # Outside _plainly_indented's handler: a refusal of json.dumps's is raised on its own, not
+    # "during the handling of" ours.
+    return text if text is not None else json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def _plainly_indented(data: Any) -> str | None:
     parts: list[str] = []
     try:
         _write(data, "\n", parts.append)
-        return "".join(parts)
     except (_Unusual, RecursionError):  # a cycle too: json.dumps says it is one
-        pass
-    # Out of the handler: a refusal of json.dumps's is raised on its own, not "during the
-    # handling of" ours.
-    return json.dumps(data, indent=2, ensure_ascii=False)
+        return None
+    return "".join(parts)
 
 
 def _write(value: Any, newline: str, out: Callable[[str], object]) -> None:

@@ -28,6 +28,7 @@ from evalrunner.model import (
     ToolCall,
     ToolCallsResponse,
     ToolSpec,
+    argument_json,
 )
 from evalrunner.wire.common import (
     ANTHROPIC,
@@ -36,7 +37,6 @@ from evalrunner.wire.common import (
     WireRequest,
     WireRequestError,
     WireResponseError,
-    compact_arguments,
     event_json,
     optional_string,
     reading,
@@ -364,7 +364,7 @@ def _response_of(blocks: list[dict[str, JSONValue]], usage: tuple[int, int]) -> 
                 ToolCall(
                     id=require_string(block.get("id"), f"{at}.id"),
                     name=require_string(block.get("name"), f"{at}.name"),
-                    arguments=compact_arguments(require_object(block.get("input"), f"{at}.input")),
+                    arguments=argument_json(require_object(block.get("input"), f"{at}.input")),
                 )
             )
     if calls:
@@ -550,7 +550,7 @@ def _assistant(content: JSONValue, where: str) -> Message:
                 ToolCall(
                     id=require_string(block.get("id"), f"{at}.id"),
                     name=require_string(block.get("name"), f"{at}.name"),
-                    arguments=compact_arguments(require_object(block.get("input"), f"{at}.input")),
+                    arguments=argument_json(require_object(block.get("input"), f"{at}.input")),
                 )
             )
     return Message("assistant", "".join(text), tool_calls=tuple(calls))

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import NoReturn, Protocol
 
 from evalrunner.frozen import frozen
-from evalrunner.model import JSONValue, ModelRequest, ModelResponse, argument_json
+from evalrunner.model import JSONValue, ModelRequest, ModelResponse
 from evalrunner.wire import ANTHROPIC as ANTHROPIC
 from evalrunner.wire import OPENAI as OPENAI
 from evalrunner.wire import OPENAI_RESPONSES as OPENAI_RESPONSES
@@ -268,13 +268,6 @@ def token_count(usage: dict[str, JSONValue], key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise WireResponseError(f"{where}.{key} must be a whole number of tokens")
     return value
-
-
-def compact_arguments(value: JSONValue) -> str:
-    """A tool call's ``input`` object as argument text: compact JSON with sorted keys and
-    non-ASCII kept, as a fixture's object arguments are (:func:`evalrunner.admit.argument_text`),
-    so the monitor compares a live call with its echo the way it compares a scripted one."""
-    return argument_json(value)
 
 
 def url_with_path(base_url: str, path: str) -> str:
