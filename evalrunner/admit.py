@@ -12,12 +12,10 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-
-from evalrunner.frozen import frozen
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -47,7 +45,7 @@ from evalrunner.sourcemap import SourceMap
 from evalrunner.text import dotted, name_problem, printable, printable_path
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Admission:
     """The outcome of admitting a suite: the admitted cases and every refusal, sorted."""
 
@@ -65,7 +63,7 @@ def admit_suite(loaded: LoadedSuite) -> Admission:
     return admit_documents([*loaded.documents, list(loaded.errors)])
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """A case admitted by an earlier run (the admission cache): there is no document to
     admit, but ``document`` loads it again should its name turn out to be taken."""

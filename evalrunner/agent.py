@@ -9,10 +9,10 @@ another factory; the stages do not change.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from evalrunner.frozen import frozen
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -74,7 +74,7 @@ class _Workspace:
         instance.__dict__[self._slot] = value
 
 
-@frozen
+@dataclass(frozen=True)  # no slots: the workspace descriptor keeps its source in __dict__
 class AgentContext:
     """Everything an agent gets for one case. Nothing in it is shared between cases.
 

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import fields
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -263,7 +264,8 @@ def _response(response: ModelResponse) -> list[Any]:
 
 def _expectations(expects: Expectations) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, value in vars(expects).items():
+    for field in fields(expects):
+        name, value = field.name, getattr(expects, field.name)
         if value is None:
             continue
         if isinstance(value, tuple) and value and isinstance(value[0], PayloadNeedle):

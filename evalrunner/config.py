@@ -16,11 +16,9 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from evalrunner.frozen import frozen
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -90,7 +88,7 @@ class ConfigError(Exception):
         self.problems = problems
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LiveConfig:
     """The real model of live mode (``[eval.live]``). Holds the *name* of the key's variable,
     never the key: the key is read from the environment when a request is sent."""
@@ -117,7 +115,7 @@ class LiveConfig:
         return []
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RecordConfig:
     """How ``evalrunner record`` writes fixtures (``[eval.record]``)."""
 
@@ -126,7 +124,7 @@ class RecordConfig:
     Each compiles: a pattern that does not is refused when the config is read."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Config:
     """Effective settings, and for each the place it came from."""
 
@@ -514,7 +512,7 @@ def check_case_timeout(seconds: float) -> str | None:
     )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _EvalTable:
     """The ``[eval]`` table of a config file, and where each of its keys and values is."""
 

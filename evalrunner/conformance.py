@@ -30,10 +30,9 @@ import json
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
-from evalrunner.frozen import frozen
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -60,7 +59,7 @@ class TurnScripted(Protocol):
         """Close the current turn; raises :class:`RunError` for what it left unused."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Dispatch:
     """One tool call handed to the agent whose result came back.
 
@@ -74,7 +73,7 @@ class Dispatch:
     success: bool | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """What a finished run showed at the model boundary, for the run record."""
 

@@ -27,6 +27,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
@@ -38,7 +39,6 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from evalrunner.admit import admit, argument_text
-from evalrunner.frozen import frozen
 from evalrunner.load import RawDocument, parse_document
 from evalrunner.model import AdmissionError, Case, Format, JSONValue
 
@@ -53,7 +53,7 @@ class ConversionError(Exception):
     """The converted text would not admit to the same case (a bug in the converter)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Conversion:
     """A fixture rewritten in ``format``: its text, and the case both versions admit to."""
 

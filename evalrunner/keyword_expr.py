@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from evalrunner.frozen import frozen
 from evalrunner.select import SelectionError
 from evalrunner.text import printable
 
@@ -49,7 +49,7 @@ _IDENT = re.compile(r"(?:\w|:|\+|-|\.|\[|\]|\\|/)+")
 _KEYWORDS = frozenset({"and", "or", "not"})
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Token:
     kind: str  # "ident", "and", "or", "not", "(", ")", "end"
     text: str
@@ -96,22 +96,22 @@ def _shown_char(char: str) -> str:
     return f"U+{code:04X}"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Name:
     needle: str  # casefolded
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Not:
     operand: _Node
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _All:
     operands: tuple[_Node, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Any:
     operands: tuple[_Node, ...]
 
@@ -200,7 +200,7 @@ def _evaluate(node: _Node, words: Sequence[str]) -> bool:
     return any(_evaluate(operand, words) for operand in node.operands)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Keyword:
     """A parsed ``-k`` expression; ``text`` is what was given."""
 

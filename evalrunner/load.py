@@ -26,11 +26,10 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalrunner.frozen import frozen
 from evalrunner.model import AdmissionError, Format, JSONPath, JSONValue
 from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys, toml_long_integers
 from evalrunner.text import printable_path
@@ -54,7 +53,7 @@ INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 beyond any count or index, and every JSON consumer of a report can read them exactly."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RawDocument:
     """One parsed fixture: its data, and a source map to report positions in its text."""
 
@@ -77,7 +76,7 @@ class RawDocument:
         return AdmissionError(self.display_path, message, line, col, path)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LoadedSuite:
     """The outcome of loading: documents that parsed, and errors for those that did not."""
 
@@ -97,7 +96,7 @@ IS_A_FILE = "is a file, not a suite directory"
 """What is said about a file given where a suite directory is expected."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Fixture:
     """A fixture file found by discovery.
 
@@ -485,7 +484,7 @@ def _foreign_error(document: RawDocument, foreign: _Foreign) -> AdmissionError:
 # --- numbers -----------------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _BadNumber:
     """Stands in for a number literal no 64-bit value can hold; refused with its position."""
 
@@ -1075,7 +1074,7 @@ def _certainly_shallow(text: str, fmt: Format) -> bool:
 _NO_KEY = object()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Foreign:
     """Something in parsed data that is not plain JSON: at ``path``, or a mapping ``key`` there."""
 

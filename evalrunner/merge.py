@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalrunner.frozen import frozen
 from evalrunner.load import NotARegularFile, read_regular_file
 from evalrunner.model import (
     AdmissionError,
@@ -45,7 +45,7 @@ class MergeRefused(Exception):
         self.problems = tuple(problems)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ShardReport:
     """A shard's report as read from ``path`` (shown as ``shown``)."""
 

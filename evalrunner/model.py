@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeAlias
-
-from evalrunner.frozen import frozen
 
 JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
 """What a fixture document is made of once parsed: JSON-compatible data, nothing else."""
@@ -50,7 +48,7 @@ def render_json_path(path: JSONPath) -> str:
     return out
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AdmissionError:
     """One reason a fixture (or config file) was refused, with where it is.
 
@@ -88,7 +86,7 @@ class AdmissionError:
 # --- fixtures ---------------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call as the model issues it: ``arguments`` is the raw argument text.
 
@@ -101,7 +99,7 @@ class ToolCall:
     arguments: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TextResponse:
     """The model answers with text: the end of a turn."""
 
@@ -110,7 +108,7 @@ class TextResponse:
     output_tokens: int = 0
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolCallsResponse:
     """The model asks for one or more tool calls, to be dispatched in order."""
 
@@ -122,7 +120,7 @@ class ToolCallsResponse:
 ModelResponse: TypeAlias = TextResponse | ToolCallsResponse
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One user message and the model responses scripted for it, in order."""
 
@@ -130,7 +128,7 @@ class Turn:
     responses: tuple[ModelResponse, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PayloadNeedle:
     """``{tool, needle, call_index?}``: a substring expected in one tool's arguments or result."""
 
@@ -139,7 +137,7 @@ class PayloadNeedle:
     call_index: int | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Expectations:
     """The declared checks of a case, one field per expectation kind (``None`` = not declared).
 
@@ -160,7 +158,7 @@ class Expectations:
     tool_results_contain: tuple[PayloadNeedle, ...] | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Case:
     """An admitted fixture: schema-valid, coherent, falsifiable, normalized across formats.
 
@@ -190,7 +188,7 @@ class Case:
 # --- runs -------------------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     """What the agent offers the model about one tool."""
 
@@ -199,7 +197,7 @@ class ToolSpec:
     parameters: dict[str, JSONValue]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Message:
     """One entry of the conversation history, in a provider-neutral shape.
 
@@ -214,7 +212,7 @@ class Message:
     is_error: bool | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """What an agent sends the model: the conversation so far and the tools on offer.
 
@@ -229,7 +227,7 @@ class ModelRequest:
     stream: bool = False
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """One dispatch as it crossed the tool boundary.
 
@@ -244,7 +242,7 @@ class ToolCallRecord:
     id: str | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """Everything observed while one case ran. The only input of grading besides the case."""
 
@@ -283,7 +281,7 @@ class RunRecord:
         return cls()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class GradeResult:
     """The outcome of one declared check."""
 
@@ -292,7 +290,7 @@ class GradeResult:
     detail: str = ""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CaseReport:
     """One case's verdict: its grades, or the run error that stopped it."""
 
@@ -329,7 +327,7 @@ class CaseReport:
         return self.skipped is None and self.error is None and all(g.passed for g in self.grades)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Shard:
     """``--shard I/N``: the run takes slice ``index`` (from 1) of ``count``."""
 
@@ -340,7 +338,7 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SuiteReport:
     """The outcome of a whole run, as rendered by :mod:`evalrunner.report`."""
 
@@ -399,7 +397,7 @@ class SuiteReport:
         )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunRefused:
     """Why a run could not start: bad usage or config, admission errors, no fixtures, a mode
     that is not available. Exit code 2."""

@@ -19,10 +19,10 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalrunner.agent import Agent, AgentContext, ReferenceAgent
-from evalrunner.frozen import frozen
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -45,7 +45,7 @@ PATHS = (IN_PROCESS, *WIRE_PATHS)
 """Every agent path a mutant runs on."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Mutant:
     """One broken agent: what it breaks, how to kill it, and how to build it."""
 

@@ -12,18 +12,18 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalrunner.agent import AgentFactory, reference_agent
 from evalrunner.command_agent import command_agent_factory
-from evalrunner.frozen import frozen
 from evalrunner.model import Case, CaseReport
 from evalrunner.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
 from evalrunner.pipeline import evaluate_case
 from evalrunner.plugins import tool_source
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class MutantOutcome:
     """One mutant on one path: the cases that killed it (empty: it survived)."""
 
@@ -38,7 +38,7 @@ class MutantOutcome:
         return not self.killed_by
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class MutationReport:
     """Every mutant on every path, with the baseline's failures per path."""
 
@@ -62,7 +62,7 @@ class MutationReport:
         return 1 if self.survivors else 0
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProjectTools:
     """The tools a project configures (``[eval] tools``, ``builtin_tools``), which the
     mutants, like the reference agent they break, are given on every path."""

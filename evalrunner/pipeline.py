@@ -12,7 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, TypeVar
 from evalrunner.admit import Admission, Admitted, admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
 from evalrunner.cache import AdmissionCache
-from evalrunner.frozen import frozen
 from evalrunner.grade import grade
 from evalrunner.load import (
     DEFAULT_MAX_BYTES,
@@ -163,7 +162,7 @@ def graded_report(case: Case, record: RunRecord) -> CaseReport:
     )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunSettings:
     """How to run the cases of a suite: the agent, its tools, limits and parallelism.
 
@@ -186,7 +185,7 @@ class RunSettings:
     """How many times each case runs (``--repeat``; :mod:`evalrunner.repeats`)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SelectedCase:
     """An admitted case a run takes, with its fixture path as the report shows it."""
 
@@ -194,7 +193,7 @@ class SelectedCase:
     source: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Selection:
     """The cases a run takes, in suite order, and what chose them.
 
@@ -472,7 +471,7 @@ def run_suite(
     )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Chosen:
     """The cases a run takes, by name and fixture source in suite order, with their reports to
     come (from this process, a pool, or a crew)."""

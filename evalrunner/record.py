@@ -27,14 +27,13 @@ import itertools
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from evalrunner import __version__
 from evalrunner.admit import admit
 from evalrunner.convert import SUFFIXES, ConversionError, convert, rebase, schema_reference
-from evalrunner.frozen import frozen
 from evalrunner.grade import grade
 from evalrunner.load import (
     FIXTURE_SUFFIXES,
@@ -63,7 +62,7 @@ if TYPE_CHECKING:
     from evalrunner.wire.live import LiveModel
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Provenance:
     """The ``recorded`` block of a recorded fixture."""
 
@@ -82,7 +81,7 @@ class Provenance:
         }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Recorded:
     """A live run written as a fixture that admits and replays green: ``text`` is what goes
     to ``target``. ``notes`` are what a reviewer should look at (checks redaction changed)."""
@@ -98,7 +97,7 @@ class Recorded:
     notes: tuple[str, ...] = ()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class NotRecorded:
     """A live case that gave no fixture, and why (with what to do about it)."""
 
@@ -116,7 +115,7 @@ class NotRecorded:
 Outcome = Recorded | NotRecorded
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RecordSettings:
     """How recordings are written: the provenance, the redaction and the ids."""
 
@@ -464,7 +463,7 @@ def line(outcome: Outcome) -> str:
     return printable(f"not recorded  {outcome.name} ({outcome.source}): {outcome.reason}")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Targets:
     """Where each live case's recording goes, and which case names the output directory
     already holds (each with the real path of its file)."""

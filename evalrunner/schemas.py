@@ -11,12 +11,11 @@ import json
 import numbers
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from urllib.parse import unquote, urldefrag, urljoin
-
-from evalrunner.frozen import frozen
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -89,7 +88,7 @@ def _walk(node: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversabl
             yield rel, child
 
 
-@frozen
+@dataclass(frozen=True)
 class SchemaTree:
     """Every schema by its path under ``schemas/``; the registry of jsonschema's validators is
     built from them when first asked for."""

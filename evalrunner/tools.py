@@ -10,9 +10,9 @@ import re
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
-from evalrunner.frozen import frozen
 from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec, argument_json
 
 
@@ -177,7 +177,7 @@ def _record(call: ToolCall, result: str, *, success: bool) -> ToolCallRecord:
 # --- evidence: what the tools themselves received ------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolInvocation:
     """One call a tool received, as the tool saw it (not as the agent says it called it)."""
 

@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from evalrunner.admit import admit, admit_documents
 from evalrunner.agent import reference_agent
 from evalrunner.cache import AdmissionCache
-from evalrunner.frozen import frozen
 from evalrunner.load import Fixture, load_document
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted
 from evalrunner.pipeline import (
@@ -72,7 +71,7 @@ STOP_GRACE_SECS = 5.0
 """How long a worker told to stop (an interrupt) may take to end its case and its agents."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """What the parent learns of one admitted case: enough to select it."""
 

@@ -9,17 +9,16 @@ its grader in :data:`KINDS`, in the grading order of SPEC §6 (the field order o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
-from evalrunner.frozen import frozen
 from evalrunner.grade import counts, payloads, response, tools
 from evalrunner.model import Expectations, GradeResult, RunRecord
 
 __all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Kind:
     """One expectation kind: its name (the key in ``expects``) and its grader."""
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from evalrunner.frozen import frozen
 from evalrunner.model import AdmissionError, CaseReport, RunRefused, SuiteReport
 from evalrunner.report.outcome import failed_grades, interruption, signal_name
 from evalrunner.report.stats import case_summary, suite_stats
@@ -58,7 +57,7 @@ def render_junit(outcome: SuiteReport | RunRefused) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Problem:
     """A ``failure`` or ``error``: its type, one-line message and full text."""
 
@@ -67,7 +66,7 @@ class _Problem:
     text: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Test:
     classname: str
     name: str
@@ -101,7 +100,7 @@ class _Test:
         return case
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Suite:
     name: str
     tests: Sequence[_Test]

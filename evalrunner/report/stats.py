@@ -9,8 +9,8 @@ and K/K, where the normal approximation collapses to a point.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from evalrunner.frozen import frozen
 from evalrunner.model import CaseReport, SuiteReport
 
 Z_95 = 1.959964
@@ -32,7 +32,7 @@ def wilson_interval(passes: int, runs: int, z: float = Z_95) -> tuple[float, flo
     return (lower, upper)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RepeatStats:
     """How K runs of one case (or of every case of a suite) went."""
 
@@ -71,7 +71,7 @@ def case_stats(case: CaseReport) -> RepeatStats:
     return RepeatStats(runs=len(runs), passes=sum(1 for run in runs if run.passed))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SuiteStats:
     """A repeated suite: every run of every case, and how many cases met pass^k and pass@k."""
 

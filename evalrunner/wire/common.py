@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import NoReturn, Protocol
 
-from evalrunner.frozen import frozen
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse
 from evalrunner.wire import ANTHROPIC as ANTHROPIC
 from evalrunner.wire import OPENAI as OPENAI
@@ -27,7 +27,7 @@ STREAM_PIECE_CHARS = 16
 an agent's stream assembly is exercised the way a real model's stream exercises it."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     """A tool call's result as an agent sends it back to the model.
 
@@ -39,7 +39,7 @@ class ToolResult:
     is_error: bool | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class WireRequest:
     """One model request as read off the wire.
 
@@ -205,7 +205,7 @@ class WireResponseError(Exception):
     a missing field); the message says what was wrong, never what the request carried."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SseEvent:
     """One server-sent event: its ``event:`` name (``None`` without one) and its ``data:``
     lines joined."""

@@ -35,7 +35,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from email.message import Message as HeaderFields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -43,7 +43,6 @@ from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 from evalrunner.conformance import ConversationMonitor
-from evalrunner.frozen import frozen
 from evalrunner.model import (
     JSONValue,
     Message,
@@ -87,7 +86,7 @@ ROUTES: Final[dict[str, WireAPI]] = {
 """Request path → the API spoken there."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Exchange:
     """One HTTP request the endpoint answered, for logs: what was asked and what was served.
 
@@ -103,7 +102,7 @@ class Exchange:
     stream: bool = False
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Reply:
     """An answer ready to be written: a JSON body, or event frames for a stream."""
 
@@ -424,7 +423,7 @@ class ReplayEndpoint:
             self._connections.discard(connection)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Unread:
     """Why a request body was not read: answered with ``status``. ``sticky`` refusals fail
     the case (the agent sent a request it should not have); a body cut short does not, since

@@ -26,11 +26,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from evalrunner.config import LiveConfig
-from evalrunner.frozen import frozen
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
 from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
@@ -175,7 +175,7 @@ class TokenBudget:
             self._spent += response.input_tokens + response.output_tokens
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Exchange:
     """One request the live model answered, and its answer (for a recorder)."""
 

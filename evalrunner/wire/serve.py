@@ -12,18 +12,18 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalrunner.admit import admit
 from evalrunner.conformance import ConversationMonitor, Dispatch
-from evalrunner.frozen import frozen
 from evalrunner.load import load_document
 from evalrunner.model import AdmissionError, Case, ToolCall
 from evalrunner.provider import ReplayProvider
 from evalrunner.wire.endpoint import Exchange, ReplayEndpoint
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ServeOutcome:
     """How a ``serve`` session ended and what crossed the tool boundary meanwhile."""
 
