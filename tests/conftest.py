@@ -1,8 +1,41 @@
-"""Shared test set-up."""
+"""Shared test set-up: hypothesis profiles, and the environment every test starts from.
+
+Test tiers (markers, registered in pyproject.toml with ``--strict-markers``):
+
+- default (``pytest``): everything not marked below; a couple of minutes on two cores.
+- ``slow``: the expensive end-to-end matrices (``mutate`` over every agent path, the SDK
+  agents over the whole suite). The default tier keeps one fast case of each path.
+- ``fuzz``: property tests that throw many generated inputs at a boundary.
+- ``editors``: the editors' own language servers against the exported schemas (Node.js).
+
+``pytest -m ""`` runs every tier. Hypothesis depth comes from a profile, never from a test:
+``dev`` (the default), ``ci`` and ``exhaustive``, chosen with ``--hypothesis-profile NAME``.
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis keeps caches (not only its example database) under ./.hypothesis unless told
+# otherwise; tests write nothing into the checkout.
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "evalrunner-tests-hypothesis")
+)
+
+_COMMON = {
+    "deadline": None,  # a loaded CI machine must not turn a slow example into a failure
+    "database": None,  # nothing is written into the checkout
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+settings.register_profile("dev", max_examples=25, **_COMMON)  # type: ignore[arg-type]
+settings.register_profile("ci", max_examples=400, **_COMMON)  # type: ignore[arg-type]
+settings.register_profile("exhaustive", max_examples=4000, **_COMMON)  # type: ignore[arg-type]
+settings.load_profile("dev")
 
 
 @pytest.fixture(autouse=True)

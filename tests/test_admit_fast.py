@@ -48,7 +48,6 @@ from evalrunner.schemas import (
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = settings(
-    max_examples=400,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -628,7 +627,7 @@ _instances = st.recursive(
 )
 
 
-@settings(SETTINGS, max_examples=1500)
+@settings(SETTINGS)
 @given(schema=_any_schema, instances=st.lists(_instances, min_size=1, max_size=5))
 def test_any_schema_of_known_keywords_gets_the_same_verdicts(
     schema: Any, instances: list[Any]
@@ -719,7 +718,7 @@ _LIVE_KEYS = [
 ]  # fmt: skip
 
 
-@settings(SETTINGS, max_examples=1500)
+@settings(SETTINGS)
 @given(
     values=st.dictionaries(st.sampled_from(_EVAL_KEYS), _CONFIG_VALUES, max_size=4),
     live=st.one_of(

@@ -103,7 +103,7 @@ def test_settled_coercion_agrees_with_typers_own_on_hostile_values(
         assert mine == theirs, (command.name, param.name, value[:40])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(value=st.text(max_size=30) | st.sampled_from(HOSTILE), index=st.integers(0, 10**6))
 def test_settled_coercion_agrees_with_typers_own_on_any_text(value: str, index: int) -> None:
     command, param = SETTLED[index % len(SETTLED)]

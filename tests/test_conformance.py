@@ -635,6 +635,15 @@ def test_stdout_without_newlines_is_capped_not_buffered(tmp_path: Path) -> None:
 # --- the mutants ----------------------------------------------------------------------------
 
 
+def test_the_gated_suite_kills_every_mutant_in_process() -> None:
+    """The default tier's share of the matrix below: every mutant that breaks an in-process
+    agent is killed on that path (the command paths have their own fast cases above)."""
+    report = run_mutants(list(CASES.values()), paths=(IN_PROCESS,), first_kill=True)
+    assert report.survivors == ()
+    assert {o.mutant for o in report.outcomes} == {m.name for m in MUTANTS if not m.command_only}
+
+
+@pytest.mark.slow
 def test_the_gated_suite_kills_every_mutant_on_every_path() -> None:
     report = run_mutants(list(CASES.values()), paths=PATHS, first_kill=True)
     assert report.survivors == ()
@@ -648,6 +657,7 @@ def test_the_gated_suite_kills_every_mutant_on_every_path() -> None:
                 assert (mutant.name, path) in ran
 
 
+@pytest.mark.slow
 def test_streamed_wires_kill_every_mutant_too() -> None:
     report = run_mutants(list(CASES.values()), paths=WIRES, stream=True, first_kill=True)
     assert report.survivors == ()

@@ -312,7 +312,7 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
     return case
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_random_cases_survive_json_yaml_toml_json(data: dict[str, Any]) -> None:
     original = json.dumps(data, ensure_ascii=False)
@@ -335,7 +335,7 @@ def leaf_paths(node: object, path: tuple[str | int, ...] = ()) -> list[tuple[str
     return [path]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(cases())
 def test_toml_positions_find_every_key_tomli_w_writes(data: dict[str, Any]) -> None:
     """Every value of a TOML document, however tomli-w lays it out (tables, arrays of tables,

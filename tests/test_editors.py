@@ -39,9 +39,15 @@ SUITE = ROOT / "evals" / "regression"
 EDITORS = Path(__file__).resolve().parent / "editors"
 NODE = shutil.which("node")
 
-needs_node = pytest.mark.skipif(
+INSTALL = "npm ci --prefix tests/editors"
+_NO_NODE = pytest.mark.skipif(
     NODE is None, reason="Node.js is not installed: the editor engines (npm packages) need it"
 )
+
+
+def needs_node(test: Callable[..., None]) -> Callable[..., None]:
+    """The ``editors`` tier, skipped without Node.js."""
+    return pytest.mark.editors(_NO_NODE(test))
 
 BASE: dict[str, Any] = {
     "name": "broken",
@@ -192,27 +198,11 @@ def test_jsonschema_rs_accepts_the_suite_and_rejects_the_broken(workspace: dict[
 
 
 def node_tools() -> Path:
-    """``tests/editors/node_modules``, installed from the lockfile (``npm ci``) on first use so
-    that the README's one test command needs nothing else; a clear failure if that fails."""
+    """``tests/editors/node_modules``, installed from the lockfile by ``.ci/run`` (tests never
+    install anything into the checkout): skipped, saying how, where it is missing."""
     modules = EDITORS / "node_modules"
-
-    def installed() -> bool:
-        return (modules / "yaml-language-server").is_dir() and (modules / "@taplo" / "cli").is_dir()
-
-    if not installed():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.fail("npm is missing: it installs the editor engines (tests/editors)")
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=EDITORS,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0 or not installed():
-            pytest.fail(f"`npm ci` in tests/editors failed:\n{done.stdout}{done.stderr}")
+    if not ((modules / "yaml-language-server").is_dir() and (modules / "@taplo" / "cli").is_dir()):
+        pytest.skip(f"the editor engines are not installed: run `{INSTALL}` (.ci/run does)")
     return modules
 
 

@@ -6,17 +6,17 @@ fields; unicode, control characters, very long strings, deep nesting), written o
 format. Any other exception is a bug. The example database is off so no failing-example files
 land in the repository; a failure prints its reproducing example instead.
 
-``EVALRUNNER_FUZZ_EXAMPLES`` sets examples per test (default 1000).
+How many examples each test draws is the hypothesis profile's (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,10 +27,10 @@ from evalrunner.load import load_suite, parse_document
 from evalrunner.model import AdmissionError, Case, Format
 from evalrunner.schemas import case_check, case_validator
 
+pytestmark = pytest.mark.fuzz
+
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = int(os.environ.get("EVALRUNNER_FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(
-    max_examples=EXAMPLES,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

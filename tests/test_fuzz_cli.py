@@ -8,7 +8,7 @@ fixtures, FIFOs, directories named like fixtures, names that are not UTF-8; conf
 every shape; outputs name FIFOs, directories, symlinks and names with control characters.
 
 The example database is off; a failure prints its reproducing example.
-``EVALRUNNER_FUZZ_EXAMPLES`` sets examples per test (default 1000).
+How many examples each test draws is the hypothesis profile's (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typer.testing import CliRunner
 from evalrunner.cache import CACHE_DIR_NAME
 from evalrunner.cli import app
 
+pytestmark = pytest.mark.fuzz
+
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = int(os.environ.get("EVALRUNNER_FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(
-    max_examples=EXAMPLES,
     database=None,
     deadline=None,
     suppress_health_check=[

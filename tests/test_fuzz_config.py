@@ -7,13 +7,12 @@ non-finite numbers, NUL and control characters, dates), written as ``evalrunner.
 ``pyproject.toml``, found by discovery and given with ``--config``; and TOML-shaped noise. The
 example database is off; a failure prints its reproducing example.
 
-``EVALRUNNER_FUZZ_EXAMPLES`` sets examples per test (default 1000).
+How many examples each test draws is the hypothesis profile's (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import shutil
 import tempfile
@@ -28,9 +27,9 @@ from hypothesis import strategies as st
 
 from evalrunner.config import Config, ConfigError, load_config
 
-EXAMPLES = int(os.environ.get("EVALRUNNER_FUZZ_EXAMPLES", "1000"))
+pytestmark = pytest.mark.fuzz
+
 FUZZ = settings(
-    max_examples=EXAMPLES,
     database=None,
     deadline=None,
     suppress_health_check=[

@@ -5,7 +5,7 @@ hostile report files.
 Whatever is drawn, the command ends with exit 0, 1 or 2, raises nothing, prints no
 traceback, writes stderr lines only of the form ``where: message`` (or a summary line), prints
 nothing a terminal would act on, and writes nothing but the ``--json`` file it was given.
-``EVALRUNNER_FUZZ_EXAMPLES`` sets the examples per test (default 150 here).
+How many examples each test draws is the hypothesis profile's (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 
 from evalrunner.cli import app
 
-EXAMPLES = int(os.environ.get("EVALRUNNER_FUZZ_EXAMPLES", "150"))
+pytestmark = pytest.mark.fuzz
+
 FUZZ = settings(
-    max_examples=EXAMPLES,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

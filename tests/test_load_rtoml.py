@@ -154,14 +154,14 @@ def test_the_fast_path_gives_tomllibs_data_or_declines(text: str) -> None:
 
 
 @pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=40).map("".join))
 def test_token_soup_agrees(text: str) -> None:
     agrees(text)
 
 
 @pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.sampled_from(FIXTURES or ["a = 1\n"]),
     st.integers(0, 10_000),
@@ -188,7 +188,7 @@ def test_floats_that_are_not_finite_are_found() -> None:
 
 
 @pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(
         st.tuples(

@@ -183,7 +183,7 @@ def test_huge_text_is_cut_to_a_readable_annotation() -> None:
         assert len(kept) + int(rest.split()[0]) == length  # "c: " + 100,000 characters
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(name=st.text(), detail=st.text(), path=st.text(), line=st.integers(1, 10**6))
 def test_any_text_round_trips_through_one_command(
     name: str, detail: str, path: str, line: int

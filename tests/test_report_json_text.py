@@ -50,7 +50,7 @@ DATA = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(DATA)
 def test_the_same_text_as_the_standard_library(data: Any) -> None:
     assert indented_json(data) == _stdlib(data)

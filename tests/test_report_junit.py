@@ -208,7 +208,7 @@ def test_a_huge_name_and_detail_stay_valid_and_the_message_stays_short() -> None
     assert testcase[0].text is not None and len(testcase[0].text) > 300_000
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     name=st.text(min_size=1),
     detail=st.text(),

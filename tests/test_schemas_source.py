@@ -30,7 +30,6 @@ from evalrunner.schemas import (
 )
 
 SETTINGS = settings(
-    max_examples=600,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -13,6 +13,7 @@ import json
 import shlex
 import shutil
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,10 @@ from evalrunner.load import load_document, load_suite
 from evalrunner.model import Case, ToolCallRecord
 from evalrunner.replay import run_case
 
-pytest.importorskip("openai", reason="the openai SDK is a test extra: pip install '.[test]'")
-pytest.importorskip("anthropic", reason="the anthropic SDK is a test extra: pip install '.[test]'")
+pytestmark = pytest.mark.skipif(
+    find_spec("openai") is None or find_spec("anthropic") is None,
+    reason="the openai and anthropic SDKs are test extras: pip install '.[test]'",
+)
 if shutil.which("tee") is None or shutil.which("sh") is None:
     pytest.skip("needs sh and tee to capture the reply lines", allow_module_level=True)
 
@@ -110,6 +113,7 @@ def _matches(reported: dict[str, Any], reference: ToolCallRecord) -> bool:
     ) == (reference.id, reference.name, reference.result, reference.success)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "script", ["openai_agent.py", "openai_responses_agent.py", "anthropic_agent.py"]
 )

@@ -18,6 +18,7 @@ import copy
 import json
 import shlex
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ from evalrunner import CaseReport, SuiteReport, run_suite
 from evalrunner.command_agent import command_agent_factory
 from evalrunner.load import load_suite
 
-pytest.importorskip("openai", reason="the openai SDK is a test extra: pip install '.[test]'")
-pytest.importorskip("anthropic", reason="the anthropic SDK is a test extra: pip install '.[test]'")
+pytestmark = pytest.mark.skipif(
+    find_spec("openai") is None or find_spec("anthropic") is None,
+    reason="the openai and anthropic SDKs are test extras: pip install '.[test]'",
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ROOT / "examples" / "sdk-agents"
@@ -143,6 +146,7 @@ def reference(wire_suite: Path) -> SuiteReport:
     return outcome
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "flags"),
     [

@@ -160,7 +160,7 @@ def expressions(draw: st.DrawFn, depth: int = 0) -> str:
     return draw(expressions(depth + 1)) + operator + draw(expressions(depth + 1))
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(deadline=None, database=None)
 @given(expression=expressions(), present=st.sets(st.sampled_from(_WORDS)))
 def test_matching_agrees_with_python_boolean_logic(expression: str, present: set[str]) -> None:
     # Python's not/and/or have the same precedence as pytest's grammar.
@@ -169,7 +169,7 @@ def test_matching_agrees_with_python_boolean_logic(expression: str, present: set
     assert parse_keyword(expression).matches(name, "f.yaml", None) is expected
 
 
-@settings(max_examples=500, deadline=None, database=None)
+@settings(deadline=None, database=None)
 @given(
     pieces=st.lists(
         st.sampled_from(
@@ -226,7 +226,7 @@ def test_bad_shards_are_refused_with_what_would_be_right(text: str, message: str
     assert "\x1b" not in str(caught.value)
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(deadline=None, database=None)
 @given(
     names=st.lists(st.text(min_size=1, max_size=8), unique=True, max_size=40),
     count=st.integers(1, 12),
