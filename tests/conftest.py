@@ -15,7 +15,9 @@ Test tiers (markers, registered in pyproject.toml with ``--strict-markers``):
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,23 @@ def _not_under_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     """``evalrunner run`` prints GitHub annotations when GITHUB_ACTIONS=true: tests that read
     its table must read the same wherever they run (tests of that switch set it themselves)."""
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _in_a_directory_of_its_own(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Every test starts in an empty temporary directory of its own, so a run that writes
+    beside its project (the admission cache) writes there, never into the checkout; a test
+    that needs the repository names it (``ROOT``). One that still leaves a cache in the
+    checkout fails."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    cache = _ROOT / ".evalrunner_cache"
+    existed = cache.exists()
+    yield
+    if not existed and cache.exists():
+        shutil.rmtree(cache, ignore_errors=True)
+        pytest.fail("the test left .evalrunner_cache in the checkout: give it --no-cache or cwd")

@@ -60,18 +60,28 @@ def test_gated_suite_covers_formats_classes_and_every_kind() -> None:
     assert used == {kind.name for kind in KINDS}
 
 
-def test_installed_command_runs_the_gate_with_no_arguments() -> None:
+def project_copy(tmp_path: Path) -> Path:
+    """The repository's suite where a run may write beside it (its admission cache)."""
+    shutil.copytree(ROOT / "evals", tmp_path / "evals")
+    return tmp_path
+
+
+def test_installed_command_runs_the_gate_with_no_arguments(tmp_path: Path) -> None:
     done = subprocess.run(
-        [*evalrunner_command(), "run"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [*evalrunner_command(), "run"],
+        cwd=project_copy(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert " cases passed in " in done.stdout.strip().splitlines()[-1]
 
 
-def test_installed_command_json_report_for_the_gate() -> None:
+def test_installed_command_json_report_for_the_gate(tmp_path: Path) -> None:
     done = subprocess.run(
         [*evalrunner_command(), "run", "--format", "json"],
-        cwd=ROOT,
+        cwd=project_copy(tmp_path),
         capture_output=True,
         text=True,
         timeout=120,
