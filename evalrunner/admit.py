@@ -40,7 +40,7 @@ from evalrunner.model import (
     Turn,
     argument_json,
 )
-from evalrunner.schemas import case_check, case_validator
+from evalrunner.schemas import case_validator
 from evalrunner.sourcemap import SourceMap
 from evalrunner.text import dotted, name_problem, printable, printable_path
 
@@ -131,17 +131,12 @@ def _name_key(data: object) -> str:
 
 def admit(document: RawDocument) -> Case | list[AdmissionError]:
     """Admit one document: a :class:`Case`, or the sorted list of everything wrong with it."""
-    fast = case_check()
-    # The compiled check only ever says "valid" when jsonschema would; anything else (invalid,
-    # or no compiled check at all) goes to jsonschema, the only source of schema messages.
-    if fast is not None and fast(document.data):
-        schema_errors: list[AdmissionError] = []
-    else:
-        schema_errors = [
-            problem
-            for error in case_validator().iter_errors(document.data)
-            for problem in _explain(document, error)
-        ]
+    # jsonschema words every error; for a valid case it is not even imported.
+    schema_errors = [
+        problem
+        for error in case_validator().iter_errors(document.data)
+        for problem in _explain(document, error)
+    ]
     errors = list(schema_errors) + _name_characters(document)
     data = document.data
     expects: Expectations | None = None

@@ -59,7 +59,7 @@ from evalrunner.admit import argument_text
 from evalrunner.agent import AgentContext
 from evalrunner.conformance import ConversationMonitor
 from evalrunner.model import RunError, ToolCallRecord, render_json_path
-from evalrunner.schemas import agent_reply_check, agent_reply_validator
+from evalrunner.schemas import agent_reply_validator
 from evalrunner.wire.endpoint import ReplayEndpoint
 
 STOP_GRACE_SECS = 2.0
@@ -268,8 +268,7 @@ class CommandAgent:
             self._check_case(message.pop("case", None), "reply line", case)
             if "error" in message:
                 raise self._reported_error(message)
-        fast = agent_reply_check()
-        problem = None if fast is not None and fast(message) else _reply_error(message)
+        problem = None if agent_reply_validator().is_valid(message) else _reply_error(message)
         if problem is not None:
             where = render_json_path(tuple(problem.absolute_path))
             raise self._failure(

@@ -34,7 +34,7 @@ from evalrunner.load import (
 )
 from evalrunner.model import AdmissionError, JSONPath
 from evalrunner.repeats import MAX_REPEAT
-from evalrunner.schemas import config_check, config_validator
+from evalrunner.schemas import config_validator
 from evalrunner.text import compiled, dotted, printable, printable_path
 from evalrunner.wire import WIRES as WIRES
 
@@ -588,12 +588,8 @@ def _read_eval_table(path: Path) -> _EvalTable:
     if problems:
         raise ConfigError([str(error) for error in problems])
 
-    fast = config_check()
-    # As in admission: the compiled check only says "valid" when jsonschema would, and
-    # jsonschema alone words the problems.
-    if fast is None or not fast(section):
-        for error in sorted(config_validator().iter_errors(section), key=_schema_order):
-            problems.extend(_explain(document, prefix, error))
+    for error in sorted(config_validator().iter_errors(section), key=_schema_order):
+        problems.extend(_explain(document, prefix, error))
     eval_values = section.get("eval") if isinstance(section, dict) else None
     if isinstance(eval_values, dict):
         problems.extend(_nul_characters(document, prefix, eval_values))

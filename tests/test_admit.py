@@ -13,30 +13,31 @@ from pathlib import Path
 import jsonschema_rs
 import pytest
 
-import evalrunner.admit as admission
 from evalrunner.admit import admit, admit_suite
 from evalrunner.export import bundle
 from evalrunner.grade.response import compile_pattern
 from evalrunner.load import load_document, load_paths, load_suite
 from evalrunner.model import AdmissionError, Case
-from evalrunner.schemas import CASE_ID, case_check, case_validator
+from evalrunner.schemas import CASE_ID, case_validator
 
 BROKEN = Path(__file__).parent / "data" / "broken"
 
 
 @pytest.fixture(autouse=True)
 def _fast_path_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every document admitted in these tests is judged by jsonschema too: admission's compiled
-    check (which decides alone when it says valid) must give the same verdict."""
-    check = case_check()
-    assert check is not None
+    """Every document admitted in these tests is judged by jsonschema too: jsonschema-rs (which
+    decides alone when it says valid) must give the same verdict."""
+    validator = case_validator()
+    fast = validator.fast
+    assert fast is not None
 
-    def checked(data: object) -> bool:
-        verdict = check(data)
-        assert verdict is case_validator().is_valid(data), data
-        return verdict
+    class Checked:
+        def is_valid(self, data: object) -> bool:
+            verdict = bool(fast.is_valid(data))
+            assert verdict is validator.reference.is_valid(data), data
+            return verdict
 
-    monkeypatch.setattr(admission, "case_check", lambda: checked)
+    monkeypatch.setattr(validator, "fast", Checked())
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

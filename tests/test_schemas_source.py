@@ -1,135 +1,209 @@
-"""The compiled schema check is generated Python source (``evalrunner.schemas._Writer``): the
-pieces of source it is made of, held to what they stand for, and its two ways of writing a
-``$ref`` (in place, or as a call when in place grows too large) held to each other and to
-jsonschema."""
+"""The validators built from the schema source (``evalrunner.schemas``): jsonschema-rs on the
+bundle decides as jsonschema does where their engines differ (``pattern``, values JSON has no
+type for), evalrunner's own rule that a float is never an integer is a check of its own, and
+without jsonschema-rs every verdict and message is the same."""
 
 from __future__ import annotations
 
-import math
+import datetime
 import re
 import sys
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from referencing import Registry
-from test_admit_fast import _any_schema, _instances
+from jsonschema import Draft202012Validator
 
 import evalrunner.schemas as schemas
 from evalrunner.schemas import (
-    _NOT_BLANK,
-    _TYPE_TESTS,
     BASE_URI,
-    TYPE_CHECKS,
-    TreeResolver,
-    _source,
-    check_source,
-    compile_check,
-    strict_validator,
+    CASE_ID,
+    SchemaTree,
+    SchemaValidator,
+    case_validator,
+    float_integer_errors,
+    has_float_integers,
+    schema_tree,
 )
 
-SETTINGS = settings(
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 _DOC = BASE_URI + "doc.schema.json"
 
-_SAMPLES: list[object] = [
-    None, True, False, 0, 1, -3, 2**70, 0.0, 1.0, 1.5, math.nan, math.inf, "", "x",
-    [], [1], {}, {"a": 1}, (), b"x", 1j, object(),
-]  # fmt: skip
+
+def _validator(schema: dict[str, Any]) -> SchemaValidator:
+    return SchemaValidator(SchemaTree({"doc.schema.json": {"$id": _DOC, **schema}}), _DOC)
 
 
-def test_the_type_tests_in_source_are_the_type_checks() -> None:
-    assert set(_TYPE_TESTS) == set(TYPE_CHECKS)
-    for name, source in _TYPE_TESTS.items():
-        test = eval(f"lambda v: {source.format('v')}", {"_is_number": schemas._is_number})
-        for value in _SAMPLES:
-            assert bool(test(value)) is TYPE_CHECKS[name](value), (name, value)
+def _case(user_input: object = "hi", **response: object) -> dict[str, Any]:
+    return {
+        "name": "c",
+        "turns": [
+            {
+                "user_input": user_input,
+                "steps": [{"response": {"type": "text", "content": "ok", **response}}],
+            }
+        ],
+        "expects": {"tools_used": ["x"]},
+    }
 
 
-def test_not_blank_written_with_isspace_is_the_pattern_on_every_character() -> None:
-    # The source tests "\\S" as "not v or v.isspace()"; re.search decides the same for every
-    # one-character string, so for every string (both look at each character alone).
-    search = re.compile(_NOT_BLANK).search
-    for code in range(sys.maxunicode + 1):
+# --- pattern: Python's re, as jsonschema ------------------------------------------------------
+
+
+def test_not_blank_is_pythons_on_every_character() -> None:
+    # jsonschema-rs's own engine counts U+001C..U+001F as text and U+FEFF as blank; Python's
+    # re (jsonschema's) the other way round. The verdict is jsonschema's for each one.
+    validator = _validator({"type": "string", "pattern": "\\S"})
+    assert validator.fast is not None
+    for code in range(0x10000):  # Python's whitespace is all in the first plane
+        if 0xD800 <= code <= 0xDFFF:
+            continue  # a lone surrogate: jsonschema-rs may not read it (see below)
         char = chr(code)
-        assert (search(char) is not None) is (not char.isspace()), hex(code)
-    assert search("") is None
+        assert validator.fast.is_valid(char) is (re.search("\\S", char) is not None), hex(code)
 
 
-@SETTINGS
-@given(text=st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000ax")))
-def test_not_blank_on_strings_of_spaces_and_letters(text: str) -> None:
-    check = compile_check({"type": "string", "pattern": "\\S"}, TreeResolver({}, BASE_URI))
-    assert check(text) is (re.search("\\S", text) is not None)
+@given(text=st.text(alphabet=st.sampled_from(" \t\x1c\x1f\x85\ufeff\u3000a"), max_size=4))
+def test_a_blank_user_input_is_refused_as_jsonschema_refuses_it(text: str) -> None:
+    validator = case_validator()
+    reference = Draft202012Validator({"$ref": CASE_ID}, registry=schema_tree().registry).is_valid(
+        _case(text)
+    )
+    assert validator.is_valid(_case(text)) is reference
 
 
-@SETTINGS
-@given(schema=_any_schema, instances=st.lists(_instances, min_size=1, max_size=5))
-def test_refs_as_calls_give_the_verdicts_of_refs_in_place(
-    schema: Any, instances: list[Any]
-) -> None:
-    # The same schema behind a $ref, two ways: written in place (the common path) and as a
-    # call (the path taken when in place grows too large); both must be jsonschema's verdict.
-    documents = {_DOC: {"$id": _DOC, "$defs": {"s": schema}, "$ref": "#/$defs/s"}}
-    resolver = TreeResolver(documents, _DOC)
-    checks: list[Any] = []
-    for inline in (True, False):
-        source, namespace = _source({"$ref": _DOC}, resolver, inline=inline)
-        exec(compile(source, "<test>", "exec"), namespace)
-        checks.append(namespace["check"])
-    reference = strict_validator()(schema, registry=Registry())
-    for instance in instances:
-        expected = reference.is_valid(instance)
-        assert [check(instance) for check in checks] == [expected, expected], (schema, instance)
+# --- what jsonschema-rs cannot read, jsonschema judges ----------------------------------------
 
 
-def test_a_schema_that_refers_back_into_itself_is_checked_to_any_depth() -> None:
-    tree = {"type": "object", "properties": {"child": {"$ref": "#"}, "n": {"type": "integer"}}}
-    documents = {_DOC: {"$id": _DOC, **tree}}
-    check = compile_check({"$ref": _DOC}, TreeResolver(documents, _DOC))
-    deep: dict[str, Any] = {"n": 1}
-    for _ in range(30):
-        deep = {"child": deep, "n": 2}
-    assert check(deep) is True
-    deep["child"]["child"]["n"] = "x"
-    assert check(deep) is False
+@pytest.mark.parametrize(
+    "value",
+    [datetime.date(2024, 1, 2), {1: "x"}, {"\ud800": "x"}],
+    ids=["a TOML date", "a key that is no string", "a key with a lone surrogate"],
+)
+def test_a_value_json_has_no_type_for_is_judged_by_jsonschema(value: object) -> None:
+    # jsonschema-rs reads an instance lazily: what it cannot read (ValueError) or reads as
+    # invalid goes to jsonschema, whose verdict and errors are the ones given.
+    validator = case_validator()
+    assert validator.fast is not None
+    wrong = _case(value)
+    assert not validator.is_valid(wrong)
+    errors = list(validator.iter_errors(wrong))
+    assert [e.message for e in errors] == [
+        e.message for e in validator.reference.iter_errors(wrong)
+    ]
+    assert [list(e.absolute_path) for e in errors] == [["turns", 0, "user_input"]]
+    free = _case()
+    free["turns"][0]["steps"][0]["response"] = {
+        "type": "tool_calls",
+        "tool_calls": [{"id": "1", "name": "t", "arguments": {"v": value}}],
+    }
+    assert validator.is_valid(free) is validator.reference.is_valid(free)
 
 
-def test_refs_that_would_double_the_source_at_each_level_become_calls(
+def test_a_lone_surrogate_in_a_value_gets_jsonschemas_verdict() -> None:
+    validator = case_validator()
+    assert validator.is_valid(_case("\ud800")) is validator.reference.is_valid(_case("\ud800"))
+
+
+def test_a_nan_jsonschema_rs_calls_invalid_is_judged_by_jsonschema() -> None:
+    validator = _validator({"type": "number"})
+    assert validator.fast is not None and not validator.fast.is_valid(float("nan"))
+    assert validator.is_valid(float("nan"))
+    assert list(validator.iter_errors(float("nan"))) == []
+
+
+# --- evalrunner's own rule: a float is never an integer ---------------------------------------
+
+
+def test_a_float_integer_is_refused_where_an_integer_is_wanted() -> None:
+    validator = case_validator()
+    case = _case(input_tokens=1.0)
+    assert Draft202012Validator({"type": "integer"}).is_valid(1.0)  # JSON Schema's view
+    assert not validator.is_valid(case)
+    (error,) = validator.iter_errors(case)
+    assert error.message == "1.0 is not of type 'integer'"
+    assert (error.validator, error.validator_value, error.instance) == ("type", "integer", 1.0)
+    assert list(error.absolute_path) == ["turns", 0, "steps", 0, "response", "input_tokens"]
+
+
+def test_a_float_integer_beside_other_errors_is_one_of_them() -> None:
+    validator = case_validator()
+    case = _case(input_tokens=-1.0, output_tokens="x")
+    found = sorted((list(e.absolute_path)[-1], e.validator) for e in validator.iter_errors(case))
+    assert found == [
+        ("input_tokens", "minimum"),
+        ("input_tokens", "type"),
+        ("output_tokens", "type"),
+    ]
+
+
+def test_a_float_integer_where_any_number_will_do_is_valid() -> None:
+    validator = _validator(
+        {
+            "type": "object",
+            "properties": {
+                "n": {"type": "number"},
+                "either": {"type": ["integer", "number"]},
+                "free": {},
+                "count": {"type": ["integer", "null"]},
+            },
+        }
+    )
+    assert validator.is_valid({"n": 2.0, "either": 3.0, "free": [1.0], "count": None})
+    (error,) = validator.iter_errors({"count": 4.0})
+    assert error.message == "4.0 is not of type 'integer', 'null'"
+    assert error.validator_value == ["integer", "null"]
+
+
+def test_the_float_integers_are_found_anywhere_and_only_they() -> None:
+    assert not has_float_integers({"a": [1, 2.5, True, "1.0", float("nan"), float("inf")]})
+    assert has_float_integers({"a": [{"b": [0.0]}]})
+    assert has_float_integers(-0.0)
+
+
+def test_float_integer_errors_need_no_schema_error_to_be_found() -> None:
+    reference = _validator({"type": "array", "items": {"type": "integer"}}).reference
+    assert reference.is_valid([1, 2.0])
+    errors = float_integer_errors(reference, [1, 2.0, 3.0])
+    assert [(list(e.absolute_path), e.instance) for e in errors] == [([1], 2.0), ([2], 3.0)]
+
+
+# --- without jsonschema-rs ---------------------------------------------------------------------
+
+
+def test_without_jsonschema_rs_the_verdicts_and_errors_are_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # d0 refers to d1 twice, d1 to d2 twice, ...: in place, 2**24 copies of d24.
-    depth = 24
-    defs: dict[str, Any] = {f"d{depth}": {"type": "string", "minLength": 1}}
-    for level in range(depth - 1, -1, -1):
-        ref = {"$ref": f"#/$defs/d{level + 1}"}
-        defs[f"d{level}"] = {"type": "object", "properties": {"a": ref, "b": ref}}
-    documents = {_DOC: {"$id": _DOC, "$defs": defs}}
-    resolver = TreeResolver(documents, _DOC)
-    source, _ = check_source({"$ref": "#/$defs/d0"}, resolver)
-    assert len(source) < 100_000
-    check = compile_check({"$ref": "#/$defs/d0"}, resolver)
-    leaf: Any = "x"
-    for _ in range(depth):
-        leaf = {"a": leaf, "b": leaf}
-    assert check(leaf) is True
-    assert check({"a": {"b": 3}}) is False
+    cases = [
+        _case(),
+        _case(" "),
+        _case("\x1c"),
+        _case(input_tokens=1.0),
+        _case(input_tokens=-1, output_tokens="x"),
+        {"turns": []},
+    ]
+    with_rs = case_validator()
+    assert with_rs.fast is not None
+    monkeypatch.setitem(sys.modules, "jsonschema_rs", None)  # as if it were not installed
+    without = SchemaValidator(schema_tree(), CASE_ID)
+    assert without.fast is None
+    for case in cases:
+        assert with_rs.is_valid(case) is without.is_valid(case), case
+        assert [e.message for e in with_rs.iter_errors(case)] == [
+            e.message for e in without.iter_errors(case)
+        ]
 
 
-def test_no_schema_text_reaches_the_source_but_as_a_literal() -> None:
-    # A property name or value that is Python code stays a string literal.
-    hostile = "'); import os; os.system('x'); ('"
-    schema = {
-        "type": "object",
-        "required": [hostile],
-        "properties": {hostile: {"const": hostile}},
-    }
-    source, _ = check_source(schema, TreeResolver({}, BASE_URI))
-    assert "import os" not in source.replace(repr(hostile), "")
-    check = compile_check(schema, TreeResolver({}, BASE_URI))
-    assert check({hostile: hostile}) is True
-    assert check({}) is False
+def test_a_valid_case_does_not_import_jsonschema() -> None:
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from evalrunner.schemas import case_validator\n"
+        f"assert case_validator().is_valid({_case()!r})\n"
+        "print(sorted(m for m in ('jsonschema', 'referencing') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
+    assert schemas.case_validator.__doc__
