@@ -138,9 +138,7 @@ def test_a_budget_refuses_an_answer_without_usage_and_sends_no_more(wire: str) -
         live, _ = model(server, max_total_tokens=1000)
         with pytest.raises(BudgetSpent) as caught:
             live.complete(REQUEST)
-        assert "carries no token usage, so max_total_tokens cannot be enforced" in str(
-            caught.value
-        )
+        assert "carries no token usage, so max_total_tokens cannot be enforced" in str(caught.value)
         with pytest.raises(BudgetSpent):
             live.complete(REQUEST)
         assert len(server.seen) == 1
@@ -153,3 +151,53 @@ def test_without_a_budget_an_answer_without_usage_is_fine() -> None:
     with ModelServer("openai", [Reply(raw=body)]) as server:
         live, _ = model(server)
         assert live.complete(REQUEST) == TextResponse("hi")
+
+
+def _sse(*events: tuple[str | None, object]) -> bytes:
+    frames = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        frames.append(f"{head}data: {json.dumps(data)}\n\n")
+    return "".join(frames).encode()
+
+
+GARBLED_STREAMS = {
+    "anthropic": _sse(
+        ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 3}}}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": None},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "hi"},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ),
+    "openai-responses": _sse(
+        (None, {"type": ["response.output_text.delta"], "output_index": 0, "delta": "hi"}),
+    ),
+}
+GARBLED_WHERE = {
+    "anthropic": "stream event 2: content_block.text must be a string",
+    "openai-responses": "stream event 1: type must be a string",
+}
+
+
+@pytest.mark.parametrize("wire", list(GARBLED_STREAMS))
+def test_a_garbled_stream_is_a_malformed_answer_not_a_crash(wire: str) -> None:
+    reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=GARBLED_STREAMS[wire])
+    with ModelServer(wire, [reply]) as server:
+        live, waits = model(server, stream=True)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == f"live model: the answer is malformed: {GARBLED_WHERE[wire]}"
+    assert waits == []

@@ -24,11 +24,13 @@ from evalrunner.model import (
 )
 from evalrunner.wire.common import (
     OPENAI,
+    Counted,
     SseEvent,
     ToolResult,
     WireRequest,
     WireRequestError,
     WireResponseError,
+    answer_guard,
     event_json,
     optional_string,
     reading,
@@ -224,6 +226,11 @@ class OpenAIChat:
         return body
 
     def read_response(self, body: JSONValue) -> ModelResponse:
+        """The answer ``body`` as a response; :class:`WireResponseError` when it is not one."""
+        with answer_guard(lambda: "the chat completion"):
+            return self._read_response(body)
+
+    def _read_response(self, body: JSONValue) -> ModelResponse:
         """A ``chat.completion`` body as a response; :class:`WireResponseError` if it is not
         one (or is an error body)."""
         with reading("the chat completion"):
@@ -242,6 +249,13 @@ class OpenAIChat:
         return TextResponse(content or "", *usage)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
+        """The streamed answer as one response; :class:`WireResponseError` when it is not
+        one."""
+        counted = Counted(events)
+        with answer_guard(lambda: f"stream chunk {counted.number}"):
+            return self._read_stream(counted)
+
+    def _read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """A stream of ``chat.completion.chunk`` events, up to ``[DONE]``, as one response;
         :class:`WireResponseError` if a chunk is malformed or the stream ends early."""
         text: list[str] = []
