@@ -54,6 +54,7 @@ from evalrunner.wire.common import (
     tool_parameters,
     url_with_path,
 )
+from evalrunner.wire.params import sent_parameters
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -101,6 +102,7 @@ class AnthropicMessages:
                 api=ANTHROPIC,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),
+                parameters=sent_parameters(ANTHROPIC, request),
             ),
             tool_results=tuple(results),
             user_text=user_text,

@@ -37,6 +37,7 @@ from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
+from evalrunner.wire.params import live_options
 
 if TYPE_CHECKING:
     import httpx2
@@ -344,7 +345,7 @@ class LiveModel:
             request,
             model=self.model,
             stream=self.config.stream,
-            options=self._options(),
+            options=self._options(request),
         )
         data = wire_json(body).encode("utf-8")
         headers = {"Content-Type": "application/json", **self.wire.auth_headers(key)}
@@ -376,8 +377,17 @@ class LiveModel:
         if via.closed.is_set():
             raise RunError(GIVEN_UP)
 
-    def _options(self) -> dict[str, JSONValue]:
-        return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+    def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
+        """The request's parameters: the agent's own (a command agent's, as it sent them),
+        over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those."""
+        return live_options(
+            self.wire.name,
+            request.parameters,
+            request.api,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            pin=self.config.pin,
+        )
 
     def _attempt(
         self, via: _Connection, data: bytes, headers: dict[str, str], key: str

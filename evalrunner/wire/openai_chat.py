@@ -46,6 +46,7 @@ from evalrunner.wire.common import (
     tool_parameters,
     url_with_path,
 )
+from evalrunner.wire.params import sent_parameters
 
 CREATED = 0
 """The ``created`` timestamp of every response: replayed responses are the same every time."""
@@ -86,6 +87,7 @@ class OpenAIChat:
                 api=OPENAI,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),
+                parameters=sent_parameters(OPENAI, request),
             ),
             tool_results=tuple(results),
             user_text=last.content if last.role == "user" else None,

@@ -70,6 +70,7 @@ from evalrunner.wire.common import (
     tool_parameters,
     url_with_path,
 )
+from evalrunner.wire.params import sent_parameters
 
 CREATED = 0
 """The ``created_at`` timestamp of every response: replayed responses are the same every time."""
@@ -137,6 +138,7 @@ class OpenAIResponses:
                 api=OPENAI_RESPONSES,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),
+                parameters=sent_parameters(OPENAI_RESPONSES, request),
             ),
             tool_results=tuple(
                 ToolResult(m.tool_call_id, m.content)
