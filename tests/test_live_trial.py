@@ -76,7 +76,7 @@ def test_a_streamed_line_past_the_cap_is_a_clear_run_error() -> None:
     assert waits == []
 
 
-@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_names_its_status_and_target_and_is_not_followed(status: int) -> None:
     target = "https://api.example.test/v1/chat/completions?key=hidden-value"
     with ModelServer("openai", [Reply(status=status, headers={"Location": target})]) as server:
@@ -90,6 +90,16 @@ def test_a_redirect_names_its_status_and_target_and_is_not_followed(status: int)
     assert "hidden-value" not in message
     assert "redirects are not followed" in message and "base_url" in message
     assert "not valid JSON" not in message
+
+
+def test_a_redirect_without_a_location_says_so() -> None:
+    with ModelServer("anthropic", [Reply(status=302)]) as server:
+        live, _ = model(server)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert "HTTP 302, a redirect to no Location given; redirects are not followed" in str(
+        caught.value
+    )
 
 
 @pytest.mark.parametrize(

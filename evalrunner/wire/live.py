@@ -54,7 +54,6 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 that never ends its line would otherwise grow in memory until the deadline)."""
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The most bytes one answer (a body or a whole stream) may hold."""
-REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 INSTALL_HINT = (
     "live mode needs the httpx2 HTTP client, which is not installed: pip install 'evalrunner[live]'"
@@ -407,7 +406,7 @@ class LiveModel:
             ) as reply:
                 watchdog.watch(reply.extensions.get("network_stream"))
                 status = reply.status_code
-                if status in REDIRECTS:
+                if 300 <= status < 400:  # a redirect (301, 302, 307, 308, ...)
                     raise self._redirect(status, reply.headers.get("location"), key)
                 if status >= 400:
                     raw = _body(reply)
