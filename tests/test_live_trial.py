@@ -14,6 +14,7 @@ from evalrunner.model import Message, ModelRequest, RunError, TextResponse
 from evalrunner.wire.live import MAX_LINE_BYTES, BudgetSpent, LiveModel, unsendable_key
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from support.model_server import WIRES as SERVER_WIRES
 from support.model_server import ModelServer, Reply
 
 KEY = "sk-test-KNOWN-SECRET-31337"
@@ -211,3 +212,13 @@ def test_a_garbled_stream_is_a_malformed_answer_not_a_crash(wire: str) -> None:
             live.complete(REQUEST)
     assert str(caught.value) == f"live model: the answer is malformed: {GARBLED_WHERE[wire]}"
     assert waits == []
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_a_stream_with_any_line_end_the_format_allows_is_read(end: str) -> None:
+    frames = SERVER_WIRES["anthropic"].stream_events(TEXT, response_id="r1", model="m", usage=True)
+    raw = "".join(frames).replace("\n", end).encode()
+    reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=raw)
+    with ModelServer("anthropic", [reply]) as server:
+        live, _ = model(server, stream=True)
+        assert live.complete(REQUEST) == TEXT

@@ -24,6 +24,7 @@ import contextlib
 import email.utils
 import math
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -568,21 +569,26 @@ def _cut(stream: Any) -> None:
 
 
 def _lines(reply: Any) -> Iterator[str]:
-    """The lines of a streamed answer (their ends kept), read as bytes arrive so that a line
-    that never ends is still cut at the deadline, and refused past :data:`MAX_LINE_BYTES`."""
+    """The lines of a streamed answer, read as bytes arrive so that a line that never ends is
+    still cut at the deadline, and refused past :data:`MAX_LINE_BYTES`. A line ends in CRLF,
+    LF or CR, as server-sent events allow; each is yielded ending in LF."""
     parts: list[bytes] = []  # the line being read, in the pieces it came in
     size = total = 0
+    after_cr = False  # the last chunk ended in CR: an LF opening this one belongs to it
     for chunk in reply.iter_bytes():
         total += len(chunk)
         if total > MAX_ANSWER_BYTES:
             raise WireResponseError(f"the stream is longer than {MAX_ANSWER_BYTES} bytes")
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        after_cr = chunk.endswith(b"\r")
         start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            if size + end - start > MAX_LINE_BYTES:
+        for end in _LINE_END.finditer(chunk):
+            if size + end.start() - start > MAX_LINE_BYTES:
                 raise WireResponseError(_LONG_LINE)
-            parts.append(chunk[start : end + 1])
-            yield b"".join(parts).decode("utf-8")
-            parts, size, start = [], 0, end + 1
+            parts.append(chunk[start : end.start()])
+            yield b"".join(parts).decode("utf-8") + "\n"
+            parts, size, start = [], 0, end.end()
         parts.append(chunk[start:])
         size += len(chunk) - start
         if size > MAX_LINE_BYTES:
@@ -591,6 +597,7 @@ def _lines(reply: Any) -> Iterator[str]:
         yield b"".join(parts).decode("utf-8")
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 _LONG_LINE = f"a line of the stream is longer than {MAX_LINE_BYTES} bytes (the most one may hold)"
 
 
