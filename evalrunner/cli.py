@@ -1115,7 +1115,7 @@ def _recordings(
                     recording=recording,
                 )
                 if isinstance(outcome, Recorded):
-                    outcome = _written(outcome, names, overwrite)
+                    outcome = _written(outcome, names, overwrite, targets.out)
                 elif overwrite and os.path.lexists(target):
                     kept = f"{outcome.reason}; {printable_path(target)} is left as it was"
                     outcome = replace(outcome, reason=kept)
@@ -1128,12 +1128,12 @@ def _recordings(
 
 
 def _written(
-    outcome: "Recorded", names: dict[str, str], overwrite: bool
+    outcome: "Recorded", names: dict[str, str], overwrite: bool, out: Path
 ) -> "Recorded | NotRecorded":
     """``outcome`` written to its target, or why it was not (a name another file of the
     output directory holds, redaction having made names alike; a file that appeared during
     the run; a write that failed)."""
-    from evalrunner.record import NotRecorded
+    from evalrunner.record import NotRecorded, outside
 
     target = outcome.target
     real = os.path.normcase(os.path.realpath(target))
@@ -1149,6 +1149,9 @@ def _written(
             unwritable=unwritable,
         )
 
+    escape = outside(target, out)  # checked again: a link may have been made meanwhile
+    if escape is not None:
+        return refused(f"{escape}; nothing was written", unwritable=True)
     if holder is not None and holder != real:
         return refused(
             "its name (as written, after redaction) is already used by "

@@ -69,6 +69,7 @@ LIVE_KEYS = (
     "api_key_env",
     "temperature",
     "max_tokens",
+    "pin",
     "timeout_secs",
     "max_retries",
     "max_concurrency",
@@ -99,6 +100,9 @@ class LiveConfig:
     api_key_env: str = DEFAULT_KEY_VARIABLES["openai"]
     temperature: float = 0.0
     max_tokens: int = 1024
+    pin: tuple[str, ...] = ()
+    """Which of ``temperature`` and ``max_tokens`` the config pins: sent as set here, whatever
+    the agent's request says (by default the agent's own value wins)."""
     timeout_secs: float = 60.0
     max_retries: int = 2
     max_concurrency: int = 1
@@ -378,6 +382,8 @@ def _live_config(table: _EvalTable, sources: dict[str, str]) -> LiveConfig:
     for key in ("temperature", "timeout_secs"):
         if key in values:
             values[key] = float(values[key])  # TOML's 1 is an integer; the setting is a float
+    if "pin" in values:
+        values["pin"] = tuple(values["pin"])
     return LiveConfig(**values)
 
 

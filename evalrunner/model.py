@@ -225,6 +225,9 @@ class ModelRequest:
     api: str | None = None
     model: str | None = None
     stream: bool = False
+    parameters: Mapping[str, JSONValue] = field(default_factory=dict, compare=False, hash=False)
+    """The request parameters the agent sent (:data:`evalrunner.wire.params.PARAMETERS`, in
+    neutral form), which live mode passes on to the model; empty for an in-process agent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,9 @@ replay too. Otherwise the run becomes a fixture:
   with their usage);
 * tool-call ids renumbered ``call_1``, ``call_2``, ... in the order the calls came (a live
   API's ids are random, and some reuse ids between responses), unless ``keep_ids``;
-* arguments that are a JSON object written as one (readable; the agent then receives them as
-  compact JSON with sorted keys), any other argument text verbatim;
+* arguments written as a JSON object only when the model's text is exactly what a fixture's
+  object gives the agent (compact JSON, keys sorted); any other argument text verbatim, as a
+  string, so that the agent and every check read in replay the very text the model sent;
 * a closed ``recorded`` block: wire, model, date, evalrunner version (no key, no headers);
 * every string redacted by the configured patterns (:mod:`evalrunner.redact`), the keys of
   argument objects too.
@@ -53,6 +54,7 @@ from evalrunner.model import (
     ModelResponse,
     RunRecord,
     TextResponse,
+    argument_json,
 )
 from evalrunner.pipeline import RunSettings, graded_report, run_with
 from evalrunner.redact import Redactor
@@ -322,9 +324,11 @@ def _holds_struck(value: object, redactor: Redactor) -> bool:
 
 
 def _arguments(text: str) -> JSONValue:
-    """An argument object as an object; anything else (not JSON, not an object, a key given
-    twice, a number that would print otherwise or that a fixture cannot hold, nesting a
-    fixture cannot hold) as the text itself."""
+    """An argument object as an object when replay would hand the agent this very text
+    (:func:`~evalrunner.model.argument_json` of it is ``text``); anything else (spacing or
+    key order of its own, not JSON, not an object, a key given twice, a number that would
+    print otherwise or that a fixture cannot hold, nesting a fixture cannot hold) as the text
+    itself: a check on the exact text then replays as it ran."""
 
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         keys = [key for key, _ in pairs]
@@ -358,6 +362,8 @@ def _arguments(text: str) -> JSONValue:
     except (ValueError, RecursionError):
         return text
     if not isinstance(parsed, dict) or _deeper_than(parsed, MAX_ARGUMENT_DEPTH):
+        return text
+    if argument_json(parsed) != text:
         return text
     return parsed
 
@@ -470,6 +476,29 @@ class Targets:
 
     paths: tuple[Path, ...]
     names: dict[str, str]
+    out: Path = Path()
+    """The output directory (``--out``): nothing is written outside it."""
+
+
+def outside(target: Path, out: Path) -> str | None:
+    """Why writing ``target`` would write outside ``out`` (a symbolic link inside ``out``,
+    the file itself or a directory on its way, leads elsewhere); ``None`` when it stays
+    inside. ``out`` itself may be a link: it is where the user asked the files to go."""
+    from evalrunner.text import printable_path
+
+    root = _real(out)
+    real = _real(target)
+    try:
+        inside = os.path.commonpath([root, real]) == root
+    except ValueError:  # another drive
+        inside = False
+    if inside:
+        return None
+    return (
+        f"{printable_path(target)}: a symbolic link under --out {printable_path(out)} leads "
+        f"outside it (to {printable_path(Path(real))}); recording writes only under --out: "
+        "remove the link, or record into another directory"
+    )
 
 
 def plan_targets(
@@ -527,6 +556,10 @@ def plan_targets(
                 "outside the fixtures recorded (--out)"
             )
             continue
+        escape = outside(target, out)
+        if escape is not None:
+            problems.append(escape)
+            continue
         holder = names.get(case.name)
         if holder is not None and holder != real:
             problems.append(
@@ -543,7 +576,7 @@ def plan_targets(
             prepare_output(target)
         except OSError as exc:
             problems.append(f"{printable_path(target)}: cannot be written: {exc.strerror or exc}")
-    return problems or Targets(tuple(paths), names)
+    return problems or Targets(tuple(paths), names, out)
 
 
 def _real(path: Path) -> str:

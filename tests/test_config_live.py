@@ -42,12 +42,24 @@ def test_every_key_is_read_with_its_position(tmp_path: Path) -> None:
         tmp_path / "evalrunner.toml",
         "[eval.live]\n"
         'wire = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "gpt"\n'
-        'api_key_env = "MY_KEY"\ntemperature = 1\nmax_tokens = 5\ntimeout_secs = 2\n'
-        "max_retries = 0\nmax_concurrency = 3\nstream = true\nmax_total_tokens = 100\n",
+        'api_key_env = "MY_KEY"\ntemperature = 1\nmax_tokens = 5\npin = ["temperature"]\n'
+        "timeout_secs = 2\nmax_retries = 0\nmax_concurrency = 3\nstream = true\n"
+        "max_total_tokens = 100\n",
     )
     config = load_config(cwd=tmp_path, env={})
     assert config.live == LiveConfig(
-        "openai", "http://127.0.0.1:9/v1", "gpt", "MY_KEY", 1.0, 5, 2.0, 0, 3, True, 100
+        "openai",
+        "http://127.0.0.1:9/v1",
+        "gpt",
+        "MY_KEY",
+        1.0,
+        5,
+        ("temperature",),
+        2.0,
+        0,
+        3,
+        True,
+        100,
     )
     assert isinstance(config.live.temperature, float)
     for line, key in enumerate(LIVE_KEYS, start=2):
@@ -106,6 +118,12 @@ def test_live_needs_a_model() -> None:
             "max_total_tokens = " + "9" * 40,
             "3:20: an integer of about 41 digits is out of range",  # the loader estimates
         ),
+        (
+            'pin = ["top_k"]',
+            "3:8: eval.live.pin[0] must be 'temperature' or 'max_tokens', got string \"top_k\"",
+        ),
+        ('pin = "temperature"', "3:7: eval.live.pin must be an array of strings"),
+        ('pin = ["temperature", "temperature"]', "3:7: eval.live.pin: "),
         ("api_key = 1", "3:1: unknown key 'api_key' in eval.live (did you mean 'api_key_env'?"),
         ("live = 1", "3:1: unknown key 'live' in eval.live"),
     ],

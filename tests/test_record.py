@@ -48,7 +48,7 @@ expects:
   tools_used: [echo]
   response_contains: [hello]
 """
-CALL = ToolCallsResponse((ToolCall("call_live_Zx9", "echo", '{"message": "hi"}'),), 20, 5)
+CALL = ToolCallsResponse((ToolCall("call_live_Zx9", "echo", '{"message":"hi"}'),), 20, 5)
 
 
 def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
@@ -633,8 +633,10 @@ def test_config_shows_the_redact_patterns(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "written"),
     [
-        ('{"a": 1}', {"a": 1}),
-        ('{"a": 1.5, "b": [true, null]}', {"a": 1.5, "b": [True, None]}),
+        ('{"a":1}', {"a": 1}),
+        ('{"a":1.5,"b":[true,null]}', {"a": 1.5, "b": [True, None]}),
+        ('{"a": 1}', '{"a": 1}'),  # spaced: kept as the model wrote it
+        ('{"b":1,"a":2}', '{"b":1,"a":2}'),  # keys in the model's order: kept as text
         ('{"a": 1.0e2}', '{"a": 1.0e2}'),  # would print back as 100.0: kept as text
         ('{"a": 1, "a": 2}', '{"a": 1, "a": 2}'),  # a key twice: kept as text
         ('{"a": NaN}', '{"a": NaN}'),
@@ -768,3 +770,27 @@ def test_the_record_section_runs_as_written(tmp_path: Path) -> None:
     assert done.returncode == 2
     quoted = text.split("(`evalrunner.toml:", 1)[1].split("...`)", 1)[0]
     assert done.stderr.startswith("evalrunner.toml:" + quoted.replace("\n  ", " "))
+
+
+@pytest.mark.parametrize("arguments", ['{"message": "hi"}', '{"z":1,"message":"hi"}'])
+def test_a_check_on_the_exact_argument_text_records_and_replays(
+    tmp_path: Path, arguments: str
+) -> None:
+    # The live run passes on the model's own text; record must not rewrite it as compact,
+    # key-sorted JSON (and then blame the agent when the replay differs).
+    case = LIVE_CASE.replace(
+        "  tools_used: [echo]\n",
+        "  tools_used: [echo]\n  tool_arguments_contain:\n"
+        f"    - {{tool: echo, needle: {json.dumps(arguments)}}}\n",
+    )
+    call = ToolCallsResponse((ToolCall("c1", "echo", arguments),), 20, 5)
+    with ModelServer("openai", [Reply(call), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, live=case)
+        done = record(cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not deterministic" not in done.stdout
+    document = load_document(cwd / "recorded" / "live.yaml")
+    assert not isinstance(document, list) and isinstance(document.data, dict)
+    (step, _) = document.data["turns"][0]["steps"]
+    assert step["response"]["tool_calls"][0]["arguments"] == arguments
+    replays_green(cwd)

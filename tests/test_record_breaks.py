@@ -249,3 +249,37 @@ def test_striking_a_long_key_finds_every_piece_in_one_pass() -> None:
     assert out[REDACTED] == f"a{REDACTED}b{REDACTED}c"
     assert strike_key(key[:7] + " " + key[100:107], key) == key[:7] + " " + key[100:107]
     assert strike_key("EMPTY and EMPTY", "EMPTY") == "EMPTY and EMPTY"  # not a secret
+
+
+def test_overwrite_never_writes_through_a_link_that_leads_outside_out(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text("precious: true\n", encoding="utf-8")
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        (tmp_path / "p").mkdir()
+        cwd = project(tmp_path / "p", "openai", server.base_url)
+        (cwd / "recorded").mkdir()
+        os.symlink(outside, cwd / "recorded" / "live_echo.yaml")
+        done = record(cwd, "--overwrite")
+        no_traceback(done)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "leads outside it" in done.stderr and "recording writes only under --out" in (
+            done.stderr
+        )
+        assert server.seen == []
+    assert outside.read_text("utf-8") == "precious: true\n"
+
+
+def test_overwrite_never_writes_through_a_linked_directory_outside_out(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        (tmp_path / "p").mkdir()
+        cwd = project(tmp_path / "p", "openai", server.base_url)
+        (cwd / "evals" / "inner").mkdir()
+        (cwd / "evals" / "live_echo.yaml").rename(cwd / "evals" / "inner" / "live_echo.yaml")
+        (cwd / "recorded").mkdir()
+        os.symlink(elsewhere, cwd / "recorded" / "inner")
+        done = record(cwd, "--overwrite")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "leads outside it" in done.stderr
+    assert list(elsewhere.iterdir()) == []

@@ -144,13 +144,15 @@ def test_a_flaky_agent_is_reported_flaky_with_its_numbers_in_every_format(
     data = json.loads(report.read_text("utf-8"))
     assert not list(report_validator().iter_errors(data))
     assert data["repeat"] == {
-        "k": 5, "runs": 5, "passes": 3, "pass_rate": 0.6, "wilson_95": [0.230724, 0.882379],
+        "k": 5, "runs": 5, "passes": 3, "not_run": 0, "pass_rate": 0.6,
+        "wilson_95": [0.230724, 0.882379],
         "pass_hat_k": 0.0, "pass_at_k": 1.0, "cases_pass_hat_k": 0, "cases_pass_at_k": 1,
         "flaky": 1,
     }
     (case,) = data["cases"]
     assert case["repeat"] == {
-        "runs": 5, "passes": 3, "pass_rate": 0.6, "wilson_95": [0.230724, 0.882379],
+        "runs": 5, "passes": 3, "not_run": 0, "pass_rate": 0.6,
+        "wilson_95": [0.230724, 0.882379],
         "pass_hat_k": False, "pass_at_k": True, "flaky": True,
     }
     verdicts = [run["passed"] for run in case["runs"]]
@@ -369,3 +371,61 @@ def test_a_repeated_report_whose_runs_do_not_add_up_is_not_merged(tmp_path: Path
     assert code == 2
     assert ".runs: 3 run(s), but each case ran 2 times" in err
 
+
+
+# --- runs that never ran ----------------------------------------------------------------------
+
+LIVE_CASE = """\
+name: live_echo
+turns:
+  - user_input: say hi through echo
+expects:
+  response_contains: [hello]
+"""
+SCRIPTED_CASE = """\
+name: scripted_hi
+turns:
+  - user_input: say hi
+    steps:
+      - response: {type: text, content: hi there}
+expects:
+  response_contains: [hi]
+"""
+
+
+def test_runs_that_never_ran_are_left_out_of_the_repeat_statistics(tmp_path: Path) -> None:
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    (suite / "live_echo.yaml").write_text(LIVE_CASE, encoding="utf-8")
+    (suite / "scripted_hi.yaml").write_text(SCRIPTED_CASE, encoding="utf-8")
+    code, out, err = cli("run", str(suite), "--repeat", "3", env={"EVALRUNNER_MODE": "replay"})
+    assert code == 0, err
+    assert "1/2 cases passed (1 not run)" in out
+    # The skipped case's runs are neither passes nor failures: 3/3, rate 1, not 3/6 and 0.5.
+    assert (
+        "repeats: 3/3 runs passed · pass^3 1/1 cases · pass@3 1/1 cases · pass rate 1.000, "
+        "Wilson 95% [0.439, 1.000] · 3 runs not run (left out)"
+    ) in out
+    code, out, _ = cli(
+        "run", str(suite), "--repeat", "3", "--format", "json", env={"EVALRUNNER_MODE": "replay"}
+    )
+    report = json.loads(out)
+    assert list(report_validator().iter_errors(report)) == []
+    assert report["repeat"]["runs"] == 3 and report["repeat"]["not_run"] == 3
+    assert report["repeat"]["pass_rate"] == 1.0
+    assert report["repeat"]["cases_pass_hat_k"] == 1 and report["repeat"]["pass_hat_k"] == 1.0
+    live = next(case for case in report["cases"] if case["name"] == "live_echo")
+    assert live["repeat"]["runs"] == 0 and live["repeat"]["not_run"] == 3
+    assert live["repeat"]["pass_rate"] is None and live["repeat"]["wilson_95"] is None
+    assert live["repeat"]["pass_hat_k"] is False and live["repeat"]["flaky"] is False
+
+
+def test_a_case_partly_run_counts_only_its_runs_that_ran() -> None:
+    ran = CaseReport("c", "c.json", None, (GradeResult("x", True),))
+    skipped = CaseReport("c", "c.json", None, (), skipped="not run: the token budget is spent")
+    case = combine_runs([ran, ran, skipped])
+    stats = case_stats(case)
+    assert (stats.runs, stats.passes, stats.not_run) == (2, 2, 1)
+    assert stats.pass_rate == 1.0 and stats.pass_all and not stats.flaky
+    table = render_table(SuiteReport("s", "replay", (case,), repeat=3))
+    assert "2/2 runs passed (1 not run)" in table

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalrunner.model import CaseReport, SuiteReport
-from evalrunner.report.stats import case_stats, suite_stats
+from evalrunner.report.stats import RepeatStats, case_stats, suite_stats
 from evalrunner.select import report_fields
 from evalrunner.text import encodable, encodable_path
 
@@ -52,14 +52,25 @@ def _suite_repeat(report: SuiteReport) -> dict[str, Any]:
             "k": report.repeat,
             "runs": stats.runs.runs,
             "passes": stats.runs.passes,
-            "pass_rate": _rate(stats.runs.pass_rate),
-            "wilson_95": [_rate(bound) for bound in stats.runs.interval],
+            "not_run": stats.runs.not_run,
+            **_rates(stats.runs),
             "pass_hat_k": _rate(stats.pass_hat_k),
             "pass_at_k": _rate(stats.pass_at_k),
             "cases_pass_hat_k": stats.pass_all,
             "cases_pass_at_k": stats.pass_any,
             "flaky": len(stats.flaky),
         }
+    }
+
+
+def _rates(stats: RepeatStats) -> dict[str, Any]:
+    """The pass rate and its interval over the runs that ran; null when none ran (runs that
+    never ran are not failures)."""
+    if not stats.ran:
+        return {"pass_rate": None, "wilson_95": None}
+    return {
+        "pass_rate": _rate(stats.pass_rate),
+        "wilson_95": [_rate(bound) for bound in stats.interval],
     }
 
 
@@ -75,8 +86,8 @@ def _case_data(case: CaseReport, repeat: int = 1) -> dict[str, Any]:
         data["repeat"] = {
             "runs": stats.runs,
             "passes": stats.passes,
-            "pass_rate": _rate(stats.pass_rate),
-            "wilson_95": [_rate(bound) for bound in stats.interval],
+            "not_run": stats.not_run,
+            **_rates(stats),
             "pass_hat_k": stats.pass_all,
             "pass_at_k": stats.pass_any,
             "flaky": stats.flaky,

@@ -4,6 +4,9 @@ A case run K times passed ``passes`` of them. pass^k holds when all K passed, pa
 least one did, and the case is flaky when its runs disagree (some passed, some failed). The
 pass rate carries a Wilson score interval, which stays inside [0, 1] and is sensible at 0/K
 and K/K, where the normal approximation collapses to a point.
+
+Runs that never ran (skipped: a live case in replay mode, the token budget spent) are neither
+passes nor failures: they are left out of every statistic and counted apart (``not_run``).
 """
 
 from __future__ import annotations
@@ -37,12 +40,20 @@ class RepeatStats:
     """How K runs of one case (or of every case of a suite) went."""
 
     runs: int
+    """Runs that ran (skipped runs are not among them)."""
     passes: int
+    not_run: int = 0
+    """Runs that never ran (skipped), left out of the statistics."""
 
     @property
     def pass_rate(self) -> float:
-        """Passed runs over runs (0 when there were none)."""
+        """Passed runs over runs that ran (0 when none did; see :attr:`ran`)."""
         return self.passes / self.runs if self.runs else 0.0
+
+    @property
+    def ran(self) -> bool:
+        """Whether any run ran: without one there is no rate or interval to give."""
+        return self.runs > 0
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -66,9 +77,15 @@ class RepeatStats:
 
 
 def case_stats(case: CaseReport) -> RepeatStats:
-    """The runs of one case; a case run once counts as one run."""
+    """The runs of one case; a case run once counts as one run. Skipped runs are counted
+    apart, in ``not_run``."""
     runs = case.runs or (case,)
-    return RepeatStats(runs=len(runs), passes=sum(1 for run in runs if run.passed))
+    ran = [run for run in runs if run.skipped is None]
+    return RepeatStats(
+        runs=len(ran),
+        passes=sum(1 for run in ran if run.passed),
+        not_run=len(runs) - len(ran),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +93,7 @@ class SuiteStats:
     """A repeated suite: every run of every case, and how many cases met pass^k and pass@k."""
 
     cases: int
+    """Cases with at least one run that ran (a case never run is left out)."""
     runs: RepeatStats
     pass_all: int
     """Cases whose every run passed (pass^k)."""
@@ -83,6 +101,8 @@ class SuiteStats:
     """Cases with at least one passed run (pass@k)."""
     flaky: tuple[str, ...]
     """Names of the flaky cases, in suite order."""
+    not_run_cases: int = 0
+    """Cases none of whose runs ran."""
 
     @property
     def pass_hat_k(self) -> float:
@@ -100,13 +120,16 @@ def suite_stats(report: SuiteReport) -> SuiteStats:
     independent; runs of one case are not, so read it as a summary, not a test."""
     per_case = [case_stats(case) for case in report.cases]
     return SuiteStats(
-        cases=len(report.cases),
+        cases=sum(1 for s in per_case if s.ran),
         runs=RepeatStats(
-            runs=sum(s.runs for s in per_case), passes=sum(s.passes for s in per_case)
+            runs=sum(s.runs for s in per_case),
+            passes=sum(s.passes for s in per_case),
+            not_run=sum(s.not_run for s in per_case),
         ),
         pass_all=sum(1 for s in per_case if s.pass_all),
         pass_any=sum(1 for s in per_case if s.pass_any),
         flaky=tuple(case.name for case, s in zip(report.cases, per_case, strict=True) if s.flaky),
+        not_run_cases=sum(1 for s in per_case if not s.ran),
     )
 
 
@@ -118,12 +141,19 @@ def shown_interval(interval: tuple[float, float]) -> str:
 def case_summary(case: CaseReport, repeat: int) -> str:
     """``3/5 runs passed, flaky; pass^5 no, pass@5 yes, Wilson 95% [0.231, 0.882]``."""
     stats = case_stats(case)
+    if not stats.ran:
+        return f"0 of {stats.not_run} runs ran (all skipped)"
     flaky = ", flaky" if stats.flaky else ""
     return (
-        f"{stats.passes}/{stats.runs} runs passed{flaky}; pass^{repeat} "
+        f"{stats.passes}/{stats.runs} runs passed{flaky}{not_run(stats)}; pass^{repeat} "
         f"{yes_no(stats.pass_all)}, pass@{repeat} {yes_no(stats.pass_any)}, Wilson 95% "
         f"{shown_interval(stats.interval)}"
     )
+
+
+def not_run(stats: RepeatStats) -> str:
+    """`` (2 not run)`` when runs were skipped, else nothing."""
+    return f" ({stats.not_run} not run)" if stats.not_run else ""
 
 
 def yes_no(flag: bool) -> str:

@@ -134,11 +134,21 @@ def repeat_summary(report: SuiteReport, *, paint_flaky: Callable[[str], str] = s
     text = (
         f"repeats: {stats.runs.passes}/{stats.runs.runs} runs passed · pass^{k} "
         f"{stats.pass_all}/{stats.cases} cases · pass@{k} {stats.pass_any}/{stats.cases} "
-        f"cases · pass rate {stats.runs.pass_rate:.3f}, Wilson 95% "
-        f"{shown_interval(stats.runs.interval)}"
+        "cases · "
     )
+    if stats.runs.ran:
+        text += (
+            f"pass rate {stats.runs.pass_rate:.3f}, Wilson 95% "
+            f"{shown_interval(stats.runs.interval)}"
+        )
+    else:
+        text += "no pass rate (no run ran)"
     if stats.flaky:
         text += " · " + paint_flaky(f"{len(stats.flaky)} flaky")
+    if stats.runs.not_run:
+        # Never-run runs are neither passes nor failures: counted apart, out of the rate.
+        count = stats.runs.not_run
+        text += f" · {count} run{'s' if count != 1 else ''} not run (left out)"
     return text
 
 
@@ -169,15 +179,17 @@ def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) ->
 
 def _case_line(case: CaseReport, repeat: int = 1) -> str:
     head = f"{printable(case.name)} ({printable_path(case.source)})"
-    if case.skipped is not None:
-        return f"{head}  skipped: {printable(case.skipped)}"
     if repeat > 1:
         from evalrunner.report.stats import case_stats, shown_interval, yes_no
 
         stats = case_stats(case)
+    if case.skipped is not None and (repeat == 1 or not stats.ran):
+        return f"{head}  skipped: {printable(case.skipped)}"
+    if repeat > 1:
         flaky = "  FLAKY" if stats.flaky else ""
+        skipped = f" ({stats.not_run} not run)" if stats.not_run else ""
         return (
-            f"{head}  {stats.passes}/{stats.runs} runs passed{flaky}  pass^{repeat} "
+            f"{head}  {stats.passes}/{stats.runs} runs passed{skipped}{flaky}  pass^{repeat} "
             f"{yes_no(stats.pass_all)}  pass@{repeat} {yes_no(stats.pass_any)}  Wilson 95% "
             f"{shown_interval(stats.interval)}  {duration(case.duration_ms)}"
         )

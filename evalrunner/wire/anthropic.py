@@ -32,11 +32,13 @@ from evalrunner.model import (
 )
 from evalrunner.wire.common import (
     ANTHROPIC,
+    Counted,
     SseEvent,
     ToolResult,
     WireRequest,
     WireRequestError,
     WireResponseError,
+    answer_guard,
     event_json,
     optional_string,
     reading,
@@ -52,6 +54,7 @@ from evalrunner.wire.common import (
     tool_parameters,
     url_with_path,
 )
+from evalrunner.wire.params import sent_parameters
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -99,6 +102,7 @@ class AnthropicMessages:
                 api=ANTHROPIC,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),
+                parameters=sent_parameters(ANTHROPIC, request),
             ),
             tool_results=tuple(results),
             user_text=user_text,
@@ -242,6 +246,11 @@ class AnthropicMessages:
         return body
 
     def read_response(self, body: JSONValue) -> ModelResponse:
+        """The answer ``body`` as a response; :class:`WireResponseError` when it is not one."""
+        with answer_guard(lambda: "the message"):
+            return self._read_response(body)
+
+    def _read_response(self, body: JSONValue) -> ModelResponse:
         """A ``message`` body as a response; :class:`WireResponseError` if it is not one."""
         with reading("the message"):
             answer = require_object(body, "the body")
@@ -254,6 +263,13 @@ class AnthropicMessages:
             return _response_of(blocks, usage)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
+        """The streamed answer as one response; :class:`WireResponseError` when it is not
+        one."""
+        counted = Counted(events)
+        with answer_guard(lambda: f"stream event {counted.number}"):
+            return self._read_stream(counted)
+
+    def _read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """A ``message_start`` … ``message_stop`` stream as one response;
         :class:`WireResponseError` if an event is malformed or the stream ends early."""
         blocks: dict[int, dict[str, Any]] = {}
@@ -270,6 +286,9 @@ class AnthropicMessages:
                 elif kind == "content_block_start":
                     index = _index(data)
                     block = require_object(data.get("content_block"), "content_block")
+                    if block.get("type") == "text":
+                        # Deltas are added to the text it starts with, which must be text.
+                        require_string(block.get("text", ""), "content_block.text")
                     blocks[index] = {**block, "partial": ""}
                 elif kind == "content_block_delta":
                     index = _index(data)
@@ -278,7 +297,10 @@ class AnthropicMessages:
                     delta = require_object(data.get("delta"), "delta")
                     if delta.get("type") == "text_delta":
                         text = require_string(delta.get("text"), "delta.text")
-                        blocks[index]["text"] = blocks[index].get("text", "") + text
+                        current = blocks[index].get("text", "")
+                        if not isinstance(current, str):
+                            raise WireRequestError(f"a text delta for block {index}, not text")
+                        blocks[index]["text"] = current + text
                     elif delta.get("type") == "input_json_delta":
                         partial = require_string(delta.get("partial_json"), "delta.partial_json")
                         blocks[index]["partial"] += partial

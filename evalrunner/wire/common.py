@@ -11,10 +11,11 @@ or as server-sent events.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NoReturn, Protocol
+from typing import Generic, NoReturn, Protocol, TypeVar
 
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse
 from evalrunner.wire import ANTHROPIC as ANTHROPIC
@@ -296,6 +297,41 @@ class _Reading:
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         if isinstance(exc, WireRequestError):
             raise WireResponseError(f"{self._where}: {exc}") from None
+
+
+T = TypeVar("T")
+
+
+class Counted(Generic[T]):
+    """An iterable that counts what it has handed out (:attr:`number`, the last one's
+    1-based place): a stream reader's guard names the event it failed at."""
+
+    def __init__(self, items: Iterable[T]) -> None:
+        self._items = items
+        self.number = 0
+
+    def __iter__(self) -> Iterator[T]:
+        for item in self._items:
+            self.number += 1
+            yield item
+
+
+@contextlib.contextmanager
+def answer_guard(where: Callable[[], str]) -> Iterator[None]:
+    """A context in which any value of the wrong kind a reader trips on becomes a
+    :class:`WireResponseError` naming ``where()``. The readers check each field they read;
+    this is the net under them, so that no answer, however garbled, surfaces as a crash of
+    evalrunner's own. Text that is not UTF-8 (a :class:`UnicodeError`) and the transport's
+    own errors pass through: they are not the answer's fields."""
+    try:
+        yield
+    except (WireResponseError, UnicodeError):
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+        raise WireResponseError(
+            f"{where()}: a field holds a value of a kind the API does not send "
+            f"({type(exc).__name__})"
+        ) from None
 
 
 def _excerpt(text: str, limit: int = 60) -> str:

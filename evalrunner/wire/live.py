@@ -20,11 +20,13 @@ the server's own error message, with the key struck out of that message too.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import math
 import os
+import re
+import socket
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +38,7 @@ from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
+from evalrunner.wire.params import live_options
 
 if TYPE_CHECKING:
     import httpx2
@@ -47,6 +50,11 @@ BACKOFF_BASE_SECS = 0.5
 BACKOFF_CAP_SECS = 8.0
 MAX_ERROR_CHARS = 300
 """How much of a server's error message a run error quotes."""
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""The longest line a streamed answer may send; a longer one is a malformed answer (a stream
+that never ends its line would otherwise grow in memory until the deadline)."""
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The most bytes one answer (a body or a whole stream) may hold."""
 
 INSTALL_HINT = (
     "live mode needs the httpx2 HTTP client, which is not installed: pip install 'evalrunner[live]'"
@@ -143,6 +151,7 @@ class TokenBudget:
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self._spent = 0
+        self._blind = False
         self._lock = threading.Lock()
 
     @property
@@ -155,7 +164,7 @@ class TokenBudget:
     def exhausted(self) -> bool:
         """Whether no further request may be sent."""
         with self._lock:
-            return self.limit is not None and self._spent >= self.limit
+            return self.limit is not None and (self._blind or self._spent >= self.limit)
 
     def check(self) -> None:
         """Raise :class:`BudgetSpent` when the budget is spent."""
@@ -164,15 +173,34 @@ class TokenBudget:
 
     def message(self) -> str:
         """The sentence that says the budget stopped the run."""
+        if self._blind:
+            return NO_USAGE
         return (
             f"the token budget is spent ({self.spent} of max_total_tokens = {self.limit} "
             "tokens used): no further model request was sent"
         )
 
     def add(self, response: ModelResponse) -> None:
-        """Count a response's usage."""
+        """Count a response's usage.
+
+        With a budget set, an answer that reports no usage (no tokens at all) is refused, as
+        :class:`BudgetSpent`, and no further request is sent: a budget is a promise about
+        spending, and one that silently counts nothing would let a run spend without bound.
+        So the run stops as it would with the budget spent, saying why (:data:`NO_USAGE`)."""
+        tokens = response.input_tokens + response.output_tokens
         with self._lock:
-            self._spent += response.input_tokens + response.output_tokens
+            self._spent += tokens
+            if self.limit is None or tokens > 0:
+                return
+            self._blind = True
+        raise BudgetSpent(NO_USAGE)
+
+
+NO_USAGE = (
+    "live model: the model's answer carries no token usage, so max_total_tokens cannot be "
+    "enforced: no further model request is sent; use a server that reports usage, or remove "
+    "max_total_tokens from [eval.live]"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +306,12 @@ class LiveModel:
                 f"live mode: the environment variable {name} (api_key_env in [eval.live]) is "
                 "not set or empty; export the API key there"
             )
+        problem = unsendable_key(key)
+        if problem is not None:
+            raise RunError(
+                f"live mode: the API key in {name} holds {problem}, which no HTTP header can "
+                f"carry; nothing was sent: fix the value of {name}"
+            )
         return key
 
     def without_secrets(self, text: str) -> str:
@@ -311,7 +345,7 @@ class LiveModel:
             request,
             model=self.model,
             stream=self.config.stream,
-            options=self._options(),
+            options=self._options(request),
         )
         data = wire_json(body).encode("utf-8")
         headers = {"Content-Type": "application/json", **self.wire.auth_headers(key)}
@@ -343,8 +377,17 @@ class LiveModel:
         if via.closed.is_set():
             raise RunError(GIVEN_UP)
 
-    def _options(self) -> dict[str, JSONValue]:
-        return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+    def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
+        """The request's parameters: the agent's own (a command agent's, as it sent them),
+        over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those."""
+        return live_options(
+            self.wire.name,
+            request.parameters,
+            request.api,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            pin=self.config.pin,
+        )
 
     def _attempt(
         self, via: _Connection, data: bytes, headers: dict[str, str], key: str
@@ -354,26 +397,39 @@ class LiveModel:
         url = self.wire.request_url(self.config.base_url)
         timeout = self.config.timeout_secs
         # httpx2's timeout bounds each phase (connect, each read); a server that trickles
-        # bytes would never trip it, so the attempt as a whole is bounded too.
-        deadline = time.monotonic() + timeout
+        # bytes would never trip it, so a watchdog cuts the attempt's socket at its deadline
+        # (started once the client is made: making it is not the server's time).
+        client = via.client()
+        watchdog = _Watchdog(timeout)
         try:
-            with via.client().stream("POST", url, content=data, headers=headers) as reply:
+            with client.stream(
+                "POST", url, content=data, headers=headers, extensions={"trace": watchdog.trace}
+            ) as reply:
+                watchdog.watch(reply.extensions.get("network_stream"))
                 status = reply.status_code
+                if 300 <= status < 400:  # a redirect (301, 302, 307, 308, ...)
+                    raise self._redirect(status, reply.headers.get("location"), key)
                 if status >= 400:
-                    raw = _body(reply, deadline)
+                    raw = _body(reply)
                     raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
                 if self.config.stream:
-                    return self.wire.read_stream(parse_sse(_lines(reply, deadline)))
-                return self.wire.read_response(body_json(_body(reply, deadline)))
-        except (httpx2.TimeoutException, _Overdue):
-            raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
-        except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
+                    return self.wire.read_stream(parse_sse(_lines(reply)))
+                return self.wire.read_response(body_json(_body(reply)))
+        except (httpx2.TimeoutException, httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
+            if watchdog.fired or isinstance(exc, httpx2.TimeoutException):
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             raise _Retry(f"the connection broke ({type(exc).__name__})") from None
         except httpx2.ConnectError:
+            if watchdog.fired:
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             raise _Retry(f"cannot connect to {shown_url(self.config.base_url)}") from None
         except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
+            if watchdog.fired:
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
         except WireResponseError as exc:
+            if watchdog.fired:  # the stream was cut at the deadline, mid-answer
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             problem = self._struck(str(exc), key)
             raise RunError(f"live model: the answer is malformed: {problem}") from None
         except UnicodeEncodeError:
@@ -384,6 +440,18 @@ class LiveModel:
             ) from None
         except UnicodeDecodeError:
             raise RunError("live model: the answer is not UTF-8 text") from None
+        finally:
+            watchdog.cancel()
+
+    def _redirect(self, status: int, location: str | None, key: str) -> RunError:
+        target = (
+            _quoted(self._struck(shown_url(location), key)) if location else "no Location given"
+        )
+        return RunError(
+            f"live model: HTTP {status}, a redirect to {target}; redirects are not followed "
+            f"(the key is sent to base_url only): set base_url in [eval.live] to where the "
+            "API answers"
+        )
 
     def _status_error(
         self, status: int, raw: bytes, retry_after: str | None, key: str
@@ -449,24 +517,122 @@ class LiveProvider:
             return tuple(self._exchanges)
 
 
-class _Overdue(Exception):
-    """The attempt's answer did not arrive whole within ``timeout_secs``."""
+class _Watchdog:
+    """One attempt's deadline: when it passes, every socket the attempt opened (seen through
+    httpx2's ``trace`` extension and the response's ``network_stream``) is shut down, which
+    wakes a read blocked on it; :attr:`fired` then tells the failed read from a broken one."""
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._streams: list[Any] = []
+        self._fired = threading.Event()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    @property
+    def fired(self) -> bool:
+        """Whether the deadline passed."""
+        return self._fired.is_set()
+
+    def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpx2's trace callback: a new connection's stream is watched."""
+        if name.endswith("connect_tcp.complete"):
+            self.watch(info.get("return_value"))
+
+    def watch(self, stream: Any) -> None:
+        """Cut ``stream`` at the deadline (at once if it has passed)."""
+        if stream is None:
+            return
+        with self._lock:
+            self._streams.append(stream)
+        if self.fired:
+            _cut(stream)
+
+    def cancel(self) -> None:
+        """The attempt is over."""
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        self._fired.set()
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            _cut(stream)
 
 
-def _lines(reply: Any, deadline: float) -> Iterator[str]:
-    for line in reply.iter_lines():
-        if time.monotonic() > deadline:
-            raise _Overdue
-        yield line
+def _cut(stream: Any) -> None:
+    sock = stream.get_extra_info("socket")
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
-def _body(reply: Any, deadline: float) -> bytes:
-    chunks = []
+def _lines(reply: Any) -> Iterator[str]:
+    """The lines of a streamed answer, read as bytes arrive so that a line that never ends is
+    still cut at the deadline, and refused past :data:`MAX_LINE_BYTES`. A line ends in CRLF,
+    LF or CR, as server-sent events allow; each is yielded ending in LF."""
+    parts: list[bytes] = []  # the line being read, in the pieces it came in
+    size = total = 0
+    after_cr = False  # the last chunk ended in CR: an LF opening this one belongs to it
     for chunk in reply.iter_bytes():
-        if time.monotonic() > deadline:
-            raise _Overdue
+        total += len(chunk)
+        if total > MAX_ANSWER_BYTES:
+            raise WireResponseError(f"the stream is longer than {MAX_ANSWER_BYTES} bytes")
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        after_cr = chunk.endswith(b"\r")
+        start = 0
+        for end in _LINE_END.finditer(chunk):
+            if size + end.start() - start > MAX_LINE_BYTES:
+                raise WireResponseError(_LONG_LINE)
+            parts.append(chunk[start : end.start()])
+            yield b"".join(parts).decode("utf-8") + "\n"
+            parts, size, start = [], 0, end.end()
+        parts.append(chunk[start:])
+        size += len(chunk) - start
+        if size > MAX_LINE_BYTES:
+            raise WireResponseError(_LONG_LINE)
+    if size:
+        yield b"".join(parts).decode("utf-8")
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_LONG_LINE = f"a line of the stream is longer than {MAX_LINE_BYTES} bytes (the most one may hold)"
+
+
+def _body(reply: Any) -> bytes:
+    chunks = []
+    total = 0
+    for chunk in reply.iter_bytes():
+        total += len(chunk)
+        if total > MAX_ANSWER_BYTES:
+            raise WireResponseError(
+                f"the response body is longer than {MAX_ANSWER_BYTES} bytes (the most one may "
+                "hold)"
+            )
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def unsendable_key(key: str) -> str | None:
+    """What in ``key`` no HTTP header value can carry, as a class of character (never the
+    key or the character itself); ``None`` when it can be sent."""
+    for char in key:
+        if char in "\r\n":
+            return (
+                "a line break (\\r or \\n: a CRLF line end from an env file or a copy "
+                "leaves one)"
+            )
+        if char == " " or char == "\t":
+            continue
+        if ord(char) < 0x20 or ord(char) == 0x7F:
+            return "a control character"
+        if not char.isascii():
+            return "a character outside ASCII"
+    if key != key.strip(" \t"):
+        return "a space or tab at its start or end"
+    return None
 
 
 def _backoff(attempt: int, asked: float | None) -> float:

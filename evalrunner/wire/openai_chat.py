@@ -24,11 +24,13 @@ from evalrunner.model import (
 )
 from evalrunner.wire.common import (
     OPENAI,
+    Counted,
     SseEvent,
     ToolResult,
     WireRequest,
     WireRequestError,
     WireResponseError,
+    answer_guard,
     event_json,
     optional_string,
     reading,
@@ -44,6 +46,7 @@ from evalrunner.wire.common import (
     tool_parameters,
     url_with_path,
 )
+from evalrunner.wire.params import sent_parameters
 
 CREATED = 0
 """The ``created`` timestamp of every response: replayed responses are the same every time."""
@@ -84,6 +87,7 @@ class OpenAIChat:
                 api=OPENAI,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),
+                parameters=sent_parameters(OPENAI, request),
             ),
             tool_results=tuple(results),
             user_text=last.content if last.role == "user" else None,
@@ -224,6 +228,11 @@ class OpenAIChat:
         return body
 
     def read_response(self, body: JSONValue) -> ModelResponse:
+        """The answer ``body`` as a response; :class:`WireResponseError` when it is not one."""
+        with answer_guard(lambda: "the chat completion"):
+            return self._read_response(body)
+
+    def _read_response(self, body: JSONValue) -> ModelResponse:
         """A ``chat.completion`` body as a response; :class:`WireResponseError` if it is not
         one (or is an error body)."""
         with reading("the chat completion"):
@@ -242,6 +251,13 @@ class OpenAIChat:
         return TextResponse(content or "", *usage)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
+        """The streamed answer as one response; :class:`WireResponseError` when it is not
+        one."""
+        counted = Counted(events)
+        with answer_guard(lambda: f"stream chunk {counted.number}"):
+            return self._read_stream(counted)
+
+    def _read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """A stream of ``chat.completion.chunk`` events, up to ``[DONE]``, as one response;
         :class:`WireResponseError` if a chunk is malformed or the stream ends early."""
         text: list[str] = []

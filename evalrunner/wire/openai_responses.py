@@ -50,11 +50,13 @@ from evalrunner.model import (
 )
 from evalrunner.wire.common import (
     OPENAI_RESPONSES,
+    Counted,
     SseEvent,
     ToolResult,
     WireRequest,
     WireRequestError,
     WireResponseError,
+    answer_guard,
     event_json,
     optional_string,
     reading,
@@ -68,6 +70,7 @@ from evalrunner.wire.common import (
     tool_parameters,
     url_with_path,
 )
+from evalrunner.wire.params import sent_parameters
 
 CREATED = 0
 """The ``created_at`` timestamp of every response: replayed responses are the same every time."""
@@ -135,6 +138,7 @@ class OpenAIResponses:
                 api=OPENAI_RESPONSES,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),
+                parameters=sent_parameters(OPENAI_RESPONSES, request),
             ),
             tool_results=tuple(
                 ToolResult(m.tool_call_id, m.content)
@@ -243,11 +247,23 @@ class OpenAIResponses:
         return body
 
     def read_response(self, body: JSONValue) -> ModelResponse:
+        """The answer ``body`` as a response; :class:`WireResponseError` when it is not one."""
+        with answer_guard(lambda: "the response"):
+            return self._read_response(body)
+
+    def _read_response(self, body: JSONValue) -> ModelResponse:
         """A ``response`` object as a response; :class:`WireResponseError` if it is not one."""
         _raise_error(body)
         return read_response(body)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
+        """The streamed answer as one response; :class:`WireResponseError` when it is not
+        one."""
+        counted = Counted(events)
+        with answer_guard(lambda: f"stream event {counted.number}"):
+            return self._read_stream(counted)
+
+    def _read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """A stream's events as one response; :class:`WireResponseError` if an event is
         malformed or the stream ends before ``response.completed``."""
         payloads = (
@@ -569,7 +585,7 @@ def read_stream(events: Iterable[JSONValue]) -> ModelResponse:
         where = f"stream event {number}"
         with reading(where):
             event = require_object(raw, "the event")
-            kind = event.get("type")
+            kind = require_string(event.get("type"), "type")
             if kind == "error":
                 message = event.get("message")
                 said = message if isinstance(message, str) else "no message"

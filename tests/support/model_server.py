@@ -44,6 +44,8 @@ class Reply:
     hang: bool = False
     trickle: bool = False
     """Send a keep-alive comment line every few milliseconds, and never the answer."""
+    trickle_line: bool = False
+    """Send one line that never ends, a byte every few milliseconds."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class ModelServer:
         self._gate = threading.Barrier(gate) if gate > 1 else None
         self._gated = gate
         self.seen: list[Seen] = []
+        self.given_up = threading.Event()
+        """Set when the client cut a trickled answer off (before the server's own limit)."""
         self._lock = threading.Lock()
         self._closed = threading.Event()
         server = self
@@ -125,7 +129,7 @@ class ModelServer:
             self._closed.wait(HANG_LIMIT_SECS)
             handler.close_connection = True
             return
-        if reply.trickle:
+        if reply.trickle or reply.trickle_line:
             handler.send_response(200)
             handler.send_header("Content-Type", "text/event-stream")
             handler.send_header("Connection", "close")
@@ -135,9 +139,10 @@ class ModelServer:
                 if self._closed.wait(0.005):
                     return
                 try:
-                    handler.wfile.write(b": ping\n")
+                    handler.wfile.write(b"x" if reply.trickle_line else b": ping\n")
                     handler.wfile.flush()
                 except OSError:  # the client gave up
+                    self.given_up.set()
                     return
             return
         if reply.response is None:

@@ -7,6 +7,8 @@ exit             writes to stderr and exits with code 3 before replying
 hang             never replies
 forget-result    dispatches the scripted calls but sends no tool results back
 no-model         replies without ever calling the model
+
+WIRE_AGENT_PARAMS, when set, is a JSON object of request parameters added to every request.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 
 def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
     tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}]
-    body = json.dumps({"model": "m", "messages": messages, "tools": tools}).encode()
+    extra = json.loads(os.environ.get("WIRE_AGENT_PARAMS") or "{}")
+    body = json.dumps({"model": "m", "messages": messages, "tools": tools, **extra}).encode()
     request = urllib.request.Request(
         os.environ["OPENAI_BASE_URL"] + "/chat/completions",
         data=body,

@@ -1,0 +1,182 @@
+"""The request parameters an agent sends (sampling, limits, tool choice, output format), and
+how live mode passes them on to the model.
+
+An agent's request is read by the replay endpoint (:mod:`evalrunner.wire.endpoint`); the
+parameters it carries are kept as sent, under its API's names (:data:`WIRE_PARAMETERS`), in
+:attr:`~evalrunner.model.ModelRequest.parameters`. In live mode they go to the model as they
+are when the agent speaks the live model's API, and translated where the APIs differ
+(:func:`translated`): a parameter the live API has no counterpart for (``seed`` on
+Anthropic, say) is not sent. ``[eval.live]``'s ``temperature`` and ``max_tokens`` are
+defaults the agent's own values override, unless the config names them in ``pin``
+(:func:`live_options`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from evalrunner.model import JSONValue
+from evalrunner.wire import ANTHROPIC, OPENAI, OPENAI_RESPONSES
+
+WIRE_PARAMETERS: dict[str, tuple[str, ...]] = {
+    OPENAI: (
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+        "seed",
+        "tool_choice",
+        "parallel_tool_calls",
+        "response_format",
+    ),
+    OPENAI_RESPONSES: (
+        "temperature",
+        "top_p",
+        "max_output_tokens",
+        "tool_choice",
+        "parallel_tool_calls",
+        "text",
+    ),
+    ANTHROPIC: ("temperature", "top_p", "top_k", "max_tokens", "stop_sequences", "tool_choice"),
+}
+"""The parameters each API's request may carry that live mode passes on, by their names there."""
+
+PINNABLE = ("temperature", "max_tokens")
+"""What ``pin`` in ``[eval.live]`` may name: the parameters the config sets."""
+
+_MAX_TOKENS = {
+    OPENAI: ("max_tokens", "max_completion_tokens"),
+    OPENAI_RESPONSES: ("max_output_tokens",),
+    ANTHROPIC: ("max_tokens",),
+}
+
+
+def sent_parameters(api: str, body: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
+    """The parameters of :data:`WIRE_PARAMETERS` that ``body`` (a request of ``api``) sets
+    (a null counts as not set)."""
+    return {name: body[name] for name in WIRE_PARAMETERS[api] if body.get(name) is not None}
+
+
+def live_options(
+    api: str,
+    parameters: Mapping[str, JSONValue],
+    from_api: str | None,
+    *,
+    temperature: float,
+    max_tokens: int,
+    pin: Sequence[str],
+) -> dict[str, JSONValue]:
+    """What a live request to ``api`` carries besides the conversation: the agent's
+    ``parameters`` (sent on ``from_api``; translated when that differs), over the config's
+    ``temperature`` and ``max_tokens``, which win only where ``pin`` names them."""
+    given = dict(parameters) if from_api in (None, api) else translated(parameters, from_api, api)
+    limit = _MAX_TOKENS[api]
+    options: dict[str, JSONValue] = {"temperature": temperature, limit[0]: max_tokens}
+    if "temperature" in pin:
+        given.pop("temperature", None)
+    if "max_tokens" in pin:
+        for name in limit:
+            given.pop(name, None)
+    elif any(name in given for name in limit):
+        del options[limit[0]]  # the agent's own limit, under whichever name it used
+    options.update(given)
+    return options
+
+
+def translated(
+    parameters: Mapping[str, JSONValue], from_api: str, to_api: str
+) -> dict[str, JSONValue]:
+    """``parameters`` of a ``from_api`` request as a ``to_api`` request carries them; what
+    ``to_api`` has no counterpart for, or a value of a shape not known here, is left out."""
+    neutral = _neutral(parameters, from_api)
+    return _written(neutral, to_api)
+
+
+def _neutral(parameters: Mapping[str, JSONValue], api: str) -> dict[str, JSONValue]:
+    """The parameters in one vocabulary: chat completions' names, ``tool_choice`` as
+    ``auto``/``none``/``required`` or ``{"name": ...}``, ``stop`` a list."""
+    out: dict[str, JSONValue] = {}
+    for name in ("temperature", "top_p", "seed", "parallel_tool_calls", "response_format"):
+        if name in parameters:
+            out[name] = parameters[name]
+    for name in _MAX_TOKENS[api]:
+        if name in parameters:
+            out["max_tokens"] = parameters[name]
+    stop = parameters.get("stop", parameters.get("stop_sequences"))
+    if isinstance(stop, str):
+        out["stop"] = [stop]
+    elif isinstance(stop, list):
+        out["stop"] = stop
+    choice = parameters.get("tool_choice")
+    if isinstance(choice, str) and choice in ("auto", "none", "required"):
+        out["tool_choice"] = choice
+    elif isinstance(choice, dict):
+        kind = choice.get("type")
+        function = choice.get("function")
+        chosen = function.get("name") if isinstance(function, dict) else choice.get("name")
+        if kind in ("function", "tool") and isinstance(chosen, str):
+            out["tool_choice"] = {"name": chosen}
+        elif kind == "auto" or kind == "none":
+            out["tool_choice"] = str(kind)
+        elif kind == "any":
+            out["tool_choice"] = "required"
+        if choice.get("disable_parallel_tool_use") is True:
+            out["parallel_tool_calls"] = False
+    text = parameters.get("text")
+    given = text.get("format") if isinstance(text, dict) else None
+    if isinstance(given, dict):
+        fmt: dict[str, JSONValue] = dict(given)
+        if fmt.get("type") == "json_schema":
+            del fmt["type"]
+            out["response_format"] = {"type": "json_schema", "json_schema": fmt}
+        else:
+            out["response_format"] = fmt
+    return out
+
+
+def _written(neutral: Mapping[str, JSONValue], api: str) -> dict[str, JSONValue]:
+    out: dict[str, JSONValue] = {}
+    for name in ("temperature", "top_p"):
+        if name in neutral:
+            out[name] = neutral[name]
+    if "max_tokens" in neutral:
+        out[_MAX_TOKENS[api][0]] = neutral["max_tokens"]
+    choice = neutral.get("tool_choice")
+    parallel = neutral.get("parallel_tool_calls")
+    if api == OPENAI:
+        for name in ("stop", "seed", "parallel_tool_calls", "response_format"):
+            if name in neutral:
+                out[name] = neutral[name]
+        if isinstance(choice, dict):
+            out["tool_choice"] = {"type": "function", "function": choice}
+        elif choice is not None:
+            out["tool_choice"] = choice
+    elif api == OPENAI_RESPONSES:
+        if "parallel_tool_calls" in neutral:
+            out["parallel_tool_calls"] = parallel
+        if isinstance(choice, dict):
+            out["tool_choice"] = {"type": "function", **choice}
+        elif choice is not None:
+            out["tool_choice"] = choice
+        fmt = neutral.get("response_format")
+        if isinstance(fmt, dict):
+            schema = fmt.get("json_schema")
+            if fmt.get("type") == "json_schema" and isinstance(schema, dict):
+                out["text"] = {"format": {"type": "json_schema", **schema}}
+            else:
+                out["text"] = {"format": fmt}
+    else:
+        if "stop" in neutral:
+            out["stop_sequences"] = neutral["stop"]
+        anthropic: dict[str, JSONValue] | None = None
+        if isinstance(choice, dict):
+            anthropic = {"type": "tool", **choice}
+        elif choice is not None:
+            anthropic = {"type": {"required": "any"}.get(str(choice), str(choice))}
+        if parallel is False:
+            anthropic = anthropic or {"type": "auto"}
+            anthropic["disable_parallel_tool_use"] = True
+        if anthropic is not None:
+            out["tool_choice"] = anthropic
+    return out

@@ -1,0 +1,153 @@
+"""An agent's own request parameters in live mode (issue 27): they pass through to the model
+(translated between APIs), over ``[eval.live]``'s temperature and max_tokens, which win only
+where ``pin`` names them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from support.live_project import CALL, TEXT, WIRE_AGENT, cli, project
+from support.model_server import ModelServer, Reply
+
+from evalrunner.config import LiveConfig
+from evalrunner.model import Message, ModelRequest
+from evalrunner.wire.anthropic import AnthropicMessages
+from evalrunner.wire.live import LiveModel
+from evalrunner.wire.openai_chat import OpenAIChat
+from evalrunner.wire.openai_responses import OpenAIResponses
+from evalrunner.wire.params import live_options
+
+CHAT_PARAMS: dict[str, Any] = {
+    "temperature": 0.7,
+    "max_tokens": 77,
+    "tool_choice": "required",
+    "parallel_tool_calls": False,
+    "seed": 42,
+    "stop": ["END"],
+    "response_format": {"type": "json_object"},
+}
+USER = [{"role": "user", "content": "hi"}]
+
+
+def test_each_wire_reads_the_parameters_a_request_sends() -> None:
+    chat = OpenAIChat().read_request({"model": "m", "messages": USER, **CHAT_PARAMS})
+    assert dict(chat.request.parameters) == CHAT_PARAMS
+    responses = OpenAIResponses().read_request(
+        {"model": "m", "input": "hi", "max_output_tokens": 9, "text": {"format": {"type": "text"}}}
+    )
+    assert dict(responses.request.parameters) == {
+        "max_output_tokens": 9,
+        "text": {"format": {"type": "text"}},
+    }
+    anthropic = AnthropicMessages().read_request(
+        {
+            "model": "m",
+            "max_tokens": 5,
+            "messages": USER,
+            "stop_sequences": ["x"],
+            "tool_choice": {"type": "any"},
+        }
+    )
+    assert dict(anthropic.request.parameters) == {
+        "max_tokens": 5,
+        "stop_sequences": ["x"],
+        "tool_choice": {"type": "any"},
+    }
+
+
+def test_the_agents_parameters_override_the_configs_unless_pinned() -> None:
+    given = live_options("openai", CHAT_PARAMS, "openai", temperature=0.0, max_tokens=1024, pin=())
+    assert given == CHAT_PARAMS
+    pinned = live_options(
+        "openai", CHAT_PARAMS, "openai", temperature=0.0, max_tokens=1024, pin=("temperature",)
+    )
+    assert pinned == {**CHAT_PARAMS, "temperature": 0.0}
+    both = live_options(
+        "openai",
+        {"max_completion_tokens": 5},
+        "openai",
+        temperature=0.2,
+        max_tokens=10,
+        pin=("temperature", "max_tokens"),
+    )
+    assert both == {"temperature": 0.2, "max_tokens": 10}
+    assert live_options("openai", {}, None, temperature=0.3, max_tokens=8, pin=()) == {
+        "temperature": 0.3,
+        "max_tokens": 8,
+    }
+
+
+@pytest.mark.parametrize(
+    ("wire", "expected"),
+    [
+        (
+            "anthropic",
+            {
+                "temperature": 0.7,
+                "max_tokens": 77,
+                "stop_sequences": ["END"],
+                "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+            },
+        ),
+        (
+            "openai-responses",
+            {
+                "temperature": 0.7,
+                "max_output_tokens": 77,
+                "parallel_tool_calls": False,
+                "tool_choice": "required",
+                "text": {"format": {"type": "json_object"}},
+            },
+        ),
+    ],
+)
+def test_parameters_are_translated_for_another_wire(wire: str, expected: dict[str, Any]) -> None:
+    options = live_options(wire, CHAT_PARAMS, "openai", temperature=0.0, max_tokens=1, pin=())
+    assert options == expected
+
+
+@pytest.mark.parametrize("pin", [[], ["temperature", "max_tokens"]])
+def test_a_live_request_carries_the_agents_parameters(pin: list[str]) -> None:
+    with ModelServer("openai", [Reply(TEXT)]) as server:
+        config = LiveConfig(
+            wire="openai",
+            base_url=server.base_url,
+            model="m",
+            api_key_env="K",
+            pin=tuple(pin),
+        )
+        live = LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+        request = ModelRequest((Message("user", "hi"),), api="openai", parameters=CHAT_PARAMS)
+        live.complete(request)
+    body = server.seen[0].body
+    expected = dict(CHAT_PARAMS)
+    if pin:
+        expected.update(temperature=0.0, max_tokens=1024)
+    for key, value in expected.items():
+        assert body[key] == value, key
+
+
+def test_a_command_agents_parameters_reach_the_live_model(tmp_path: Path) -> None:
+    # Before: the model received temperature 0.0 and max_tokens 1024, the rest dropped.
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = cli(
+            cwd,
+            "run",
+            "--mode",
+            "live",
+            "--agent-command",
+            f"{sys.executable} {WIRE_AGENT} ok",
+            WIRE_AGENT_PARAMS=json.dumps(CHAT_PARAMS),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(server.seen) == 2
+    for seen in server.seen:
+        for key, value in CHAT_PARAMS.items():
+            assert seen.body[key] == value, key

@@ -1,0 +1,224 @@
+"""Live mode against misbehaving servers (issue 27): a line that never ends, a line past the
+cap, a redirect, a key no header can carry, an answer without usage under a budget. Each
+server is a loopback :class:`~support.model_server.ModelServer`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from evalrunner.config import LiveConfig
+from evalrunner.model import Message, ModelRequest, RunError, TextResponse
+from evalrunner.wire.live import MAX_LINE_BYTES, BudgetSpent, LiveModel, unsendable_key
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from support.model_server import WIRES as SERVER_WIRES
+from support.model_server import ModelServer, Reply
+
+KEY = "sk-test-KNOWN-SECRET-31337"
+WIRES = ["openai", "openai-responses", "anthropic"]
+REQUEST = ModelRequest(messages=(Message("user", "say hi"),))
+TEXT = TextResponse("hello there", 11, 5)
+
+
+def model(
+    server: ModelServer, key: str = KEY, **overrides: object
+) -> tuple[LiveModel, list[float]]:
+    waits: list[float] = []
+    settings = {
+        "wire": server.wire,
+        "base_url": server.base_url,
+        "model": "test-model",
+        "api_key_env": "TEST_KEY",
+        "timeout_secs": 2.0,
+        **overrides,
+    }
+    live = LiveModel(
+        LiveConfig(**settings),  # type: ignore[arg-type]
+        environ={"TEST_KEY": key},
+        sleep=waits.append,
+    )
+    return live, waits
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_never_ending_streamed_line_is_cut_at_the_deadline_and_retried(wire: str) -> None:
+    with ModelServer(wire, [Reply(trickle_line=True), Reply(TEXT)]) as server:
+        live, waits = model(server, timeout_secs=0.3, max_retries=1, stream=True)
+        assert live.complete(REQUEST) == TEXT
+        # The client cut the line off, not the server's own limit (seconds later).
+        assert server.given_up.wait(5)
+    assert len(waits) == 1 and len(server.seen) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_trickling_server_that_never_answers_is_a_timeout(stream: bool) -> None:
+    with ModelServer("anthropic", [Reply(trickle_line=True)]) as server:
+        live, _ = model(server, timeout_secs=0.3, max_retries=0, stream=stream)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+        assert server.given_up.wait(5)
+    assert str(caught.value) == "live model: no answer within timeout_secs = 0.3"
+
+
+def test_a_streamed_line_past_the_cap_is_a_clear_run_error() -> None:
+    raw = b"data: " + b"x" * (MAX_LINE_BYTES + 1) + b"\n\n"
+    reply = Reply(status=200, headers={"Content-Type": "text/event-stream"}, raw=raw)
+    with ModelServer("openai", [reply]) as server:
+        live, waits = model(server, stream=True)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the answer is malformed: a line of the stream is longer than "
+        f"{MAX_LINE_BYTES} bytes (the most one may hold)"
+    )
+    assert waits == []
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_names_its_status_and_target_and_is_not_followed(status: int) -> None:
+    target = "https://api.example.test/v1/chat/completions?key=hidden-value"
+    with ModelServer("openai", [Reply(status=status, headers={"Location": target})]) as server:
+        live, _ = model(server)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+        assert len(server.seen) == 1
+    message = str(caught.value)
+    assert f"HTTP {status}" in message
+    assert "https://api.example.test/v1/chat/completions" in message
+    assert "hidden-value" not in message
+    assert "redirects are not followed" in message and "base_url" in message
+    assert "not valid JSON" not in message
+
+
+def test_a_redirect_without_a_location_says_so() -> None:
+    with ModelServer("anthropic", [Reply(status=302)]) as server:
+        live, _ = model(server)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert "HTTP 302, a redirect to no Location given; redirects are not followed" in str(
+        caught.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [
+        (KEY + "\r", "a line break"),
+        (KEY + "\n", "a line break"),
+        ("sk-\x01" + KEY, "a control character"),
+        (KEY + "é", "a character outside ASCII"),
+        (KEY + " ", "a space or tab at its start or end"),
+    ],
+)
+def test_a_key_no_header_can_carry_names_the_variable_and_the_class(key: str, named: str) -> None:
+    with ModelServer("anthropic", [Reply(TEXT)]) as server:
+        live, _ = model(server, key=key)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+        assert server.seen == []
+    message = str(caught.value)
+    assert "TEST_KEY" in message and named in message
+    assert KEY not in message and "KNOWN-SECRET" not in message
+
+
+def test_a_sendable_key_is_accepted() -> None:
+    assert unsendable_key(KEY) is None
+    assert unsendable_key("sk a b") is None
+
+
+NO_USAGE_BODIES = {
+    "openai": {"choices": [{"message": {"role": "assistant", "content": "hi"}}]},
+    "openai-responses": {
+        "object": "response",
+        "status": "completed",
+        "output": [
+            {"type": "message", "content": [{"type": "output_text", "text": "hi"}]},
+        ],
+    },
+    "anthropic": {"type": "message", "content": [{"type": "text", "text": "hi"}]},
+}
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_budget_refuses_an_answer_without_usage_and_sends_no_more(wire: str) -> None:
+    body = json.dumps(NO_USAGE_BODIES[wire]).encode()
+    with ModelServer(wire, [Reply(raw=body), Reply(TEXT)]) as server:
+        live, _ = model(server, max_total_tokens=1000)
+        with pytest.raises(BudgetSpent) as caught:
+            live.complete(REQUEST)
+        assert "carries no token usage, so max_total_tokens cannot be enforced" in str(caught.value)
+        with pytest.raises(BudgetSpent):
+            live.complete(REQUEST)
+        assert len(server.seen) == 1
+    assert live.budget.exhausted
+    assert "cannot be enforced" in live.budget.message()
+
+
+def test_without_a_budget_an_answer_without_usage_is_fine() -> None:
+    body = json.dumps(NO_USAGE_BODIES["openai"]).encode()
+    with ModelServer("openai", [Reply(raw=body)]) as server:
+        live, _ = model(server)
+        assert live.complete(REQUEST) == TextResponse("hi")
+
+
+def _sse(*events: tuple[str | None, object]) -> bytes:
+    frames = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        frames.append(f"{head}data: {json.dumps(data)}\n\n")
+    return "".join(frames).encode()
+
+
+GARBLED_STREAMS = {
+    "anthropic": _sse(
+        ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 3}}}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": None},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "hi"},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ),
+    "openai-responses": _sse(
+        (None, {"type": ["response.output_text.delta"], "output_index": 0, "delta": "hi"}),
+    ),
+}
+GARBLED_WHERE = {
+    "anthropic": "stream event 2: content_block.text must be a string",
+    "openai-responses": "stream event 1: type must be a string",
+}
+
+
+@pytest.mark.parametrize("wire", list(GARBLED_STREAMS))
+def test_a_garbled_stream_is_a_malformed_answer_not_a_crash(wire: str) -> None:
+    reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=GARBLED_STREAMS[wire])
+    with ModelServer(wire, [reply]) as server:
+        live, waits = model(server, stream=True)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == f"live model: the answer is malformed: {GARBLED_WHERE[wire]}"
+    assert waits == []
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_a_stream_with_any_line_end_the_format_allows_is_read(end: str) -> None:
+    frames = SERVER_WIRES["anthropic"].stream_events(TEXT, response_id="r1", model="m", usage=True)
+    raw = "".join(frames).replace("\n", end).encode()
+    reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=raw)
+    with ModelServer("anthropic", [reply]) as server:
+        live, _ = model(server, stream=True)
+        assert live.complete(REQUEST) == TEXT
