@@ -350,6 +350,8 @@ class SuiteReport:
     """The signal number that stopped the run early (``cases`` then holds the finished ones)."""
     trimmed_history: bool = False
     """The run let agents trim earlier turns from their history (``[eval] trimmed_history``)."""
+    framed_results: bool = False
+    """The run let agents frame or truncate tool results (``[eval] framed_results``)."""
     keyword: str | None = None
     """The ``-k`` expression that selected the cases, if one was given."""
     shard: Shard | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shlex
 import shutil
@@ -205,6 +206,68 @@ class DuplicatesAResult(Conformant):
         return self.send(tuple(self.history + tools[-1:]))
 
 
+class AddsAnArgument(Conformant):
+    """Passes the tool one key more than the model sent, and reports what it passed."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        changed = json.dumps({**json.loads(call.arguments), "verbose": True})
+        real = dispatch(self.context.tools, type(call)(call.id, call.name, changed))
+        return ToolCallRecord(call.name, changed, real.result, real.success, call.id)
+
+
+class EditsResults(Conformant):
+    """Rewrites every result before feeding it back, and reports what it fed back."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        edited = f"Result: {real.result} (edited)"
+        return ToolCallRecord(real.name, real.arguments, edited, real.success, real.id)
+
+
+class TruncatesResults(Conformant):
+    """Feeds back the first 20 characters of a result and a marker (framing on purpose)."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        cut = real.result[:20] + " [truncated]" if len(real.result) > 20 else real.result
+        return ToolCallRecord(real.name, real.arguments, cut, real.success, real.id)
+
+
+class ReplacesResults(Conformant):
+    """Feeds back text that holds nothing of the result."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        return ToolCallRecord(real.name, real.arguments, "done", real.success, real.id)
+
+
+class HidesTheError(Conformant):
+    """Feeds a tool's failure back as failed, but without saying why."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        text = real.result if real.success else "the tool failed"
+        return ToolCallRecord(real.name, real.arguments, text, real.success, real.id)
+
+
+class OffersOtherNames(Conformant):
+    """Offers its tools as mcp__NAME, but runs a call to NAME all the same."""
+
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(
+            ToolSpec(f"mcp__{tool.name}", tool.description, dict(tool.parameters))
+            for tool in self.context.tools.values()
+        )
+        return self.context.provider.complete(ModelRequest(messages, offered))
+
+
+class OffersOtherNamesButRefuses(OffersOtherNames):
+    """Offers mcp__NAME and, rightly, answers a call to NAME as an unknown tool."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        return dispatch({}, call)
+
+
 def run_python(agent: type[Conformant], case: str = ECHO, **options: Any) -> CaseReport:
     return evaluate_case(CASES[case], agent_factory=agent, **options)
 
@@ -230,6 +293,20 @@ def test_the_hand_written_baseline_passes_every_gated_case() -> None:
         (DuplicatesAResult, ECHO, "two results for tool call"),
         (OffersNoTools, ECHO, "the request offers the model no tools"),
         (DispatchesInReverse, "several-tool-calls-one-response", "dispatch the calls in the order"),
+        (
+            AddsAnArgument,
+            ECHO,
+            'the echo tool received "{\\"message\\":\\"token_7f3a\\",\\"verbose\\":true}" for '
+            'tool call "call_1" (echo), but the model\'s call has the arguments',
+        ),
+        (
+            EditsResults,
+            ECHO,
+            'the echo tool returned "token_7f3a" for tool call "call_1" (echo), but the agent '
+            'fed back "Result: token_7f3a (edited)"',
+        ),
+        (ReplacesResults, ECHO, "framed_results = true in [eval]"),
+        (OffersOtherNames, ECHO, 'names "echo", which its model request did not offer'),
     ],
 )
 def test_a_broken_python_agent_errors_naming_the_promise(
@@ -407,6 +484,145 @@ def test_an_agent_that_wrecks_its_workspace_fails_nothing_and_leaves_nothing(how
     left: Path = agent.left  # type: ignore[attr-defined]
     assert not left.exists() and not left.is_symlink()
     assert Path("/").is_dir()  # a link to / is unlinked, never followed
+
+
+def test_a_result_edited_before_feeding_back_fails_the_whole_gated_suite() -> None:
+    # Every case with a tool call that returns text: none passes with the results edited.
+    edited = [
+        case.name
+        for case in CASES.values()
+        if run_python(Conformant, case.name).passed
+        and any(
+            r.success and r.result != "(no output)"
+            for r in run_case(case, agent_factory=Conformant).tool_calls
+        )
+    ]
+    assert edited
+    for name in edited:
+        report = run_python(EditsResults, name)
+        assert report.error is not None and "but the agent fed back" in report.error, name
+
+
+def test_framed_results_lets_an_agent_frame_or_truncate_but_not_replace() -> None:
+    for agent in (EditsResults, TruncatesResults):
+        report = run_python(agent, ECHO, framed_results=True)
+        assert report.error is None, report.error
+    report = run_python(ReplacesResults, ECHO, framed_results=True)
+    assert report.error is not None
+    assert "holds neither the result nor a prefix of it" in report.error, report.error
+
+
+def test_framed_results_holds_a_truncated_result_to_its_beginning() -> None:
+    from evalrunner.conformance import _holds_result
+
+    long = "0123456789" * 10
+    assert _holds_result(f"Result: {long}", long)
+    assert _holds_result(long[:16] + "... [cut]", long)
+    assert not _holds_result(long[:15] + "... [cut]", long)
+    assert not _holds_result("Result: 0123456789ABC", long)
+    assert _holds_result("(short)", "short")
+    assert not _holds_result("(shor)", "short")  # a result shorter than the prefix: whole
+
+
+EDITING_AGENT = """
+from evalrunner import ToolCallRecord
+from evalrunner.agent import ReferenceAgent
+
+
+class Editing(ReferenceAgent):
+    def _dispatch(self, call):
+        real = super()._dispatch(call)
+        return ToolCallRecord(
+            real.name, real.arguments, f"Result: {real.result} (edited)", real.success, real.id
+        )
+"""
+
+
+@pytest.mark.parametrize("setting", ["", "framed_results = true\n", "ENV"])
+def test_framed_results_is_one_config_key_and_the_json_report_shows_it(
+    tmp_path: Path, setting: str
+) -> None:
+    (tmp_path / "editing.py").write_text(EDITING_AGENT, encoding="utf-8")
+    config = tmp_path / "evalrunner.toml"
+    config.write_text(
+        f"[eval]\nagent = 'editing:Editing'\n{setting if setting != 'ENV' else ''}",
+        encoding="utf-8",
+    )
+    out = tmp_path / "report.json"
+    env = {"EVALRUNNER_FRAMED_RESULTS": "true"} if setting == "ENV" else {}
+    result = CliRunner().invoke(
+        app,
+        ["run", "--config", str(config), "--suite", str(ROOT / "evals" / "regression"),
+         "--json", str(out)],
+        env=env,
+    )
+    report = json.loads(out.read_text(encoding="utf-8"))
+    if not setting:
+        assert result.exit_code == 1
+        assert "framed_results" not in report
+        assert "but the agent fed back" in result.stdout
+    else:
+        assert result.exit_code == 0, result.stdout
+        assert report["framed_results"] is True
+
+
+def test_a_framed_results_value_that_is_not_a_boolean_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["run", "--suite", str(ROOT / "evals" / "regression")],
+        env={"EVALRUNNER_FRAMED_RESULTS": "maybe"},
+    )
+    assert result.exit_code == 2
+    assert "EVALRUNNER_FRAMED_RESULTS: must be true or false, got 'maybe'" in result.stderr
+
+
+def test_a_failed_call_must_be_fed_back_with_the_errors_message() -> None:
+    tools = {"echo": RaisingEcho()}
+    assert run_python(HidesTheError, tools=tools, framed_results=True).error is not None
+    report = run_python(HidesTheError, tools=tools)
+    assert report.error is not None
+    assert 'raised "echo is down" for tool call "call_1" (echo)' in report.error, report.error
+    assert "does not hold the error's message" in report.error
+
+
+class ReturnsNothing:
+    name = "echo"
+    description = "Returns an empty result."
+    parameters: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        return ""
+
+
+def test_an_empty_result_may_come_back_as_a_placeholder() -> None:
+    record = run_case(CASES[ECHO], agent_factory=Conformant, tools={"echo": ReturnsNothing()})
+    assert record.error is None, record.error
+    assert record.tool_calls[0].result == "(no output)"
+
+
+def test_a_tool_the_request_did_not_offer_must_not_run() -> None:
+    honest = run_python(OffersOtherNamesButRefuses, ECHO)
+    assert honest.error is None, honest.error  # graded (its checks fail), not a run error
+    report = run_python(OffersOtherNames, ECHO)
+    assert report.error is not None
+    assert '(it offered "mcp__echo")' in report.error, report.error
+    # Reported as a failure, but run all the same: the tools' log shows it ran.
+    class LiesAboutIt(OffersOtherNames):
+        def report(self, record: ToolCallRecord) -> None:
+            super().report(
+                ToolCallRecord(record.name, record.arguments, record.result, False, record.id)
+            )
+
+    lying = run_python(LiesAboutIt, ECHO)
+    assert lying.error is not None
+    assert 'the agent ran the echo tool for tool call "call_1" (echo)' in lying.error, (
+        lying.error
+    )
+
+
+def test_a_scripted_call_to_a_tool_never_offered_stays_legal() -> None:
+    report = run_python(Conformant, FAILING_CALL)
+    assert report.passed, (report.error, report.grades)
 
 
 # --- command agents over the wires ----------------------------------------------------------------

@@ -64,7 +64,6 @@ class AnthropicMessages:
     """The Anthropic messages API as a :class:`~evalrunner.wire.WireAPI`."""
 
     name = ANTHROPIC
-    result_carrier = "a tool_result block with its tool_use_id"
     continues_responses = False
 
     def read_request(self, body: JSONValue) -> WireRequest:

@@ -74,11 +74,6 @@ class WireAPI(Protocol):
         ...
 
     @property
-    def result_carrier(self) -> str:
-        """How this API carries a tool result, as said in error messages."""
-        ...
-
-    @property
     def continues_responses(self) -> bool:
         """Whether a request may continue a served response by its id instead of carrying
         the history (``previous_response_id``): the endpoint then keeps each response's

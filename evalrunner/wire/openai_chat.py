@@ -61,7 +61,6 @@ class OpenAIChat:
     """The OpenAI chat completions API as a :class:`~evalrunner.wire.WireAPI`."""
 
     name = OPENAI
-    result_carrier = 'a "tool" message with its tool_call_id'
     continues_responses = False
 
     def read_request(self, body: JSONValue) -> WireRequest:

@@ -95,7 +95,6 @@ class OpenAIResponses:
     """The OpenAI Responses API as a :class:`~evalrunner.wire.common.WireAPI`."""
 
     name = OPENAI_RESPONSES
-    result_carrier = 'a "function_call_output" item with its call_id'
     continues_responses = True
 
     def read_request(self, body: JSONValue) -> WireRequest:
