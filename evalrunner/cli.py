@@ -1635,8 +1635,9 @@ def serve(
             typer.echo(f"  export {key}={value}")
         if case.expects.all_tools_succeeded is not None:
             typer.echo(
-                "note: this case asserts all_tools_succeeded, which an agent on either OpenAI "
-                "wire cannot report; `run` refuses that, serve grades nothing and serves it",
+                "note: this case asserts all_tools_succeeded; neither OpenAI wire carries a "
+                "tool result's error flag, so `run` grades it there from the dispatches a "
+                'command agent reports ("tool_calls" in its reply line). serve grades nothing',
                 err=True,
             )
         typer.echo("stops once the script is consumed, at a run error, or on Ctrl-C", err=True)

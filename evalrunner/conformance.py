@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
 from evalrunner.model import (
+    MESSAGE_ROLES,
     Message,
     ModelRequest,
     ModelResponse,
@@ -286,6 +287,10 @@ class ConversationMonitor:
                 "offered, so an agent that forgets to send its tools cannot work. Offer them "
                 "(ModelRequest.tools; the API's tools field)"
             )
+        if isinstance(response, ToolCallsResponse):
+            problem = _choice_forbids(request, response)
+            if problem is not None:
+                raise RunError(f"{where}: {problem}")
         if isinstance(response, TextResponse):
             self._transcript.append(Message("assistant", response.content))
             self._replied = True
@@ -342,6 +347,9 @@ class ConversationMonitor:
                 if opening is not None and m.role == "user" and m.content == opening.content
             ]
             start = starts[-1] if starts else 0
+            carried = self._never_held(messages[:start])
+            if carried is not None:
+                return carried
         body = messages[start:]
         dropped = 0 if self._trimmed else _dropped_prefix(expected, body)
         if dropped:
@@ -376,6 +384,20 @@ class ConversationMonitor:
             self._transcript.append(message)
             self._fed.append((call, message))
             self._all_fed.append(Dispatch(call, message.content, None, _success_flag(message)))
+        return None
+
+    def _never_held(self, kept: list[Message]) -> str | None:
+        """Under ``trimmed_history``: why the messages a request keeps before the current
+        turn are not all earlier messages of this case, or None. Dropping earlier turns is
+        allowed; carrying a conversation the case never held (another case's) is not."""
+        earlier = [m for m in self._transcript[: self._turn_start] if not _empty_reply(m)]
+        for index, message in enumerate(kept):
+            if not any(_differs(held, message) is None for held in earlier):
+                return (
+                    f"history message {index + 1} is {_describe(message)}, which this case "
+                    "never held (another case's conversation?); trimmed_history lets an agent "
+                    "drop earlier turns of its own case, not carry messages from elsewhere"
+                )
         return None
 
     def _results(
@@ -474,6 +496,11 @@ def _conversation(request: object, where: str) -> list[Message]:
             raise RunError(
                 f"{where}: message {index + 1} is a {type(message).__name__}, not a Message"
             )
+        if message.role not in MESSAGE_ROLES:  # a Message changed after it was built
+            raise RunError(
+                f"{where}: message {index + 1} has the role {_quote(str(message.role))}; a "
+                f"Message's role is one of {', '.join(MESSAGE_ROLES)}"
+            )
         if not isinstance(message.content, str):
             raise RunError(
                 f"{where}: message {index + 1} has content of type "
@@ -482,6 +509,27 @@ def _conversation(request: object, where: str) -> list[Message]:
         if message.role != "system":
             out.append(message)
     return out
+
+
+def _choice_forbids(request: ModelRequest, response: ToolCallsResponse) -> str | None:
+    """Why the request's ``tool_choice`` rules out the model's tool calls, or None."""
+    choice = getattr(request, "tool_choice", "auto")
+    if choice == "none":
+        return (
+            f"the request's tool_choice forbids tool calls (none), yet the model's answer "
+            f"calls {_calls(response.tool_calls)}; a real model given this request could not "
+            "have made these calls, so an agent that sends it cannot work"
+        )
+    forced = getattr(request, "forced_tool", None)
+    if choice == "tool" and forced is not None:
+        other = [call for call in response.tool_calls if call.name != forced]
+        if other:
+            return (
+                f"the request's tool_choice forces a call to {_quote(forced)}, yet the "
+                f"model's answer calls {_calls(other)}; a real model given this request "
+                "could not have made these calls"
+            )
+    return None
 
 
 def _empty_reply(message: Message) -> bool:
@@ -605,6 +653,8 @@ def _describe(message: Message) -> str:
         return f"the user message {_quote(message.content)}"
     if message.role == "tool":
         return f"a result for tool call {_quote(message.tool_call_id or '')}"
+    if message.role != "assistant":
+        return f"a {message.role} message {_quote(message.content)}"
     if message.tool_calls:
         return f"the assistant's tool calls {_calls(message.tool_calls)}"
     return f"the assistant message {_quote(message.content)}"

@@ -211,6 +211,18 @@ class Message:
     tool_call_id: str | None = None
     is_error: bool | None = None
 
+    def __post_init__(self) -> None:
+        # Refused where it is built: a history holding a role no API has ("function") would
+        # otherwise be read as some other message, far from the code that made it.
+        if self.role not in MESSAGE_ROLES:
+            raise ValueError(
+                f"a Message's role is one of {', '.join(MESSAGE_ROLES)}, not {self.role!r}"
+            )
+
+
+MESSAGE_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+"""The roles a :class:`Message` may have."""
+
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
@@ -225,6 +237,11 @@ class ModelRequest:
     api: str | None = None
     model: str | None = None
     stream: bool = False
+    tool_choice: Literal["auto", "none", "required", "tool"] = "auto"
+    """Which tool calls the request allows: any (``auto``), none, at least one
+    (``required``), or a call to :attr:`forced_tool` only (``tool``)."""
+    forced_tool: str | None = None
+    """With ``tool_choice="tool"``: the one tool the model must call."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -449,6 +449,38 @@ def test_trimmed_history_is_an_explicit_opt_out() -> None:
     assert record.error is not None and "user_input" in record.error
 
 
+class CarriesAnotherCase(Conformant):
+    """Keeps one history for all cases: each request starts with another case's turns."""
+
+    shared: list[Message] = []  # noqa: RUF012 (shared on purpose: the broken promise)
+
+    def __init__(self, context: AgentContext) -> None:
+        super().__init__(context)
+        self.history = CarriesAnotherCase.shared
+
+
+class KeepsTheLatestTurnOnly(Conformant):
+    """Drops every turn but the latest two (its own case's): what trimming is for."""
+
+    def ask(self) -> Any:
+        users = [i for i, m in enumerate(self.history) if m.role == "user"]
+        return self.send(tuple(self.history[users[max(0, len(users) - 2)] :]))
+
+
+def test_trimmed_history_never_admits_another_cases_conversation() -> None:
+    CarriesAnotherCase.shared.clear()
+    first = run_case(CASES[ECHO], agent_factory=CarriesAnotherCase, trimmed_history=True)
+    assert first.error is None, first.error
+    for name in (ECHO, MULTI_TURN):
+        record = run_case(CASES[name], agent_factory=CarriesAnotherCase, trimmed_history=True)
+        assert record.error is not None
+        assert "which this case never held (another case's conversation?)" in record.error, (
+            record.error
+        )
+    record = run_case(CASES[MULTI_TURN], agent_factory=KeepsTheLatestTurnOnly, trimmed_history=True)
+    assert record.error is None, record.error
+
+
 def test_every_public_name_resolves() -> None:
     for name in evalrunner.__all__:
         assert getattr(evalrunner, name) is not None
@@ -576,6 +608,32 @@ def test_a_framed_results_value_that_is_not_a_boolean_is_refused(tmp_path: Path)
     assert "EVALRUNNER_FRAMED_RESULTS: must be true or false, got 'maybe'" in result.stderr
 
 
+def test_a_message_with_an_unknown_role_is_refused_where_it_is_built() -> None:
+    with pytest.raises(ValueError, match="a Message's role is one of system, user, assistant"):
+        Message("function", "hi")  # type: ignore[arg-type]
+
+    class BuildsAFunctionMessage(Conformant):
+        def ask(self) -> Any:
+            return self.send((*self.history, Message("function", "x")))  # type: ignore[arg-type]
+
+    report = run_python(BuildsAFunctionMessage)
+    assert report.error is not None
+    assert "a Message's role is one of system, user, assistant, tool, not 'function'" in (
+        report.error
+    )
+
+    class ChangesARole(Conformant):
+        def ask(self) -> Any:
+            changed = Message("assistant", "x")
+            object.__setattr__(changed, "role", "function")
+            return self.send((*self.history, changed))
+
+    report = run_python(ChangesARole)
+    assert report.error is not None
+    assert 'message 2 has the role "function"' in report.error, report.error
+    assert "the assistant message" not in report.error
+
+
 def test_a_failed_call_must_be_fed_back_with_the_errors_message() -> None:
     tools = {"echo": RaisingEcho()}
     assert run_python(HidesTheError, tools=tools, framed_results=True).error is not None
@@ -618,6 +676,47 @@ def test_a_tool_the_request_did_not_offer_must_not_run() -> None:
     assert 'the agent ran the echo tool for tool call "call_1" (echo)' in lying.error, (
         lying.error
     )
+
+
+class ForbidsToolCalls(Conformant):
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        return self.context.provider.complete(
+            ModelRequest(messages, offered, tool_choice="none")
+        )
+
+
+class ForcesAnotherTool(Conformant):
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        return self.context.provider.complete(
+            ModelRequest(messages, offered, tool_choice="tool", forced_tool="lookup")
+        )
+
+
+class ForcesTheScriptedTool(Conformant):
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        return self.context.provider.complete(
+            ModelRequest(messages, offered, tool_choice="tool", forced_tool="echo")
+        )
+
+
+def test_a_tool_choice_that_rules_out_the_scripted_calls_is_a_run_error() -> None:
+    report = run_python(ForbidsToolCalls)
+    assert report.error is not None
+    assert report.error.startswith(
+        "turn 1, model request 1: the request's tool_choice forbids tool calls (none), yet "
+        'the model\'s answer calls "call_1" (echo)'
+    ), report.error
+    report = run_python(ForcesAnotherTool)
+    assert report.error is not None
+    assert 'tool_choice forces a call to "lookup", yet the model\'s answer calls "call_1"' in (
+        report.error
+    )
+    assert run_python(ForcesTheScriptedTool).passed
+    # tool_choice none on a request answered with text is fine: only tool calls are ruled out.
+    assert run_python(ForbidsToolCalls, "multiline-reply-no-tools").passed
 
 
 def test_a_scripted_call_to_a_tool_never_offered_stays_legal() -> None:
@@ -663,6 +762,29 @@ def test_a_broken_command_agent_errors_naming_the_promise(
 
 
 @pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize(
+    ("mode", "promise"),
+    [
+        ("mcp-names", 'names "echo", which its model request did not offer (it offered "mcp__'),
+        ("tool-choice-none", "the request's tool_choice forbids tool calls (none)"),
+    ],
+)
+def test_a_request_that_could_not_have_made_the_scripted_calls_fails_over_the_wire(
+    wire: str, mode: str, promise: str
+) -> None:
+    report = run_command(wire, mode)
+    assert report.error is not None and promise in report.error, report.error
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_over_the_wire_the_agents_report_of_results_stays_the_evidence(wire: str) -> None:
+    # The runner cannot see an out-of-process tool: a result edited before it is fed back,
+    # and reported as fed back, is no run error; the checks grade what the model was shown.
+    report = run_command(wire, "edited-results")
+    assert report.error is None, report.error
+
+
+@pytest.mark.parametrize("wire", WIRES)
 def test_an_extra_request_after_the_final_reply_fails_every_time(wire: str) -> None:
     # The verdict must not depend on timing: the runner waits for the command to exit before
     # it takes the record, and the request is refused (and remembered) before the exit.
@@ -690,9 +812,14 @@ def test_a_lie_about_success_is_caught_by_the_anthropic_error_flag() -> None:
 def test_a_lie_about_success_fails_the_check_on_the_openai_wires(wire: str) -> None:
     # Neither OpenAI API has an error flag to catch the lie with, so the reported success is
     # what is graded: the lie makes all_tools_succeeded(false) fail, never pass.
-    report = run_command(wire, "lie-success", FAILING_CALL)
+    report = run_command(wire, "lie-success", "malformed-arguments-rejected")
     assert report.error is None and not report.passed
     assert any(g.check == "all_tools_succeeded(false)" and not g.passed for g in report.grades)
+    # A success reported for a call to a tool the request did not offer is a lie on its face.
+    report = run_command(wire, "lie-success", FAILING_CALL)
+    assert report.error is not None
+    assert 'names "shell_exec", which its model request did not offer' in report.error
+    assert "yet the agent reported it as a success" in report.error
 
 
 def test_without_reports_a_check_with_no_evidence_fails_and_says_how_to_supply_it() -> None:

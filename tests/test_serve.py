@@ -335,3 +335,23 @@ def test_serve_exits_2_when_the_port_is_taken(fixture_file: Path) -> None:
         )
     assert result.exit_code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+ASSERTS_SUCCESS = FIXTURE.replace(
+    "expects:\n", "expects:\n  all_tools_succeeded: true\n"
+)
+
+
+def test_serve_does_not_claim_run_refuses_all_tools_succeeded(tmp_path: Path) -> None:
+    fixture = tmp_path / "case.yaml"
+    fixture.write_text(ASSERTS_SUCCESS, encoding="utf-8")
+    process, _ = start_serve(fixture)
+    try:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert "note: this case asserts all_tools_succeeded" in stderr, stderr
+    assert "refuses" not in stderr
+    assert '"tool_calls" in its reply line' in stderr

@@ -49,6 +49,7 @@ from evalrunner.wire.common import (
     stream_pieces,
     text_of_parts,
     token_count,
+    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -95,6 +96,7 @@ class AnthropicMessages:
             request=ModelRequest(
                 messages=tuple(messages),
                 tools=_tools(request.get("tools")),
+                **tool_choice(request.get("tool_choice")),
                 api=ANTHROPIC,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),

@@ -41,6 +41,7 @@ from evalrunner.wire.common import (
     stream_pieces,
     text_of_parts,
     token_count,
+    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -80,6 +81,7 @@ class OpenAIChat:
             request=ModelRequest(
                 messages=tuple(messages),
                 tools=_tools(request.get("tools")),
+                **tool_choice(request.get("tool_choice")),
                 api=OPENAI,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),

@@ -65,6 +65,7 @@ from evalrunner.wire.common import (
     stream_flag,
     stream_pieces,
     token_count,
+    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -131,6 +132,7 @@ class OpenAIResponses:
             request=ModelRequest(
                 messages=tuple(messages),
                 tools=_tools(request.get("tools")),
+                **tool_choice(request.get("tool_choice")),
                 api=OPENAI_RESPONSES,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),
