@@ -304,6 +304,8 @@ class ConversationMonitor:
                     offered = tuple(getattr(spec, "name", "") for spec in request.tools)
                 if call.name not in offered:
                     self._unoffered[call.id] = offered
+                else:  # an id handed out again, to an offered tool this time
+                    self._unoffered.pop(call.id, None)
         return response
 
     def _mismatch(self, messages: list[Message]) -> str | None:
