@@ -346,12 +346,19 @@ def test_serve_does_not_claim_run_refuses_all_tools_succeeded(tmp_path: Path) ->
     fixture = tmp_path / "case.yaml"
     fixture.write_text(ASSERTS_SUCCESS, encoding="utf-8")
     process, _ = start_serve(fixture)
+    assert process.stderr is not None
+    seen = ""
     try:
+        for line in process.stderr:  # the notes come before the line saying when it stops
+            seen += line
+            if line.startswith("stops once the script is consumed"):
+                break
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
+        _, rest = process.communicate(timeout=60)
     finally:
         process.kill()
         process.wait()
+    stderr = seen + rest
     assert "note: this case asserts all_tools_succeeded" in stderr, stderr
     assert "refuses" not in stderr
     assert '"tool_calls" in its reply line' in stderr
