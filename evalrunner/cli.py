@@ -364,6 +364,7 @@ def _config(
     case_timeout: float | None = None,
     agent_command: str | None = None,
     repeat: int | None = None,
+    agent_exit_grace: float | None = None,
 ) -> Config:
     try:
         return load_config(
@@ -374,6 +375,7 @@ def _config(
             case_timeout_secs=case_timeout,
             agent_command=agent_command,
             repeat=repeat,
+            agent_exit_grace_secs=agent_exit_grace,
         )
     except ConfigError as exc:
         raise _fail(exc.problems) from None
@@ -639,6 +641,16 @@ def run(
         ),
     ] = "1",
     repeat: RepeatOption = None,
+    agent_exit_grace: Annotated[
+        float | None,
+        typer.Option(
+            "--agent-exit-grace-secs",
+            metavar="SECS",
+            parser=parse_seconds,
+            help="Seconds an agent command gets to exit after its stdin closes (default: from "
+            "config, 5).",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Run a suite: admit every fixture, replay each case, grade it, report.
@@ -654,7 +666,9 @@ def run(
     workers = _parse_jobs(jobs)
     verbosity = _verbosity(quiet, verbose)
     shown_format = report_format or _default_format()
-    settings = _config(config, suite, mode, case_timeout, agent_command, repeat)
+    settings = _config(
+        config, suite, mode, case_timeout, agent_command, repeat, agent_exit_grace
+    )
     try:
         run_settings = configured_settings(settings, jobs=workers)
     except PluginError as exc:
@@ -1409,6 +1423,8 @@ def show_config(
         "builtin_tools": settings.builtin_tools,
         "agent_command": settings.agent_command,
         "trimmed_history": settings.trimmed_history,
+        "framed_results": settings.framed_results,
+        "agent_exit_grace_secs": settings.agent_exit_grace_secs,
         "repeat": settings.repeat,
     }
     for key, value in values.items():
@@ -1622,8 +1638,9 @@ def serve(
             typer.echo(f"  export {key}={value}")
         if case.expects.all_tools_succeeded is not None:
             typer.echo(
-                "note: this case asserts all_tools_succeeded, which an agent on either OpenAI "
-                "wire cannot report; `run` refuses that, serve grades nothing and serves it",
+                "note: this case asserts all_tools_succeeded; neither OpenAI wire carries a "
+                "tool result's error flag, so `run` grades it there from the dispatches a "
+                'command agent reports ("tool_calls" in its reply line). serve grades nothing',
                 err=True,
             )
         typer.echo("stops once the script is consumed, at a run error, or on Ctrl-C", err=True)

@@ -57,15 +57,16 @@ if TYPE_CHECKING:
 
 from evalrunner.admit import argument_text
 from evalrunner.agent import AgentContext
+from evalrunner.config import DEFAULT_AGENT_EXIT_GRACE_SECS
 from evalrunner.conformance import ConversationMonitor
 from evalrunner.model import RunError, ToolCallRecord, render_json_path
 from evalrunner.schemas import agent_reply_validator
 from evalrunner.wire.endpoint import ReplayEndpoint
 
-STOP_GRACE_SECS = 2.0
-"""How long a command may take to exit after its stdin is closed (after its final reply), or
-in protocol 2 to answer the end line of a case, before it is killed; not doing it in time
-fails the case."""
+STOP_GRACE_SECS: Final = DEFAULT_AGENT_EXIT_GRACE_SECS
+"""The default ``agent_exit_grace_secs``: how long a command may take to exit after its stdin
+is closed (after its final reply, or at the end of the run in protocol 2), or in protocol 2
+to answer the end line of a case, before it is killed; not doing it in time fails the case."""
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 """The longest reply line read from a command; a longer one fails the case (memory stays
@@ -80,8 +81,6 @@ PERSISTENT: Final = 2
 OFFER_VARIABLE: Final = "EVALRUNNER_PROTOCOLS"
 """The environment variable that tells a command which protocol versions it may use."""
 
-HANDSHAKE: Final = {"evalrunner": PERSISTENT}
-"""What a command prints, in answer to the opening line, to take up protocol 2."""
 
 
 def split_command(command: str) -> list[str]:
@@ -89,8 +88,11 @@ def split_command(command: str) -> list[str]:
     return shlex.split(command)
 
 
-def command_agent_factory(command: str | Sequence[str], *, cwd: Path) -> CommandAgentFactory:
-    """A factory that runs ``command`` (from ``cwd``) as the agent of each case."""
+def command_agent_factory(
+    command: str | Sequence[str], *, cwd: Path, exit_grace: float = STOP_GRACE_SECS
+) -> CommandAgentFactory:
+    """A factory that runs ``command`` (from ``cwd``) as the agent of each case; it gets
+    ``exit_grace`` seconds to exit once its stdin is closed (``agent_exit_grace_secs``)."""
     argv = split_command(command) if isinstance(command, str) else list(command)
     if not argv:
         raise ValueError("agent_command is empty")
@@ -103,7 +105,7 @@ def command_agent_factory(command: str | Sequence[str], *, cwd: Path) -> Command
     if not found:
         where = f"relative to {cwd}" if os.sep in program else "on PATH"
         raise ValueError(f"the program {program!r} is not an executable file {where}")
-    return CommandAgentFactory(argv, cwd)
+    return CommandAgentFactory(argv, cwd, exit_grace)
 
 
 class CommandAgentFactory:
@@ -112,18 +114,23 @@ class CommandAgentFactory:
 
     Those processes end when :meth:`close` is called, when the factory is garbage-collected,
     or when the (worker) process exits, whichever comes first: their stdin is closed, and
-    their process groups are killed after :data:`STOP_GRACE_SECS`. Usable as a context
+    their process groups are killed after ``exit_grace`` seconds. Usable as a context
     manager. Pickles as its command (a copy starts processes of its own).
     """
 
-    def __init__(self, argv: Sequence[str], cwd: Path) -> None:
+    def __init__(
+        self, argv: Sequence[str], cwd: Path, exit_grace: float = STOP_GRACE_SECS
+    ) -> None:
         self.argv = tuple(argv)
         self.cwd = cwd
+        self.exit_grace = exit_grace
         self._pool = _Pool()
         weakref.finalize(self, self._pool.close)
 
     def __call__(self, context: AgentContext) -> CommandAgent:
-        return CommandAgent(context, list(self.argv), cwd=self.cwd, pool=self._pool)
+        return CommandAgent(
+            context, list(self.argv), cwd=self.cwd, pool=self._pool, exit_grace=self.exit_grace
+        )
 
     def close(self) -> None:
         """End the processes waiting for a next case (idempotent; the factory stays usable)."""
@@ -135,8 +142,10 @@ class CommandAgentFactory:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __reduce__(self) -> tuple[type[CommandAgentFactory], tuple[tuple[str, ...], Path]]:
-        return (CommandAgentFactory, (self.argv, self.cwd))
+    def __reduce__(
+        self,
+    ) -> tuple[type[CommandAgentFactory], tuple[tuple[str, ...], Path, float]]:
+        return (CommandAgentFactory, (self.argv, self.cwd, self.exit_grace))
 
 
 class CommandAgent:
@@ -152,7 +161,13 @@ class CommandAgent:
     runs_own_tools = True
 
     def __init__(
-        self, context: AgentContext, argv: list[str], *, cwd: Path, pool: _Pool | None = None
+        self,
+        context: AgentContext,
+        argv: list[str],
+        *,
+        cwd: Path,
+        pool: _Pool | None = None,
+        exit_grace: float = STOP_GRACE_SECS,
     ) -> None:
         if not isinstance(context.provider, ConversationMonitor):
             raise RunError("a command agent needs the runner's conversation monitor as provider")
@@ -169,7 +184,9 @@ class CommandAgent:
         self._closed = False
         leased = pool.lease() if pool is not None else None
         if leased is None:
-            self._proc = _AgentProcess(argv, cwd, self._monitor, context.workspace)
+            self._proc = _AgentProcess(
+                argv, cwd, self._monitor, context.workspace, exit_grace
+            )
             return
         self._proc = leased
         problem = self._between_cases(leased)
@@ -345,13 +362,13 @@ class CommandAgent:
             return self._ended_badly(proc, "")
         self._awaiting = True
         try:
-            answer = proc.read_line(deadline=time.monotonic() + STOP_GRACE_SECS)
+            answer = proc.read_line(deadline=time.monotonic() + proc.exit_grace)
         finally:
             self._awaiting = False
         if answer is None:
             proc.retire()
             return (
-                f"did not answer the end of the case within {STOP_GRACE_SECS:g}s after its "
+                f"did not answer the end of the case within {proc.exit_grace:g}s after its "
                 f'final reply (with {{"case": "{self._case}", "ended": true}}); it was killed'
             )
         if not answer:
@@ -404,9 +421,9 @@ class CommandAgent:
     def close(self) -> None:
         """End the case on the process.
 
-        Protocol 1: after the final reply the command must exit by itself within
-        :data:`STOP_GRACE_SECS` once its stdin is closed, with exit code 0, printing nothing
-        more. Protocol 2: it must answer the end line within that time, having printed
+        Protocol 1: after the final reply the command must exit by itself within its exit
+        grace (``agent_exit_grace_secs``) once its stdin is closed, with exit code 0, printing
+        nothing more. Protocol 2: it must answer the end line within that time, having printed
         nothing more; it then waits for the next case. Otherwise a :class:`RunError` says
         which. While a reply is awaited (a timeout), or after the case failed, the process
         group is killed at once.
@@ -440,13 +457,13 @@ class CommandAgent:
             proc.kill_group()
             process.wait()
             return None  # the reading thread gives up at its next poll
-        exited = process.returncode is not None or proc.stop(grace=STOP_GRACE_SECS)
+        exited = process.returncode is not None or proc.stop(grace=proc.exit_grace)
         proc.kill_group()
         extra = proc.rest_of_stdout()
         if not exited:
             return (
-                f"did not exit within {STOP_GRACE_SECS:g}s after its stdin was closed (after "
-                "its final reply); it was killed"
+                f"did not exit within {proc.exit_grace:g}s after its stdin was closed (after "
+                "its final reply; agent_exit_grace_secs gives it longer); it was killed"
             )
         if extra:
             return f"printed more after its final reply: {_shown_bytes(extra)}" + (
@@ -463,9 +480,15 @@ class _AgentProcess:
     stderr and what was read past the last line of its stdout."""
 
     def __init__(
-        self, argv: list[str], cwd: Path, monitor: ConversationMonitor, workspace: Path
+        self,
+        argv: list[str],
+        cwd: Path,
+        monitor: ConversationMonitor,
+        workspace: Path,
+        exit_grace: float = STOP_GRACE_SECS,
     ) -> None:
         self.protocol: int | None = None  # known from the answer to the opening line
+        self.exit_grace = exit_grace
         self.previous_case: str | None = None
         self.closing = threading.Event()  # set once the process is being ended: reads give up
         self.pending = b""  # bytes read past the last line
@@ -598,7 +621,7 @@ class _AgentProcess:
     def exits_soon(self) -> bool:
         """After its stdout ended: is the command exiting (its end is not reaped at once)?"""
         try:
-            self.process.wait(timeout=STOP_GRACE_SECS)
+            self.process.wait(timeout=self.exit_grace)
         except subprocess.TimeoutExpired:
             return False
         return True
@@ -652,12 +675,13 @@ class _AgentProcess:
 
 def _end_together(processes: Sequence[_AgentProcess]) -> None:
     """The end of the run for processes waiting between cases: their stdin is closed (they
-    should exit), then after at most :data:`STOP_GRACE_SECS` for them all, their process
-    groups are killed."""
+    should exit), then after at most the longest of their exit graces for them all, their
+    process groups are killed."""
     for proc in processes:
         proc.closing.set()
         proc.close_stdin()
-    deadline = time.monotonic() + STOP_GRACE_SECS
+    grace = max((proc.exit_grace for proc in processes), default=0.0)
+    deadline = time.monotonic() + grace
     for proc in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.process.wait(timeout=max(0.0, deadline - time.monotonic()))

@@ -43,6 +43,8 @@ PYPROJECT = "pyproject.toml"
 DEFAULT_SUITE_DIR = "evals/regression"
 DEFAULT_CASE_TIMEOUT_SECS = 120.0
 MAX_CASE_TIMEOUT_SECS = 86400.0
+DEFAULT_AGENT_EXIT_GRACE_SECS = 5.0
+MAX_AGENT_EXIT_GRACE_SECS = 300.0
 """One day. Far beyond any case, and far below what the clock functions a timeout reaches
 can hold (``1e10`` seconds overflows them)."""
 MAX_TOOL_ITERATIONS = 10_000
@@ -150,6 +152,11 @@ class Config:
     trimmed_history: bool = False
     """The agent drops earlier turns from its history on purpose: conformance then checks
     the current turn only (and the report says so)."""
+    framed_results: bool = False
+    """The agent frames or truncates tool results on purpose: conformance then requires a
+    fed-back result to hold the tool's result or a prefix of it (and the report says so)."""
+    agent_exit_grace_secs: float = DEFAULT_AGENT_EXIT_GRACE_SECS
+    """Seconds an agent command gets to exit once its standard input is closed."""
     live: LiveConfig = field(default_factory=LiveConfig)
     record: RecordConfig = field(default_factory=RecordConfig)
     repeat: int = 1
@@ -233,6 +240,7 @@ def load_config(
     case_timeout_secs: float | None = None,
     agent_command: str | None = None,
     repeat: int | None = None,
+    agent_exit_grace_secs: float | None = None,
 ) -> Config:
     """Resolve the effective configuration; the keyword values come from the command line."""
     cwd = cwd or Path.cwd()
@@ -299,7 +307,17 @@ def load_config(
         repeats = table.get("repeat", 1)
         sources["repeat"] = _source(eval_table, from_env, "repeat")
 
-    for key in ("agent", "tools", "builtin_tools", "trimmed_history"):
+    if agent_exit_grace_secs is not None:
+        grace = agent_exit_grace_secs
+        sources["agent_exit_grace_secs"] = "--agent-exit-grace-secs"
+        problem = check_agent_exit_grace(grace)
+        if problem:
+            problems.append(f"--agent-exit-grace-secs: {problem}")
+    else:
+        grace = float(table.get("agent_exit_grace_secs", DEFAULT_AGENT_EXIT_GRACE_SECS))
+        sources["agent_exit_grace_secs"] = _source(eval_table, from_env, "agent_exit_grace_secs")
+
+    for key in ("agent", "tools", "builtin_tools", "trimmed_history", "framed_results"):
         sources[key] = _source(eval_table, from_env, key)
     if agent_command is not None and "agent" in table:
         # Shown by `evalrunner config`: the configured agent is there but not used.
@@ -355,6 +373,8 @@ def load_config(
         base_dir=base,
         command_dir=command_dir,
         trimmed_history=table.get("trimmed_history", False),
+        framed_results=table.get("framed_results", False),
+        agent_exit_grace_secs=grace,
         live=live,
         record=record,
         repeat=repeats,
@@ -404,6 +424,8 @@ ENV_VARIABLES: dict[str, str] = {
     "builtin_tools": "EVALRUNNER_BUILTIN_TOOLS",
     "agent_command": "EVALRUNNER_AGENT_COMMAND",
     "trimmed_history": "EVALRUNNER_TRIMMED_HISTORY",
+    "framed_results": "EVALRUNNER_FRAMED_RESULTS",
+    "agent_exit_grace_secs": "EVALRUNNER_AGENT_EXIT_GRACE_SECS",
     "repeat": "EVALRUNNER_REPEAT",
 }
 """Every ``[eval]`` key's environment variable (a test holds this to the config schema). An
@@ -449,7 +471,19 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
                     f"{name}: must be a number of seconds above 0 and at most "
                     f"{MAX_CASE_TIMEOUT_SECS:g}, got {shown!r}"
                 )
-        elif key in ("builtin_tools", "trimmed_history"):
+        elif key == "agent_exit_grace_secs":
+            try:
+                seconds = parse_seconds(raw)
+            except ValueError:
+                seconds = math.nan
+            if not math.isnan(seconds) and check_agent_exit_grace(seconds) is None:
+                values[key] = seconds
+            else:
+                problems.append(
+                    f"{name}: must be a number of seconds above 0 and at most "
+                    f"{MAX_AGENT_EXIT_GRACE_SECS:g}, got {shown!r}"
+                )
+        elif key in ("builtin_tools", "trimmed_history", "framed_results"):
             flag = _BOOLEANS.get(raw.strip().lower())
             if flag is None:
                 problems.append(f"{name}: must be true or false, got {shown!r}")
@@ -515,6 +549,16 @@ def check_case_timeout(seconds: float) -> str | None:
     return (
         f"must be a number of seconds above 0 and at most {MAX_CASE_TIMEOUT_SECS:g} "
         f"(one day), got {_exactly(seconds)}"
+    )
+
+
+def check_agent_exit_grace(seconds: float) -> str | None:
+    """What is wrong with an agent exit grace given on the command line, or ``None``."""
+    if math.isfinite(seconds) and 0 < seconds <= MAX_AGENT_EXIT_GRACE_SECS:
+        return None
+    return (
+        f"must be a number of seconds above 0 and at most {MAX_AGENT_EXIT_GRACE_SECS:g}, "
+        f"got {_exactly(seconds)}"
     )
 
 

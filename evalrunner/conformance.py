@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
 from evalrunner.model import (
+    MESSAGE_ROLES,
     Message,
     ModelRequest,
     ModelResponse,
@@ -104,6 +105,7 @@ class ConversationMonitor:
         user_inputs: Sequence[str],
         *,
         trimmed_history: bool = False,
+        framed_results: bool = False,
     ) -> None:
         self._model = model
         # What isinstance(model, TurnScripted) asks, asked directly: against a runtime
@@ -112,6 +114,7 @@ class ConversationMonitor:
         self._script = cast(TurnScripted, model) if scripted else None
         self._inputs = tuple(user_inputs)
         self._trimmed = trimmed_history
+        self._framed = framed_results
         self._lock = threading.RLock()
         self._turn: int | None = None
         self._turn_start = 0  # index in the transcript where the current turn begins
@@ -121,6 +124,8 @@ class ConversationMonitor:
         self._pending: list[ToolCall] = []
         self._fed: list[tuple[ToolCall, Message]] = []  # this turn's results, as fed back
         self._handed: dict[str, int] = {}  # call id -> the turn it was handed out in
+        # call id -> the names its request offered, for calls to a name it did not offer
+        self._unoffered: dict[str, tuple[str, ...]] = {}
         self._all_fed: list[Dispatch] = []
         self._dispatches: list[Dispatch] = []
         self._requests: list[ModelRequest] = []
@@ -183,7 +188,13 @@ class ConversationMonitor:
                         "agent's own words, not the model's"
                     )
                 self._dispatches += _reconcile(
-                    turn, self._fed, reports, tools, self._api, self._handed
+                    turn,
+                    self._fed,
+                    reports,
+                    tools,
+                    self._api,
+                    self._handed,
+                    _Boundary(self._unoffered, self._framed),
                 )
             except RunError as exc:
                 self._fail(str(exc))
@@ -276,14 +287,25 @@ class ConversationMonitor:
                 "offered, so an agent that forgets to send its tools cannot work. Offer them "
                 "(ModelRequest.tools; the API's tools field)"
             )
+        if isinstance(response, ToolCallsResponse):
+            problem = _choice_forbids(request, response)
+            if problem is not None:
+                raise RunError(f"{where}: {problem}")
         if isinstance(response, TextResponse):
             self._transcript.append(Message("assistant", response.content))
             self._replied = True
         else:
             self._transcript.append(Message("assistant", "", tool_calls=response.tool_calls))
             self._pending = list(response.tool_calls)
+            offered: tuple[str, ...] | None = None
             for call in response.tool_calls:
                 self._handed.setdefault(call.id, self._turn)
+                if offered is None:
+                    offered = tuple(getattr(spec, "name", "") for spec in request.tools)
+                if call.name not in offered:
+                    self._unoffered[call.id] = offered
+                else:  # an id handed out again, to an offered tool this time
+                    self._unoffered.pop(call.id, None)
         return response
 
     def _mismatch(self, messages: list[Message]) -> str | None:
@@ -327,6 +349,9 @@ class ConversationMonitor:
                 if opening is not None and m.role == "user" and m.content == opening.content
             ]
             start = starts[-1] if starts else 0
+            carried = self._never_held(messages[:start])
+            if carried is not None:
+                return carried
         body = messages[start:]
         dropped = 0 if self._trimmed else _dropped_prefix(expected, body)
         if dropped:
@@ -361,6 +386,20 @@ class ConversationMonitor:
             self._transcript.append(message)
             self._fed.append((call, message))
             self._all_fed.append(Dispatch(call, message.content, None, _success_flag(message)))
+        return None
+
+    def _never_held(self, kept: list[Message]) -> str | None:
+        """Under ``trimmed_history``: why the messages a request keeps before the current
+        turn are not all earlier messages of this case, or None. Dropping earlier turns is
+        allowed; carrying a conversation the case never held (another case's) is not."""
+        earlier = [m for m in self._transcript[: self._turn_start] if not _empty_reply(m)]
+        for index, message in enumerate(kept):
+            if not any(_differs(held, message) is None for held in earlier):
+                return (
+                    f"history message {index + 1} is {_describe(message)}, which this case "
+                    "never held (another case's conversation?); trimmed_history lets an agent "
+                    "drop earlier turns of its own case, not carry messages from elsewhere"
+                )
         return None
 
     def _results(
@@ -459,6 +498,11 @@ def _conversation(request: object, where: str) -> list[Message]:
             raise RunError(
                 f"{where}: message {index + 1} is a {type(message).__name__}, not a Message"
             )
+        if message.role not in MESSAGE_ROLES:  # a Message changed after it was built
+            raise RunError(
+                f"{where}: message {index + 1} has the role {_quote(str(message.role))}; a "
+                f"Message's role is one of {', '.join(MESSAGE_ROLES)}"
+            )
         if not isinstance(message.content, str):
             raise RunError(
                 f"{where}: message {index + 1} has content of type "
@@ -467,6 +511,27 @@ def _conversation(request: object, where: str) -> list[Message]:
         if message.role != "system":
             out.append(message)
     return out
+
+
+def _choice_forbids(request: ModelRequest, response: ToolCallsResponse) -> str | None:
+    """Why the request's ``tool_choice`` rules out the model's tool calls, or None."""
+    choice = getattr(request, "tool_choice", "auto")
+    if choice == "none":
+        return (
+            f"the request's tool_choice forbids tool calls (none), yet the model's answer "
+            f"calls {_calls(response.tool_calls)}; a real model given this request could not "
+            "have made these calls, so an agent that sends it cannot work"
+        )
+    forced = getattr(request, "forced_tool", None)
+    if choice == "tool" and forced is not None:
+        other = [call for call in response.tool_calls if call.name != forced]
+        if other:
+            return (
+                f"the request's tool_choice forces a call to {_quote(forced)}, yet the "
+                f"model's answer calls {_calls(other)}; a real model given this request "
+                "could not have made these calls"
+            )
+    return None
 
 
 def _empty_reply(message: Message) -> bool:
@@ -590,6 +655,8 @@ def _describe(message: Message) -> str:
         return f"the user message {_quote(message.content)}"
     if message.role == "tool":
         return f"a result for tool call {_quote(message.tool_call_id or '')}"
+    if message.role != "assistant":
+        return f"a {message.role} message {_quote(message.content)}"
     if message.tool_calls:
         return f"the assistant's tool calls {_calls(message.tool_calls)}"
     return f"the assistant message {_quote(message.content)}"
@@ -607,6 +674,16 @@ def _quote(text: str, limit: int = 120) -> str:
 # --- reconciling what the agent reported with what was observed -----------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Boundary:
+    """What the tool side of a turn is held to besides the reports."""
+
+    unoffered: Mapping[str, tuple[str, ...]]
+    """Call id -> the names its request offered, for each call to a name it did not offer."""
+    framed: bool = False
+    """``framed_results``: the agent frames or truncates results on purpose."""
+
+
 def _reconcile(
     turn: int,
     fed: list[tuple[ToolCall, Message]],
@@ -614,19 +691,25 @@ def _reconcile(
     tools: InvocationLog | None,
     api: str | None = None,
     handed: Mapping[str, int] | None = None,
+    boundary: _Boundary | None = None,
 ) -> list[Dispatch]:
     """The turn's dispatch records: results fed back, with the agent's reports laid over them.
 
     Without reports, only what the wire shows is known (and ``success`` only where the wire
     has an error flag). With reports, every fed-back call must be reported once, by its id
     and name, with the result that was fed back; and every reported dispatch must have been
-    fed back. Records follow the order the agent reported (or fed back) them.
+    fed back. Records follow the order the agent reported (or fed back) them. A call to a
+    name its request did not offer must have been answered as a failed call.
     """
     where = f"turn {turn + 1}"
+    boundary = boundary or _Boundary({})
     if reports is None:
-        return [
+        plain = [
             Dispatch(call, message.content, None, _success_flag(message)) for call, message in fed
         ]
+        flagged = "fed its result back with is_error=false"
+        _check_unoffered(where, plain, boundary.unoffered, flagged)
+        return plain
     by_id = {call.id: (call, message) for call, message in fed}
     unmatched = dict(by_id)
     out: list[Dispatch] = []
@@ -681,9 +764,30 @@ def _reconcile(
             "reported dispatching them; report every dispatch (observer.on_tool_call, or "
             '"tool_calls" in a command agent\'s reply line)'
         )
+    _check_unoffered(where, out, boundary.unoffered, "reported it as a success")
     if tools is not None:
-        _check_invocations(where, out, tools.take(), tools.names)
+        _check_invocations(where, out, tools.take(), tools.names, boundary)
     return out
+
+
+def _check_unoffered(
+    where: str, dispatches: Sequence[Dispatch], unoffered: Mapping[str, tuple[str, ...]], how: str
+) -> None:
+    """A call to a tool its request did not offer was answered as a failed call: an agent
+    that runs a tool it never offered the model has a broken tool registry."""
+    for dispatch in dispatches:
+        offered = unoffered.get(dispatch.call.id)
+        if offered is not None and dispatch.success:
+            raise RunError(
+                f"{where}: tool call {_quote(dispatch.call.id)} names "
+                f"{_quote(dispatch.call.name)}, which its model request did not offer "
+                f"({_offered(offered)}), yet the agent {how}; a call to a tool that was not "
+                "offered must be answered as a failed call (an unknown tool)"
+            )
+
+
+def _offered(names: Sequence[str]) -> str:
+    return "it offered " + ", ".join(_quote(n) for n in names) if names else "it offered none"
 
 
 def _check_invocations(
@@ -691,9 +795,16 @@ def _check_invocations(
     dispatches: list[Dispatch],
     invocations: Sequence[ToolInvocation],
     tool_names: frozenset[str],
+    boundary: _Boundary | None = None,
 ) -> None:
     """Every call a tool received was reported, with the arguments the tool received; and a
-    dispatch reported as a success of one of the case's tools reached that tool."""
+    dispatch reported as a success of one of the case's tools reached that tool.
+
+    Both sides of the boundary are then held to the model's: each tool received the
+    arguments of the model's call (as JSON values), ran only if its request offered it, and
+    what it returned (or the message it raised) is what was fed back for that call.
+    """
+    boundary = boundary or _Boundary({})
     open_dispatches = list(dispatches)
     last = -1  # the report matched last: the tools must have been called in report order
     for invocation in invocations:
@@ -728,6 +839,9 @@ def _check_invocations(
                 f"{where}: the agent reported tool call {_quote(match.call.id)} "
                 f"({match.call.name}) as a success, but the {invocation.tool} tool raised"
             )
+        problem = _boundary_problem(match, invocation, boundary)
+        if problem is not None:
+            raise RunError(f"{where}: {problem}")
     for left in open_dispatches:
         if left.success and left.call.name in tool_names:
             raise RunError(
@@ -735,6 +849,68 @@ def _check_invocations(
                 f"({left.call.name}) as a success, but the {left.call.name} tool never "
                 "received it"
             )
+
+
+def _boundary_problem(
+    dispatch: Dispatch, invocation: ToolInvocation, boundary: _Boundary
+) -> str | None:
+    """How one tool invocation differs from the model's side of its call, or None."""
+    call = dispatch.call
+    named = f"tool call {_quote(call.id)} ({call.name})"
+    offered = boundary.unoffered.get(call.id)
+    if offered is not None:
+        return (
+            f"the agent ran the {invocation.tool} tool for {named}, but its model request did "
+            f"not offer {_quote(call.name)} ({_offered(offered)}); a call to a tool that was "
+            "not offered must be answered as a failed call (an unknown tool), not run"
+        )
+    wanted = _json_or_none(call.arguments) if call.arguments.strip() else {}
+    if wanted is _NOT_JSON or not _json_equal(wanted, dict(invocation.arguments)):
+        return (
+            f"the {invocation.tool} tool received {_quote(invocation.arguments_text)} for "
+            f"{named}, but the model's call has the arguments {_quote(call.arguments)}; a tool "
+            "must receive the arguments the model sent"
+        )
+    fed = dispatch.result
+    if invocation.raised:
+        if invocation.message and invocation.message not in fed:
+            return (
+                f"the {invocation.tool} tool raised {_quote(invocation.message)} for {named}, "
+                f"but the agent fed back {_quote(fed)}, which does not hold the error's "
+                "message; a failed call's result must say why it failed"
+            )
+        return None
+    returned = invocation.returned
+    if not isinstance(returned, str) or not returned or fed == returned:
+        return None  # an empty result may be fed back as a placeholder, e.g. "(no output)"
+    if boundary.framed and _holds_result(fed, returned):
+        return None
+    if boundary.framed:
+        return (
+            f"the {invocation.tool} tool returned {_quote(returned)} for {named}, but the "
+            f"agent fed back {_quote(fed)}, which holds neither the result nor a prefix of it "
+            f"of at least {_FRAMED_PREFIX} characters (framed_results allows framing and "
+            "truncating a result, not changing it)"
+        )
+    return (
+        f"the {invocation.tool} tool returned {_quote(returned)} for {named}, but the agent "
+        f"fed back {_quote(fed)}; the result fed back must be what the tool returned. An "
+        "agent that frames or truncates results on purpose can say so with "
+        "framed_results = true in [eval]"
+    )
+
+
+_FRAMED_PREFIX = 16
+"""Under ``framed_results``, the shortest prefix of a result (or all of a shorter one) that
+the fed-back text must hold: a truncated result keeps at least its beginning."""
+
+
+def _holds_result(fed: str, returned: str) -> bool:
+    """Whether ``fed`` holds ``returned``, or a prefix of it of :data:`_FRAMED_PREFIX`
+    characters at least (a truncated result)."""
+    if returned in fed:
+        return True
+    return returned[: min(len(returned), _FRAMED_PREFIX)] in fed
 
 
 def _as_sent(arguments: str, api: str | None) -> str:

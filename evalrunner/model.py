@@ -211,6 +211,18 @@ class Message:
     tool_call_id: str | None = None
     is_error: bool | None = None
 
+    def __post_init__(self) -> None:
+        # Refused where it is built: a history holding a role no API has ("function") would
+        # otherwise be read as some other message, far from the code that made it.
+        if self.role not in MESSAGE_ROLES:
+            raise ValueError(
+                f"a Message's role is one of {', '.join(MESSAGE_ROLES)}, not {self.role!r}"
+            )
+
+
+MESSAGE_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+"""The roles a :class:`Message` may have."""
+
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
@@ -228,6 +240,11 @@ class ModelRequest:
     parameters: Mapping[str, JSONValue] = field(default_factory=dict, compare=False, hash=False)
     """The request parameters the agent sent (:data:`evalrunner.wire.params.PARAMETERS`, in
     neutral form), which live mode passes on to the model; empty for an in-process agent."""
+    tool_choice: Literal["auto", "none", "required", "tool"] = "auto"
+    """Which tool calls the request allows: any (``auto``), none, at least one
+    (``required``), or a call to :attr:`forced_tool` only (``tool``)."""
+    forced_tool: str | None = None
+    """With ``tool_choice="tool"``: the one tool the model must call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +370,8 @@ class SuiteReport:
     """The signal number that stopped the run early (``cases`` then holds the finished ones)."""
     trimmed_history: bool = False
     """The run let agents trim earlier turns from their history (``[eval] trimmed_history``)."""
+    framed_results: bool = False
+    """The run let agents frame or truncate tool results (``[eval] framed_results``)."""
     keyword: str | None = None
     """The ``-k`` expression that selected the cases, if one was given."""
     shard: Shard | None = None

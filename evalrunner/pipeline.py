@@ -109,6 +109,7 @@ def evaluate_case(
     case_timeout: float | None = None,
     trimmed_history: bool = False,
     provider: ModelProvider | None = None,
+    framed_results: bool = False,
 ) -> CaseReport:
     """Replay and grade one case, in its own workspace (made if the agent asks for it, and
     removed when the replay ends). ``provider`` replaces the case's script (live mode).
@@ -126,6 +127,7 @@ def evaluate_case(
         timeout=case_timeout,
         trimmed_history=trimmed_history,
         provider=provider,
+        framed_results=framed_results,
     )
     return graded_report(case, record)
 
@@ -140,6 +142,7 @@ def run_with(case: Case, settings: RunSettings, provider: ModelProvider | None =
         timeout=settings.case_timeout,
         trimmed_history=settings.trimmed_history,
         provider=provider,
+        framed_results=settings.framed_results,
     )
 
 
@@ -177,6 +180,7 @@ class RunSettings:
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
     case_timeout: float | None = None
     trimmed_history: bool = False
+    framed_results: bool = False
     jobs: int = 1
     in_worker: Callable[[], RunSettings] | None = None
     live: LiveModel | None = None
@@ -462,6 +466,7 @@ def run_suite(
         duration_ms=int((time.perf_counter() - started) * 1000),
         interrupted=interrupted,
         trimmed_history=settings.trimmed_history,
+        framed_results=settings.framed_results,
         keyword=picked.keyword.text if picked and picked.keyword else None,
         shard=picked.shard if picked is not None else shard,
         selected=picked.selected if picked is not None and picked.shard else None,

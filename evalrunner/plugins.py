@@ -207,7 +207,10 @@ def configured_agent(config: Config) -> tuple[AgentFactory, ToolSource | None]:
 
         try:
             cwd = config.command_dir or config.base_dir
-            return command_agent_factory(config.agent_command, cwd=cwd), tools
+            factory = command_agent_factory(
+                config.agent_command, cwd=cwd, exit_grace=config.agent_exit_grace_secs
+            )
+            return factory, tools
         except ValueError as exc:
             raise PluginError([f"agent_command: {exc}"]) from None
     if config.agent is not None:
@@ -225,6 +228,7 @@ def configured_settings(config: Config, *, jobs: int = 1) -> RunSettings:
         max_tool_iterations=config.max_tool_iterations,
         case_timeout=config.case_timeout_secs,
         trimmed_history=config.trimmed_history,
+        framed_results=config.framed_results,
         jobs=jobs,
         in_worker=partial(configured_settings, config) if jobs > 1 else None,
         repeat=config.repeat,

@@ -101,6 +101,7 @@ def run_case(
     timeout: float | None = None,
     trimmed_history: bool = False,
     provider: ModelProvider | None = None,
+    framed_results: bool = False,
 ) -> RunRecord:
     """Replay ``case`` turn by turn and return its :class:`RunRecord`.
 
@@ -119,7 +120,8 @@ def run_case(
     ``close()`` is called) rather than stopped; the next case gets a new thread.
 
     Every model request goes through a :class:`ConversationMonitor` (conformance checks,
-    sticky errors); ``trimmed_history`` tells it the agent drops earlier turns on purpose.
+    sticky errors); ``trimmed_history`` tells it the agent drops earlier turns on purpose,
+    ``framed_results`` that it frames or truncates tool results on purpose.
     """
     lazy: LazyWorkspace | None = None
     where: Path | LazyWorkspace
@@ -132,6 +134,7 @@ def run_case(
             provider if provider is not None else ReplayProvider(case.turns),
             [turn.user_input for turn in case.turns],
             trimmed_history=trimmed_history,
+            framed_results=framed_results,
         )
         run = _CaseRun(case, agent_factory, tools, max_tool_iterations, where, monitor)
         run.provider = provider

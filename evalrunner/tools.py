@@ -192,6 +192,11 @@ class ToolInvocation:
     """The arguments' text, when written as the call was received (anything but a flat
     object of plain values, whose copy is the invocation's own and is written when asked
     for)."""
+    returned: object = None
+    """What the tool returned (``None`` when it raised): the result the agent must feed
+    back."""
+    message: str = ""
+    """What it raised, as ``str(exception)``: the text a failed call's result must hold."""
 
     @property
     def arguments_text(self) -> str:
@@ -280,14 +285,9 @@ class RecordedTool:
         """The wrapped tool's argument schema."""
         return self._tool.parameters
 
-    @property
-    def wrapped(self) -> Tool:
-        """The tool itself, for agents that need its own type."""
-        return self._tool
-
     def call(self, arguments: dict[str, Any]) -> str:
-        """Run the tool, and log the call: a snapshot of its arguments taken before it ran, and
-        whether it raised."""
+        """Run the tool, and log the call: a snapshot of its arguments taken before it ran,
+        and what it returned or raised."""
         # A flat object of plain values is the log's own copy, whose text cannot fail: it waits
         # until a message needs it. Anything else is written now: deepcopy hands back some
         # objects themselves (enum members, anything its __deepcopy__ says), which may change
@@ -300,13 +300,25 @@ class RecordedTool:
             result = self._tool.call(arguments)
         except BaseException as exc:
             trace = "".join(traceback.format_exception(exc))
-            self._log.add(ToolInvocation(self._tool.name, received, True, trace, text))
+            message = _message(exc)
+            self._log.add(
+                ToolInvocation(self._tool.name, received, True, trace, text, message=message)
+            )
             raise
-        self._log.add(ToolInvocation(self._tool.name, received, written=text))
+        self._log.add(ToolInvocation(self._tool.name, received, written=text, returned=result))
         return result
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _message(exc: BaseException) -> str:
+    """``str(exc)``, or nothing when even that raises (the failed call then need only be
+    fed back as failed)."""
+    try:
+        return str(exc)
+    except Exception:
+        return ""
 
 
 def _snapshot(arguments: object) -> tuple[Any, bool]:

@@ -328,3 +328,64 @@ def test_any_reordering_is_caught_by_call_index(file_name: str) -> None:
     result = failing(case, with_calls(record, list(reversed(record.tool_calls))))
     assert result
     assert all("[" in check.split(",")[0] for check in result), result
+
+
+# --- a forbidden tool the agent never offered ---------------------------------------------------
+
+SENDS_EMAIL = """\
+name: sends-email
+turns:
+  - user_input: Email the report.
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls: [{id: call_1, name: send_email, arguments: {to: a@example.com}}]
+      - response: {type: text, content: Sent.}
+expects:
+  response_contains: [Sent]
+  tools_not_used: [FORBIDDEN]
+"""
+
+
+class SendEmail:
+    name = "send_email"
+    description = "Send an email."
+    parameters: dict[str, object] = {"type": "object"}  # noqa: RUF012
+
+    def call(self, arguments: dict[str, object]) -> str:
+        return "sent"
+
+
+def graded_email_case(tmp_path: Path, forbidden: str) -> dict[str, str]:
+    from evalrunner.wire.serve import load_case
+
+    fixture = tmp_path / "case.yaml"
+    fixture.write_text(SENDS_EMAIL.replace("FORBIDDEN", forbidden), encoding="utf-8")
+    case = load_case(fixture)
+    assert isinstance(case, Case), case
+    record = run_case(case, tools={"send_email": SendEmail()})
+    assert record.error is None, record.error
+    return {r.check: r.detail for r in grade(case.expects, record) if r.passed is False} | {
+        f"passed {r.check}": r.detail for r in grade(case.expects, record) if r.passed
+    }
+
+
+def test_a_forbidden_tool_misspelt_next_to_an_offered_one_fails_with_a_suggestion(
+    tmp_path: Path,
+) -> None:
+    results = graded_email_case(tmp_path, "send_emial")
+    detail = results['tools_not_used("send_emial")']
+    assert "did you mean `send_email`?" in detail, detail
+    assert "this check cannot fail" in detail
+
+
+def test_a_forbidden_tool_the_agent_does_not_have_passes_with_a_note(tmp_path: Path) -> None:
+    results = graded_email_case(tmp_path, "shell_exec")
+    detail = results['passed tools_not_used("shell_exec")']
+    assert detail.startswith('note: no model request offered "shell_exec"'), detail
+    assert "the agent does not have this tool" in detail
+
+
+def test_a_forbidden_tool_that_was_called_still_fails_plainly(tmp_path: Path) -> None:
+    results = graded_email_case(tmp_path, "send_email")
+    assert results['tools_not_used("send_email")'] == "unexpectedly called 1 time(s)"

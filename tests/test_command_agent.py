@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -44,13 +45,13 @@ def command(mode: str) -> str:
     return shlex.join([sys.executable, str(AGENT), mode])
 
 
-def run(tmp_path: Path, mode: str, timeout: float = 60) -> SuiteReport:
+def run(tmp_path: Path, mode: str, timeout: float = 60, **options: float) -> SuiteReport:
     suite = tmp_path / "suite"
     suite.mkdir(exist_ok=True)
     (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
     outcome = run_suite(
         suite,
-        agent_factory=command_agent_factory(command(mode), cwd=tmp_path),
+        agent_factory=command_agent_factory(command(mode), cwd=tmp_path, **options),
         case_timeout=timeout,
     )
     assert isinstance(outcome, SuiteReport)
@@ -178,3 +179,68 @@ def test_the_stderr_tail_is_shown_as_lines_in_the_table(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "its stderr ends:" in line)
     assert lines[at + 1 : at + 3] == ["      first line", "        ^ caret"]
+
+
+# --- agent_exit_grace_secs ----------------------------------------------------------------------
+
+
+def test_the_default_exit_grace_outlasts_a_slow_teardown(tmp_path: Path) -> None:
+    # An interpreter that takes over 2 s to exit once stdin closes (a heavy SDK) still passes.
+    (case,) = run(tmp_path, "slow-exit").cases
+    assert case.passed, case.error
+
+
+def test_a_command_that_outlives_its_exit_grace_fails_naming_the_setting(tmp_path: Path) -> None:
+    error = only_error(run(tmp_path, "linger", exit_grace=0.5))
+    assert "did not exit within 0.5s after its stdin was closed" in error, error
+    assert "agent_exit_grace_secs gives it longer" in error
+
+
+def _cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    suite = tmp_path / "suite"
+    suite.mkdir(exist_ok=True)
+    (suite / "case.yaml").write_text(ECHO_TWO_TURNS, encoding="utf-8")
+    return CliRunner().invoke(app, [*args, "--suite", str(suite)], env=env or {})
+
+
+def test_the_exit_grace_comes_from_the_flag_the_environment_or_the_file(tmp_path: Path) -> None:
+    shown = _cli(tmp_path, "config", env={"EVALRUNNER_AGENT_EXIT_GRACE_SECS": "7.5"})
+    assert shown.exit_code == 0, shown.stderr
+    assert "agent_exit_grace_secs = 7.5  # EVALRUNNER_AGENT_EXIT_GRACE_SECS" in shown.stdout
+    config = tmp_path / "evalrunner.toml"
+    config.write_text("[eval]\nagent_exit_grace_secs = 30\n", encoding="utf-8")
+    shown = _cli(tmp_path, "config", "--config", str(config))
+    assert "agent_exit_grace_secs = 30.0" in shown.stdout, shown.stdout
+    result = _cli(
+        tmp_path, "run", "--agent-command", command("linger"), "--agent-exit-grace-secs", "0.5"
+    )
+    assert result.exit_code == 1
+    assert "did not exit within 0.5s" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "problem"),
+    [
+        ("flag", "0", "--agent-exit-grace-secs: must be a number of seconds above 0 and at most"),
+        ("flag", "301", "--agent-exit-grace-secs: must be a number of seconds above 0"),
+        ("env", "-1", "EVALRUNNER_AGENT_EXIT_GRACE_SECS: must be a number of seconds above 0"),
+        ("env", "five", "EVALRUNNER_AGENT_EXIT_GRACE_SECS: must be a number of seconds"),
+        ("file", "0", "agent_exit_grace_secs must be above 0"),
+        ("file", "1000", "agent_exit_grace_secs must be at most 300"),
+        ("file", '"5"', "agent_exit_grace_secs"),
+    ],
+)
+def test_an_exit_grace_out_of_bounds_is_refused(
+    tmp_path: Path, where: str, value: str, problem: str
+) -> None:
+    if where == "flag":
+        result = _cli(tmp_path, "run", "--agent-exit-grace-secs", value)
+    elif where == "env":
+        result = _cli(tmp_path, "run", env={"EVALRUNNER_AGENT_EXIT_GRACE_SECS": value})
+    else:
+        config = tmp_path / "evalrunner.toml"
+        config.write_text(f"[eval]\nagent_exit_grace_secs = {value}\n", encoding="utf-8")
+        result = _cli(tmp_path, "run", "--config", str(config))
+    assert result.exit_code == 2, result.stdout
+    assert problem in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shlex
 import shutil
@@ -205,6 +206,68 @@ class DuplicatesAResult(Conformant):
         return self.send(tuple(self.history + tools[-1:]))
 
 
+class AddsAnArgument(Conformant):
+    """Passes the tool one key more than the model sent, and reports what it passed."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        changed = json.dumps({**json.loads(call.arguments), "verbose": True})
+        real = dispatch(self.context.tools, type(call)(call.id, call.name, changed))
+        return ToolCallRecord(call.name, changed, real.result, real.success, call.id)
+
+
+class EditsResults(Conformant):
+    """Rewrites every result before feeding it back, and reports what it fed back."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        edited = f"Result: {real.result} (edited)"
+        return ToolCallRecord(real.name, real.arguments, edited, real.success, real.id)
+
+
+class TruncatesResults(Conformant):
+    """Feeds back the first 20 characters of a result and a marker (framing on purpose)."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        cut = real.result[:20] + " [truncated]" if len(real.result) > 20 else real.result
+        return ToolCallRecord(real.name, real.arguments, cut, real.success, real.id)
+
+
+class ReplacesResults(Conformant):
+    """Feeds back text that holds nothing of the result."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        return ToolCallRecord(real.name, real.arguments, "done", real.success, real.id)
+
+
+class HidesTheError(Conformant):
+    """Feeds a tool's failure back as failed, but without saying why."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        real = dispatch(self.context.tools, call)
+        text = real.result if real.success else "the tool failed"
+        return ToolCallRecord(real.name, real.arguments, text, real.success, real.id)
+
+
+class OffersOtherNames(Conformant):
+    """Offers its tools as mcp__NAME, but runs a call to NAME all the same."""
+
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(
+            ToolSpec(f"mcp__{tool.name}", tool.description, dict(tool.parameters))
+            for tool in self.context.tools.values()
+        )
+        return self.context.provider.complete(ModelRequest(messages, offered))
+
+
+class OffersOtherNamesButRefuses(OffersOtherNames):
+    """Offers mcp__NAME and, rightly, answers a call to NAME as an unknown tool."""
+
+    def run(self, call: Any) -> ToolCallRecord:
+        return dispatch({}, call)
+
+
 def run_python(agent: type[Conformant], case: str = ECHO, **options: Any) -> CaseReport:
     return evaluate_case(CASES[case], agent_factory=agent, **options)
 
@@ -230,6 +293,20 @@ def test_the_hand_written_baseline_passes_every_gated_case() -> None:
         (DuplicatesAResult, ECHO, "two results for tool call"),
         (OffersNoTools, ECHO, "the request offers the model no tools"),
         (DispatchesInReverse, "several-tool-calls-one-response", "dispatch the calls in the order"),
+        (
+            AddsAnArgument,
+            ECHO,
+            'the echo tool received "{\\"message\\":\\"token_7f3a\\",\\"verbose\\":true}" for '
+            'tool call "call_1" (echo), but the model\'s call has the arguments',
+        ),
+        (
+            EditsResults,
+            ECHO,
+            'the echo tool returned "token_7f3a" for tool call "call_1" (echo), but the agent '
+            'fed back "Result: token_7f3a (edited)"',
+        ),
+        (ReplacesResults, ECHO, "framed_results = true in [eval]"),
+        (OffersOtherNames, ECHO, 'names "echo", which its model request did not offer'),
     ],
 )
 def test_a_broken_python_agent_errors_naming_the_promise(
@@ -372,6 +449,38 @@ def test_trimmed_history_is_an_explicit_opt_out() -> None:
     assert record.error is not None and "user_input" in record.error
 
 
+class CarriesAnotherCase(Conformant):
+    """Keeps one history for all cases: each request starts with another case's turns."""
+
+    shared: list[Message] = []  # noqa: RUF012 (shared on purpose: the broken promise)
+
+    def __init__(self, context: AgentContext) -> None:
+        super().__init__(context)
+        self.history = CarriesAnotherCase.shared
+
+
+class KeepsTheLatestTurnOnly(Conformant):
+    """Drops every turn but the latest two (its own case's): what trimming is for."""
+
+    def ask(self) -> Any:
+        users = [i for i, m in enumerate(self.history) if m.role == "user"]
+        return self.send(tuple(self.history[users[max(0, len(users) - 2)] :]))
+
+
+def test_trimmed_history_never_admits_another_cases_conversation() -> None:
+    CarriesAnotherCase.shared.clear()
+    first = run_case(CASES[ECHO], agent_factory=CarriesAnotherCase, trimmed_history=True)
+    assert first.error is None, first.error
+    for name in (ECHO, MULTI_TURN):
+        record = run_case(CASES[name], agent_factory=CarriesAnotherCase, trimmed_history=True)
+        assert record.error is not None
+        assert "which this case never held (another case's conversation?)" in record.error, (
+            record.error
+        )
+    record = run_case(CASES[MULTI_TURN], agent_factory=KeepsTheLatestTurnOnly, trimmed_history=True)
+    assert record.error is None, record.error
+
+
 def test_every_public_name_resolves() -> None:
     for name in evalrunner.__all__:
         assert getattr(evalrunner, name) is not None
@@ -407,6 +516,212 @@ def test_an_agent_that_wrecks_its_workspace_fails_nothing_and_leaves_nothing(how
     left: Path = agent.left  # type: ignore[attr-defined]
     assert not left.exists() and not left.is_symlink()
     assert Path("/").is_dir()  # a link to / is unlinked, never followed
+
+
+def test_a_result_edited_before_feeding_back_fails_the_whole_gated_suite() -> None:
+    # Every case with a tool call that returns text: none passes with the results edited.
+    edited = [
+        case.name
+        for case in CASES.values()
+        if run_python(Conformant, case.name).passed
+        and any(
+            r.success and r.result != "(no output)"
+            for r in run_case(case, agent_factory=Conformant).tool_calls
+        )
+    ]
+    assert edited
+    for name in edited:
+        report = run_python(EditsResults, name)
+        assert report.error is not None and "but the agent fed back" in report.error, name
+
+
+def test_framed_results_lets_an_agent_frame_or_truncate_but_not_replace() -> None:
+    for agent in (EditsResults, TruncatesResults):
+        report = run_python(agent, ECHO, framed_results=True)
+        assert report.error is None, report.error
+    report = run_python(ReplacesResults, ECHO, framed_results=True)
+    assert report.error is not None
+    assert "holds neither the result nor a prefix of it" in report.error, report.error
+
+
+def test_framed_results_holds_a_truncated_result_to_its_beginning() -> None:
+    from evalrunner.conformance import _holds_result
+
+    long = "0123456789" * 10
+    assert _holds_result(f"Result: {long}", long)
+    assert _holds_result(long[:16] + "... [cut]", long)
+    assert not _holds_result(long[:15] + "... [cut]", long)
+    assert not _holds_result("Result: 0123456789ABC", long)
+    assert _holds_result("(short)", "short")
+    assert not _holds_result("(shor)", "short")  # a result shorter than the prefix: whole
+
+
+EDITING_AGENT = """
+from evalrunner import ToolCallRecord
+from evalrunner.agent import ReferenceAgent
+
+
+class Editing(ReferenceAgent):
+    def _dispatch(self, call):
+        real = super()._dispatch(call)
+        return ToolCallRecord(
+            real.name, real.arguments, f"Result: {real.result} (edited)", real.success, real.id
+        )
+"""
+
+
+@pytest.mark.parametrize("setting", ["", "framed_results = true\n", "ENV"])
+def test_framed_results_is_one_config_key_and_the_json_report_shows_it(
+    tmp_path: Path, setting: str
+) -> None:
+    (tmp_path / "editing.py").write_text(EDITING_AGENT, encoding="utf-8")
+    config = tmp_path / "evalrunner.toml"
+    config.write_text(
+        f"[eval]\nagent = 'editing:Editing'\n{setting if setting != 'ENV' else ''}",
+        encoding="utf-8",
+    )
+    out = tmp_path / "report.json"
+    env = {"EVALRUNNER_FRAMED_RESULTS": "true"} if setting == "ENV" else {}
+    result = CliRunner().invoke(
+        app,
+        ["run", "--config", str(config), "--suite", str(ROOT / "evals" / "regression"),
+         "--json", str(out)],
+        env=env,
+    )
+    report = json.loads(out.read_text(encoding="utf-8"))
+    if not setting:
+        assert result.exit_code == 1
+        assert "framed_results" not in report
+        assert "but the agent fed back" in result.stdout
+    else:
+        assert result.exit_code == 0, result.stdout
+        assert report["framed_results"] is True
+
+
+def test_a_framed_results_value_that_is_not_a_boolean_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["run", "--suite", str(ROOT / "evals" / "regression")],
+        env={"EVALRUNNER_FRAMED_RESULTS": "maybe"},
+    )
+    assert result.exit_code == 2
+    assert "EVALRUNNER_FRAMED_RESULTS: must be true or false, got 'maybe'" in result.stderr
+
+
+def test_a_message_with_an_unknown_role_is_refused_where_it_is_built() -> None:
+    with pytest.raises(ValueError, match="a Message's role is one of system, user, assistant"):
+        Message("function", "hi")  # type: ignore[arg-type]
+
+    class BuildsAFunctionMessage(Conformant):
+        def ask(self) -> Any:
+            return self.send((*self.history, Message("function", "x")))  # type: ignore[arg-type]
+
+    report = run_python(BuildsAFunctionMessage)
+    assert report.error is not None
+    assert "a Message's role is one of system, user, assistant, tool, not 'function'" in (
+        report.error
+    )
+
+    class ChangesARole(Conformant):
+        def ask(self) -> Any:
+            changed = Message("assistant", "x")
+            object.__setattr__(changed, "role", "function")
+            return self.send((*self.history, changed))
+
+    report = run_python(ChangesARole)
+    assert report.error is not None
+    assert 'message 2 has the role "function"' in report.error, report.error
+    assert "the assistant message" not in report.error
+
+
+def test_a_failed_call_must_be_fed_back_with_the_errors_message() -> None:
+    tools = {"echo": RaisingEcho()}
+    assert run_python(HidesTheError, tools=tools, framed_results=True).error is not None
+    report = run_python(HidesTheError, tools=tools)
+    assert report.error is not None
+    assert 'raised "echo is down" for tool call "call_1" (echo)' in report.error, report.error
+    assert "does not hold the error's message" in report.error
+
+
+class ReturnsNothing:
+    name = "echo"
+    description = "Returns an empty result."
+    parameters: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        return ""
+
+
+def test_an_empty_result_may_come_back_as_a_placeholder() -> None:
+    record = run_case(CASES[ECHO], agent_factory=Conformant, tools={"echo": ReturnsNothing()})
+    assert record.error is None, record.error
+    assert record.tool_calls[0].result == "(no output)"
+
+
+def test_a_tool_the_request_did_not_offer_must_not_run() -> None:
+    honest = run_python(OffersOtherNamesButRefuses, ECHO)
+    assert honest.error is None, honest.error  # graded (its checks fail), not a run error
+    report = run_python(OffersOtherNames, ECHO)
+    assert report.error is not None
+    assert '(it offered "mcp__echo")' in report.error, report.error
+    # Reported as a failure, but run all the same: the tools' log shows it ran.
+    class LiesAboutIt(OffersOtherNames):
+        def report(self, record: ToolCallRecord) -> None:
+            super().report(
+                ToolCallRecord(record.name, record.arguments, record.result, False, record.id)
+            )
+
+    lying = run_python(LiesAboutIt, ECHO)
+    assert lying.error is not None
+    assert 'the agent ran the echo tool for tool call "call_1" (echo)' in lying.error, (
+        lying.error
+    )
+
+
+class ForbidsToolCalls(Conformant):
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        return self.context.provider.complete(
+            ModelRequest(messages, offered, tool_choice="none")
+        )
+
+
+class ForcesAnotherTool(Conformant):
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        return self.context.provider.complete(
+            ModelRequest(messages, offered, tool_choice="tool", forced_tool="lookup")
+        )
+
+
+class ForcesTheScriptedTool(Conformant):
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        return self.context.provider.complete(
+            ModelRequest(messages, offered, tool_choice="tool", forced_tool="echo")
+        )
+
+
+def test_a_tool_choice_that_rules_out_the_scripted_calls_is_a_run_error() -> None:
+    report = run_python(ForbidsToolCalls)
+    assert report.error is not None
+    assert report.error.startswith(
+        "turn 1, model request 1: the request's tool_choice forbids tool calls (none), yet "
+        'the model\'s answer calls "call_1" (echo)'
+    ), report.error
+    report = run_python(ForcesAnotherTool)
+    assert report.error is not None
+    assert 'tool_choice forces a call to "lookup", yet the model\'s answer calls "call_1"' in (
+        report.error
+    )
+    assert run_python(ForcesTheScriptedTool).passed
+    # tool_choice none on a request answered with text is fine: only tool calls are ruled out.
+    assert run_python(ForbidsToolCalls, "multiline-reply-no-tools").passed
+
+
+def test_a_scripted_call_to_a_tool_never_offered_stays_legal() -> None:
+    report = run_python(Conformant, FAILING_CALL)
+    assert report.passed, (report.error, report.grades)
 
 
 # --- command agents over the wires ----------------------------------------------------------------
@@ -447,6 +762,29 @@ def test_a_broken_command_agent_errors_naming_the_promise(
 
 
 @pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize(
+    ("mode", "promise"),
+    [
+        ("mcp-names", 'names "echo", which its model request did not offer (it offered "mcp__'),
+        ("tool-choice-none", "the request's tool_choice forbids tool calls (none)"),
+    ],
+)
+def test_a_request_that_could_not_have_made_the_scripted_calls_fails_over_the_wire(
+    wire: str, mode: str, promise: str
+) -> None:
+    report = run_command(wire, mode)
+    assert report.error is not None and promise in report.error, report.error
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_over_the_wire_the_agents_report_of_results_stays_the_evidence(wire: str) -> None:
+    # The runner cannot see an out-of-process tool: a result edited before it is fed back,
+    # and reported as fed back, is no run error; the checks grade what the model was shown.
+    report = run_command(wire, "edited-results")
+    assert report.error is None, report.error
+
+
+@pytest.mark.parametrize("wire", WIRES)
 def test_an_extra_request_after_the_final_reply_fails_every_time(wire: str) -> None:
     # The verdict must not depend on timing: the runner waits for the command to exit before
     # it takes the record, and the request is refused (and remembered) before the exit.
@@ -474,9 +812,14 @@ def test_a_lie_about_success_is_caught_by_the_anthropic_error_flag() -> None:
 def test_a_lie_about_success_fails_the_check_on_the_openai_wires(wire: str) -> None:
     # Neither OpenAI API has an error flag to catch the lie with, so the reported success is
     # what is graded: the lie makes all_tools_succeeded(false) fail, never pass.
-    report = run_command(wire, "lie-success", FAILING_CALL)
+    report = run_command(wire, "lie-success", "malformed-arguments-rejected")
     assert report.error is None and not report.passed
     assert any(g.check == "all_tools_succeeded(false)" and not g.passed for g in report.grades)
+    # A success reported for a call to a tool the request did not offer is a lie on its face.
+    report = run_command(wire, "lie-success", FAILING_CALL)
+    assert report.error is not None
+    assert 'names "shell_exec", which its model request did not offer' in report.error
+    assert "yet the agent reported it as a success" in report.error
 
 
 def test_without_reports_a_check_with_no_evidence_fails_and_says_how_to_supply_it() -> None:

@@ -1098,3 +1098,29 @@ def test_a_fault_inside_the_endpoint_fails_the_run_instead_of_hanging_the_agent(
     assert reply.status == 500
     assert reply.json()["error"]["message"] == "the replay endpoint failed: KeyError: 'oops'"
     assert s.endpoint.error == "the replay endpoint failed: KeyError: 'oops'"
+
+
+@pytest.mark.parametrize(
+    ("raw", "fields"),
+    [
+        (None, {}),
+        ("auto", {}),
+        ("none", {"tool_choice": "none"}),
+        ("required", {"tool_choice": "required"}),
+        ({"type": "none"}, {"tool_choice": "none"}),
+        ({"type": "any"}, {"tool_choice": "required"}),
+        ({"type": "auto"}, {}),
+        ({"type": "tool", "name": "echo"}, {"tool_choice": "tool", "forced_tool": "echo"}),
+        ({"type": "function", "name": "echo"}, {"tool_choice": "tool", "forced_tool": "echo"}),
+        (
+            {"type": "function", "function": {"name": "echo"}},
+            {"tool_choice": "tool", "forced_tool": "echo"},
+        ),
+        ({"type": "function"}, {}),
+        ({"type": "web_search_preview"}, {}),
+    ],
+)
+def test_tool_choice_is_read_in_every_apis_shape(raw: Any, fields: dict[str, str]) -> None:
+    from evalrunner.wire.common import tool_choice
+
+    assert tool_choice(raw) == fields

@@ -91,6 +91,30 @@ def test_a_half_sent_body_is_a_400_that_does_not_fail_the_case(endpoint: ReplayE
     assert endpoint.error is None  # what closing connections at the end of a case looks like
 
 
+@pytest.mark.parametrize("cut", ["\n", "\nContent-Type: appl", "\nContent-Length: 10"])
+def test_a_request_cut_inside_its_headers_does_not_fail_the_case(
+    endpoint: ReplayEndpoint, cut: str
+) -> None:
+    # What a connection closed by the endpoint's shutdown looks like: not an empty body.
+    with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as conn:
+        conn.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1" + cut).encode())
+        conn.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    assert status(answer.decode()) == 400
+    assert "the request ended inside its headers" in answer.decode()
+    assert "not JSON" not in answer.decode()
+    assert endpoint.error is None
+
+
+def test_a_whole_request_without_a_body_still_fails_as_not_json(endpoint: ReplayEndpoint) -> None:
+    answer = exchange(endpoint, head(), half=True)
+    assert status(answer) == 400
+    assert "the request body is not JSON" in answer
+    assert endpoint.error is not None
+
+
 def test_a_5000_digit_number_in_a_request_is_a_400_that_blames_the_request(
     endpoint: ReplayEndpoint,
 ) -> None:

@@ -335,3 +335,30 @@ def test_serve_exits_2_when_the_port_is_taken(fixture_file: Path) -> None:
         )
     assert result.exit_code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+ASSERTS_SUCCESS = FIXTURE.replace(
+    "expects:\n", "expects:\n  all_tools_succeeded: true\n"
+)
+
+
+def test_serve_does_not_claim_run_refuses_all_tools_succeeded(tmp_path: Path) -> None:
+    fixture = tmp_path / "case.yaml"
+    fixture.write_text(ASSERTS_SUCCESS, encoding="utf-8")
+    process, _ = start_serve(fixture)
+    assert process.stderr is not None
+    seen = ""
+    try:
+        for line in process.stderr:  # the notes come before the line saying when it stops
+            seen += line
+            if line.startswith("stops once the script is consumed"):
+                break
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    stderr = seen + rest
+    assert "note: this case asserts all_tools_succeeded" in stderr, stderr
+    assert "refuses" not in stderr
+    assert '"tool_calls" in its reply line' in stderr

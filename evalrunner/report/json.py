@@ -36,6 +36,9 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "interrupted": report.interrupted is not None,
         "budget_spent": report.budget_spent,
         "trimmed_history": report.trimmed_history,
+        # Only when set: reports of runs that hold every result to the tool's own keep
+        # their shape.
+        **({"framed_results": True} if report.framed_results else {}),
         **report_fields(report),  # keyword, shard, admission_errors: only when used
         **_suite_repeat(report),  # only with --repeat above 1
         "duration_ms": report.duration_ms,

@@ -51,6 +51,7 @@ from evalrunner.wire.common import (
     stream_pieces,
     text_of_parts,
     token_count,
+    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -67,7 +68,6 @@ class AnthropicMessages:
     """The Anthropic messages API as a :class:`~evalrunner.wire.WireAPI`."""
 
     name = ANTHROPIC
-    result_carrier = "a tool_result block with its tool_use_id"
     continues_responses = False
 
     def read_request(self, body: JSONValue) -> WireRequest:
@@ -99,6 +99,7 @@ class AnthropicMessages:
             request=ModelRequest(
                 messages=tuple(messages),
                 tools=_tools(request.get("tools")),
+                **tool_choice(request.get("tool_choice")),
                 api=ANTHROPIC,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),

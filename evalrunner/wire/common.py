@@ -15,7 +15,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, NoReturn, Protocol, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse
 from evalrunner.wire import ANTHROPIC as ANTHROPIC
@@ -75,11 +75,6 @@ class WireAPI(Protocol):
         ...
 
     @property
-    def result_carrier(self) -> str:
-        """How this API carries a tool result, as said in error messages."""
-        ...
-
-    @property
     def continues_responses(self) -> bool:
         """Whether a request may continue a served response by its id instead of carrying
         the history (``previous_response_id``): the endpoint then keeps each response's
@@ -111,6 +106,24 @@ class WireAPI(Protocol):
     def error_body(self, status: int, message: str) -> JSONValue:
         """This API's error body for an HTTP ``status``."""
         ...
+
+
+def tool_choice(raw: JSONValue) -> dict[str, Any]:
+    """A request's ``tool_choice``, as :class:`ModelRequest` fields, in whichever API's shape:
+    ``"none"``/``"auto"``/``"required"`` (OpenAI), ``{"type": "function", ...}`` naming a
+    function (either OpenAI API), or ``{"type": "none"|"auto"|"any"|"tool", "name": ...}``
+    (Anthropic). Anything else leaves the model's choice open (``auto``)."""
+    kind = raw.get("type") if isinstance(raw, dict) else raw
+    if kind == "none":
+        return {"tool_choice": "none"}
+    if kind in ("required", "any"):
+        return {"tool_choice": "required"}
+    if isinstance(raw, dict) and kind in ("tool", "function"):
+        inner = raw.get("function")
+        name = inner.get("name") if isinstance(inner, dict) else raw.get("name")
+        if isinstance(name, str):
+            return {"tool_choice": "tool", "forced_tool": name}
+    return {}
 
 
 def wire_json(value: JSONValue | Mapping[str, JSONValue]) -> str:

@@ -28,6 +28,7 @@ request is refused with the same error: the script is not served past a failure.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import selectors
@@ -510,12 +511,42 @@ class _LoopbackServer(ThreadingHTTPServer):
                 )
 
 
+class _EndAware:
+    """A connection's input that notes when a line was cut by the end of the stream.
+
+    The standard library reads a request's header lines until a blank line *or* the end of
+    the stream, so a request cut inside its headers (a connection closed as the endpoint
+    shuts down) would otherwise pass for a whole request without a body.
+    """
+
+    def __init__(self, raw: io.BufferedIOBase) -> None:
+        self._raw = raw
+        self.cut = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._raw.readline(limit)
+        if not line.endswith(b"\n") and (limit < 0 or len(line) < limit):
+            self.cut = True
+        return line
+
+    def read(self, size: int = -1) -> bytes:
+        return self._raw.read(size)
+
+    def close(self) -> None:
+        self._raw.close()
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One connection. Every response closes it: a client's idle keep-alive connection would
     otherwise hold a serving thread until the client lets go."""
 
     protocol_version = "HTTP/1.1"
     server_version = "evalrunner-replay"
+
+    def setup(self) -> None:
+        super().setup()
+        self._input = _EndAware(self.rfile)
+        self.rfile = cast(io.BufferedIOBase, self._input)
 
     @property
     def _endpoint(self) -> ReplayEndpoint:
@@ -528,7 +559,11 @@ class _Handler(BaseHTTPRequestHandler):
         if wire is None:
             reply = self._endpoint._unknown_path("POST", path, _guess_api(path, self.headers))
         else:
-            raw = self._read_body()
+            raw: bytes | _Unread
+            if self._input.cut:  # its headers never ended: no request, whatever was parsed
+                raw = _Unread(400, "the request ended inside its headers", sticky=False)
+            else:
+                raw = self._read_body()
             if isinstance(raw, bytes):
                 reply = self._endpoint._answer(wire, raw)
             elif raw.sticky:

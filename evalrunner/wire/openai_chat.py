@@ -43,6 +43,7 @@ from evalrunner.wire.common import (
     stream_pieces,
     text_of_parts,
     token_count,
+    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -64,7 +65,6 @@ class OpenAIChat:
     """The OpenAI chat completions API as a :class:`~evalrunner.wire.WireAPI`."""
 
     name = OPENAI
-    result_carrier = 'a "tool" message with its tool_call_id'
     continues_responses = False
 
     def read_request(self, body: JSONValue) -> WireRequest:
@@ -84,6 +84,7 @@ class OpenAIChat:
             request=ModelRequest(
                 messages=tuple(messages),
                 tools=_tools(request.get("tools")),
+                **tool_choice(request.get("tool_choice")),
                 api=OPENAI,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),

@@ -67,6 +67,7 @@ from evalrunner.wire.common import (
     stream_flag,
     stream_pieces,
     token_count,
+    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -98,7 +99,6 @@ class OpenAIResponses:
     """The OpenAI Responses API as a :class:`~evalrunner.wire.common.WireAPI`."""
 
     name = OPENAI_RESPONSES
-    result_carrier = 'a "function_call_output" item with its call_id'
     continues_responses = True
 
     def read_request(self, body: JSONValue) -> WireRequest:
@@ -135,6 +135,7 @@ class OpenAIResponses:
             request=ModelRequest(
                 messages=tuple(messages),
                 tools=_tools(request.get("tools")),
+                **tool_choice(request.get("tool_choice")),
                 api=OPENAI_RESPONSES,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),

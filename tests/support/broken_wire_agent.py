@@ -15,6 +15,9 @@ extra-stdout        prints one more line after its final reply
 other-arguments     reports other arguments than the model sent (and runs echo on them)
 lie-success         reports a failed call as a success
 grandchild          leaves a grandchild holding stdout open, then exits 0
+mcp-names           offers its tool as mcp__echo, but runs a call to echo all the same
+tool-choice-none    sends tool_choice "none" (forbidding tool calls) on every request
+edited-results      feeds back "Result: X (edited)" for every result, and reports that
 """
 
 from __future__ import annotations
@@ -33,9 +36,13 @@ WIRE, MODE = sys.argv[1], sys.argv[2]
 
 
 ECHO_SCHEMA = {"type": "object", "properties": {"message": {"type": "string"}}}
-OPENAI_TOOLS = [{"type": "function", "function": {"name": "echo", "parameters": ECHO_SCHEMA}}]
-ANTHROPIC_TOOLS = [{"name": "echo", "input_schema": ECHO_SCHEMA}]
-RESPONSES_TOOLS = [{"type": "function", "name": "echo", "parameters": ECHO_SCHEMA}]
+OFFERED = "mcp__echo" if MODE == "mcp-names" else "echo"
+OPENAI_TOOLS = [{"type": "function", "function": {"name": OFFERED, "parameters": ECHO_SCHEMA}}]
+ANTHROPIC_TOOLS = [{"name": OFFERED, "input_schema": ECHO_SCHEMA}]
+RESPONSES_TOOLS = [{"type": "function", "name": OFFERED, "parameters": ECHO_SCHEMA}]
+CHOICE: dict[str, Any] = {}
+if MODE == "tool-choice-none":
+    CHOICE = {"tool_choice": {"type": "none"} if WIRE == "anthropic" else "none"}
 
 
 def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -65,14 +72,15 @@ def echo(arguments_text: str) -> tuple[str, bool]:
 def run_call(name: str, arguments: str) -> tuple[str, bool]:
     if name != "echo":
         return f"Unknown tool: {name}", False
-    return echo(arguments)
+    result, ok = echo(arguments)
+    return (f"Result: {result} (edited)" if MODE == "edited-results" else result), ok
 
 
 def turn_openai(messages: list[dict[str, Any]], user_input: str) -> tuple[str, list[Any]]:
     messages.append({"role": "user", "content": user_input})
     reports: list[Any] = []
     while True:
-        body = {"model": "m", "messages": messages, "tools": OPENAI_TOOLS}
+        body = {"model": "m", "messages": messages, "tools": OPENAI_TOOLS, **CHOICE}
         message = post("/chat/completions", body)["choices"][0]["message"]
         calls = message.get("tool_calls") or []
         echoed: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
@@ -98,7 +106,8 @@ def turn_responses(items: list[dict[str, Any]], user_input: str) -> tuple[str, l
     items.append({"role": "user", "content": user_input})
     reports: list[Any] = []
     while True:
-        answer = post("/responses", {"model": "m", "input": items, "tools": RESPONSES_TOOLS})
+        body = {"model": "m", "input": items, "tools": RESPONSES_TOOLS, **CHOICE}
+        answer = post("/responses", body)
         items += answer["output"]
         calls = [item for item in answer["output"] if item["type"] == "function_call"]
         if not calls:
@@ -128,7 +137,13 @@ def turn_anthropic(messages: list[dict[str, Any]], user_input: str) -> tuple[str
     messages.append({"role": "user", "content": user_input})
     reports: list[Any] = []
     while True:
-        body = {"model": "m", "max_tokens": 100, "messages": messages, "tools": ANTHROPIC_TOOLS}
+        body = {
+            "model": "m",
+            "max_tokens": 100,
+            "messages": messages,
+            "tools": ANTHROPIC_TOOLS,
+            **CHOICE,
+        }
         answer = post("/v1/messages", body)
         messages.append({"role": "assistant", "content": answer["content"]})
         uses = [b for b in answer["content"] if b["type"] == "tool_use"]

@@ -7,6 +7,8 @@ exit             writes to stderr and exits with code 3 before replying
 hang             never replies
 forget-result    dispatches the scripted calls but sends no tool results back
 no-model         replies without ever calling the model
+slow-exit        as ok, then takes 2.5 s to exit once its stdin is closed (a heavy SDK's teardown)
+linger           as ok, then never exits once its stdin is closed
 
 WIRE_AGENT_PARAMS, when set, is a JSON object of request parameters added to every request.
 """
@@ -65,6 +67,10 @@ def main() -> None:
                 arguments = json.loads(call["function"]["arguments"])
                 result = arguments.get("message", "(empty)")
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    if mode == "slow-exit":
+        time.sleep(2.5)
+    if mode == "linger":
+        time.sleep(3600)
 
 
 if __name__ == "__main__":
