@@ -40,7 +40,7 @@ if TYPE_CHECKING:
         Turn,
     )
     from evalrunner.observer import Observer, RecordingObserver
-    from evalrunner.pipeline import evaluate_case, run_suite
+    from evalrunner.session import evaluate_case, run_suite
     from evalrunner.plugins import PluginError, configured_agent
     from evalrunner.provider import ModelProvider, ReplayProvider
     from evalrunner.replay import run_case
@@ -153,7 +153,7 @@ _EXPORTS: dict[str, str] = {
     "command_agent_factory": "evalrunner.command_agent",
     "configured_agent": "evalrunner.plugins",
     "dispatch": "evalrunner.tools",
-    "evaluate_case": "evalrunner.pipeline",
+    "evaluate_case": "evalrunner.session",
     "exit_code": "evalrunner.report",
     "grade": "evalrunner.grade",
     "load_config": "evalrunner.config",
@@ -164,7 +164,7 @@ _EXPORTS: dict[str, str] = {
     "render_json": "evalrunner.report",
     "render_table": "evalrunner.report",
     "run_case": "evalrunner.replay",
-    "run_suite": "evalrunner.pipeline",
+    "run_suite": "evalrunner.session",
 }
 """Where each public name lives. Imported on first use, so that ``evalrunner --version`` and
 an agent command built on :mod:`evalrunner.mutants` do not pay for schemas, YAML and HTTP."""

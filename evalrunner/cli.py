@@ -61,7 +61,7 @@ from evalrunner.model import (
     Shard,
     SuiteReport,
 )
-from evalrunner.pipeline import run_suite
+from evalrunner.session import run_suite
 from evalrunner.plugins import PluginError, configured_settings
 from evalrunner.report import (
     EXIT_REFUSED,
@@ -75,7 +75,7 @@ from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
     from evalrunner.keyword_expr import Keyword
-    from evalrunner.pipeline import RunSettings, SelectedCase
+    from evalrunner.session import RunSettings, SelectedCase
     from evalrunner.record import NotRecorded, Recorded, RecordSettings, Targets
     from evalrunner.wire.live import LiveModel
 
@@ -724,7 +724,7 @@ def _live_model(settings: Config, workers: int) -> "LiveModel":
     from evalrunner.wire.live import start_live
 
     if workers > 1:
-        from evalrunner.pipeline import LIVE_WITH_JOBS
+        from evalrunner.session import LIVE_WITH_JOBS
 
         raise _fail([*settings.live.problems(), LIVE_WITH_JOBS])
     live = start_live(settings.live)
@@ -997,7 +997,7 @@ def record(
     start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
     143 on SIGINT or SIGTERM (what was recorded stays written).
     """
-    from evalrunner.pipeline import select_cases, suite_name
+    from evalrunner.session import select_cases, suite_name
     from evalrunner.record import (
         NotRecorded,
         Provenance,
@@ -1227,7 +1227,7 @@ def list_cases(
     nothing."""
     from evalrunner.cache import AdmissionCache
     from evalrunner.listing import render_list_json, render_list_table
-    from evalrunner.pipeline import select_cases, suite_paths
+    from evalrunner.session import select_cases, suite_paths
 
     chosen_by, slice_ = _selection(keyword, shard)
     settings = _config(config)

@@ -19,7 +19,7 @@ from evalrunner.agent import AgentFactory, reference_agent
 from evalrunner.command_agent import command_agent_factory
 from evalrunner.model import Case, CaseReport
 from evalrunner.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
-from evalrunner.pipeline import evaluate_case
+from evalrunner.session import evaluate_case
 from evalrunner.plugins import tool_source
 
 

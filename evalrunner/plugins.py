@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from evalrunner.agent import AgentFactory, reference_agent
 from evalrunner.config import Config
-from evalrunner.pipeline import RunSettings
+from evalrunner.session import RunSettings
 from evalrunner.tools import Tool, ToolSource, builtin_tools
 
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from evalrunner.config import Config
     from evalrunner.model import Case, CaseReport
-    from evalrunner.pipeline import RunSettings
+    from evalrunner.session import RunSettings
     from evalrunner.wire.live import LiveModel
 
 ENABLE_FLAG = "--evalrunner"
@@ -425,7 +425,7 @@ class EvalItem(pytest.Item):
     def runtest(self) -> None:
         """Replay (or in live mode, run live) and grade the case; raise :class:`CaseFailed`
         unless it passed."""
-        from evalrunner.pipeline import SKIP_BUDGET, evaluate_with
+        from evalrunner.session import SKIP_BUDGET, evaluate_with
 
         report = evaluate_with(self.case, self.config.stash[_SESSION].settings)
         if report.skipped == SKIP_BUDGET:

@@ -54,7 +54,7 @@ from evalrunner.model import (
     RunRecord,
     TextResponse,
 )
-from evalrunner.pipeline import RunSettings, graded_report, run_with
+from evalrunner.session import RunSettings, graded_report, run_with
 from evalrunner.redact import Redactor
 from evalrunner.text import dotted, printable
 

@@ -22,7 +22,7 @@ from evalrunner.model import (
     ToolCallsResponse,
     ToolSpec,
 )
-from evalrunner.pipeline import SKIP_LIVE_CASE, evaluate_case
+from evalrunner.session import SKIP_LIVE_CASE, evaluate_case
 from evalrunner.replay import run_case
 
 TOOLS = (ToolSpec("echo", "", {"type": "object"}),)
@@ -143,7 +143,7 @@ def test_the_reference_agent_runs_a_live_case_against_a_live_provider() -> None:
 
 
 def test_a_live_case_run_without_a_provider_is_reported_as_skipped() -> None:
-    from evalrunner.pipeline import RunSettings, execute
+    from evalrunner.session import RunSettings, execute
 
     (report,) = list(execute([_admit("live.yaml", LIVE)], RunSettings()))
     assert report.skipped == SKIP_LIVE_CASE and not report.passed

@@ -27,7 +27,7 @@ from evalrunner.model import (
     ToolCallsResponse,
     Turn,
 )
-from evalrunner.pipeline import evaluate_case, run_suite
+from evalrunner.session import evaluate_case, run_suite
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.report import render_json, render_table, write_atomic

@@ -20,7 +20,7 @@ from evalrunner.model import (
     RunRefused,
     SuiteReport,
 )
-from evalrunner.pipeline import run_suite
+from evalrunner.session import run_suite
 from evalrunner.report import (
     REPORT_SCHEMA,
     UnsafeOutput,

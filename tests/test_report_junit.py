@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalrunner.model import AdmissionError, CaseReport, GradeResult, RunRefused, SuiteReport
-from evalrunner.pipeline import run_suite
+from evalrunner.session import run_suite
 from evalrunner.report import render_junit
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from evalrunner.model import SuiteReport
-from evalrunner.pipeline import run_suite
-from evalrunner.workers import can_fork
+from evalrunner.session import run_suite
+from evalrunner.execution import can_fork
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"
@@ -216,7 +216,7 @@ def trap_project(tmp_path: Path, tokens: list[str]) -> Path:
 def test_a_crew_that_stands_down_lets_its_workers_leave_by_themselves(tmp_path: Path) -> None:
     from evalrunner.load import find_fixtures
     from evalrunner.model import Case, CaseReport
-    from evalrunner.workers import Crew
+    from evalrunner.execution import Crew
 
     suite = project(tmp_path, count=6)
     (suite / "case_04.json").write_text("{not json", encoding="utf-8")

@@ -515,7 +515,7 @@ def _with_crew(
     """Admit and run in a crew of forked workers (:mod:`evalrunner.crew`); ``None`` when the
     crew cannot (no fork) or stood down (a refused file, a name used twice): the caller then
     admits here, and says exactly what was refused."""
-    from evalrunner.workers import Crew, can_fork, evaluator_in_worker, run_alone
+    from evalrunner.execution import Crew, can_fork, evaluator_in_worker, run_alone
 
     if not can_fork():
         return None
@@ -612,7 +612,7 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
         for case in cases:
             yield evaluate_with(case, settings)
         return
-    from evalrunner.workers import in_pool
+    from evalrunner.execution import in_pool
 
     yield from in_pool(cases, settings)
 

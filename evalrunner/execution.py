@@ -23,7 +23,7 @@ The crew only runs a suite that admits cleanly: as soon as any share has a refus
 two shares use one case name, it stands down and the caller admits serially, so every refusal
 reads exactly as in a serial run. Nothing runs before the whole suite is admitted.
 
-Like the pool in :mod:`evalrunner.pipeline`, a worker that dies (``os._exit``, a crash in
+Like the pool in :mod:`evalrunner.session`, a worker that dies (``os._exit``, a crash in
 native code) fails only the case it was running: its cases not yet reported run again, each
 in a process of its own.
 """
@@ -47,7 +47,7 @@ from evalrunner.agent import reference_agent
 from evalrunner.cache import AdmissionCache
 from evalrunner.load import Fixture, load_document
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted
-from evalrunner.pipeline import (
+from evalrunner.session import (
     RunSettings,
     admit_with_cache,
     evaluate_with,
