@@ -40,11 +40,11 @@ if TYPE_CHECKING:
         Turn,
     )
     from evalrunner.observer import Observer, RecordingObserver
-    from evalrunner.session import evaluate_case, run_suite
     from evalrunner.plugins import PluginError, configured_agent
     from evalrunner.provider import ModelProvider, ReplayProvider
     from evalrunner.replay import run_case
     from evalrunner.report import exit_code, render_json, render_table
+    from evalrunner.session import evaluate_case, run_suite
     from evalrunner.tools import EchoTool, Tool, dispatch
     from evalrunner.wire.endpoint import ReplayEndpoint
 

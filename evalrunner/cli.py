@@ -61,8 +61,7 @@ from evalrunner.model import (
     Shard,
     SuiteReport,
 )
-from evalrunner.session import run_suite
-from evalrunner.plugins import PluginError, configured_settings
+from evalrunner.plugins import PluginError
 from evalrunner.report import (
     EXIT_REFUSED,
     Verbosity,
@@ -71,12 +70,14 @@ from evalrunner.report import (
     render_table,
 )
 from evalrunner.select import SelectionError, parse_shard
+from evalrunner.session import run_suite, settings_from_config
 from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
+    from evalrunner.execution import RunSettings
     from evalrunner.keyword_expr import Keyword
-    from evalrunner.session import RunSettings, SelectedCase
     from evalrunner.record import NotRecorded, Recorded, RecordSettings, Targets
+    from evalrunner.session import SelectedCase
     from evalrunner.wire.live import LiveModel
 
 
@@ -656,7 +657,7 @@ def run(
     shown_format = report_format or _default_format()
     settings = _config(config, suite, mode, case_timeout, agent_command, repeat)
     try:
-        run_settings = configured_settings(settings, jobs=workers)
+        run_settings = settings_from_config(settings, jobs=workers)
     except PluginError as exc:
         raise _fail(exc.problems) from None
     live = _live_model(settings, workers) if settings.mode == "live" else None
@@ -997,7 +998,6 @@ def record(
     start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
     143 on SIGINT or SIGTERM (what was recorded stays written).
     """
-    from evalrunner.session import select_cases, suite_name
     from evalrunner.record import (
         NotRecorded,
         Provenance,
@@ -1008,6 +1008,7 @@ def record(
         recording_date,
     )
     from evalrunner.redact import Redactor
+    from evalrunner.session import select_cases, suite_name
 
     chosen_by, _ = _selection(keyword, None)
     settings = _config(config, None, None, case_timeout, agent_command)
@@ -1016,7 +1017,7 @@ def record(
     except ValueError as exc:
         raise _fail([str(exc)]) from None
     try:
-        run_settings = configured_settings(settings)
+        run_settings = settings_from_config(settings)
     except PluginError as exc:
         raise _fail(exc.problems) from None
     where = paths or [settings.suite_dir]
@@ -1366,6 +1367,8 @@ def mutate(
                 first_kill=first_kill,
                 case_timeout=settings.case_timeout_secs,
                 tools=ProjectTools(settings.tools, settings.base_dir, settings.builtin_tools),
+                trimmed_history=settings.trimmed_history,
+                max_tool_iterations=settings.max_tool_iterations,
             )
         except RunInterrupted as stop:
             raise typer.Exit(128 + stop.signum) from None
