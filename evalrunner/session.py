@@ -11,6 +11,7 @@ Rendering lives in :mod:`evalrunner.report`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import time
@@ -48,10 +49,12 @@ from evalrunner.model import (
     AdmissionError,
     Case,
     CaseClass,
+    CaseFingerprint,
     CaseReport,
     RunInterrupted,
     RunRefused,
     Shard,
+    SuiteFingerprint,
     SuiteReport,
 )
 from evalrunner.provider import ModelProvider
@@ -174,6 +177,8 @@ class Selection:
     keyword: Keyword | None = None
     shard: Shard | None = None
     admission_errors: tuple[AdmissionError, ...] = ()
+    fingerprint: SuiteFingerprint | None = None
+    """With a shard: the suite the shard was dealt from (:func:`fingerprint`)."""
 
 
 def suite_name(paths: Sequence[Path]) -> str:
@@ -235,6 +240,11 @@ def select_cases(
         keyword=keyword,
         shard=shard,
         admission_errors=admission.errors,
+        fingerprint=None
+        if shard is None
+        else fingerprint(
+            shown, keyword, [(item.case.name, item.source, item.case.source) for item in kept]
+        ),
     )
 
 
@@ -266,6 +276,25 @@ def choose(
         return case_identity(source, name)
 
     return take_shard(kept, shard, identity), kept
+
+
+def fingerprint(
+    paths: Sequence[Path], keyword: Keyword | None, kept: Sequence[tuple[str, str, Path]]
+) -> SuiteFingerprint:
+    """The fingerprint of the suite a shard is dealt from: ``kept`` holds each selected
+    case's name, fixture source and the path its bytes are read from."""
+    cases = []
+    for name, source, path in kept:
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:  # gone since it was admitted: a suite changing under the run
+            digest = f"unreadable: {exc.strerror or exc}"
+        cases.append(CaseFingerprint(name, source, digest))
+    return SuiteFingerprint(
+        paths=tuple(str(path) for path in paths),
+        keyword=keyword.text if keyword is not None else None,
+        cases=tuple(cases),
+    )
 
 
 def _fixtures(shown: Sequence[Path]) -> list[Fixture] | RunRefused:
@@ -442,6 +471,7 @@ def run_suite(
         admission_errors=picked.admission_errors if picked is not None else (),
         budget_spent=_budget_stop(settings, reports),
         repeat=settings.repeat,
+        fingerprint=picked.fingerprint if picked is not None else None,
     )
 
 
@@ -458,6 +488,7 @@ class _PlannedRun:
     keyword: Keyword | None
     shard: Shard | None
     admission_errors: tuple[AdmissionError, ...] = ()
+    fingerprint: SuiteFingerprint | None = None
 
 
 def _here(selection: Selection | RunRefused, settings: RunSettings) -> _PlannedRun | RunRefused:
@@ -475,6 +506,7 @@ def _here(selection: Selection | RunRefused, settings: RunSettings) -> _PlannedR
         keyword=selection.keyword,
         shard=selection.shard,
         admission_errors=selection.admission_errors,
+        fingerprint=selection.fingerprint,
     )
 
 
@@ -540,6 +572,13 @@ def _on_forked_workers(
         selected=len(kept),
         keyword=keyword,
         shard=shard,
+        fingerprint=None
+        if shard is None
+        else fingerprint(
+            shown,
+            keyword,
+            [(c.name, fixtures[c.index].source, fixtures[c.index].path) for c in kept],
+        ),
     )
 
 
