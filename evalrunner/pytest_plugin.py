@@ -23,6 +23,12 @@ With the flag:
 - a refused fixture is a collection error listing every problem as ``path:line:col: message``;
   a case name used by two files is refused in the second, as ``run`` refuses it;
 - a failed case shows its failed checks, and a case whose run errored shows the run error.
+
+Each item's outcome is the run core's verdict for its case
+(:func:`evalrunner.session.case_verdict`), never one of the plugin's own: ``repeat`` from the
+config runs it that many times (a flaky case fails), an agent or tool that calls ``os._exit``
+fails its case as a run error (pytest still writes its summary and ``--junitxml``), and a run
+whose every case was skipped fails (exit 1), since it graded nothing, as ``run`` fails it.
 """
 
 from __future__ import annotations
