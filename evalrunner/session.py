@@ -11,7 +11,6 @@ Rendering lives in :mod:`evalrunner.report`.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import signal
 import time
@@ -283,6 +282,9 @@ def fingerprint(
 ) -> SuiteFingerprint:
     """The fingerprint of the suite a shard is dealt from: ``kept`` holds each selected
     case's name, fixture source and the path its bytes are read from."""
+    # Imported here: only a sharded run hashes, and a plain run's start stays lean.
+    import hashlib
+
     cases = []
     for name, source, path in kept:
         try:

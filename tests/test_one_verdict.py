@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -219,9 +219,9 @@ def designed(kinds: list[str], repeat: int) -> Outcome:
     return Outcome(verdicts, code)
 
 
-# Hypothesis examples share one directory factory: function-scoped fixtures would be shared
-# between examples. The number of examples is the profile's.
-@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Each example gets its own directory from the session's factory (a function-scoped tmp_path
+# would be shared between examples). The number of examples is the profile's.
+@settings(deadline=None)  # a loaded machine must not fail a slow example
 @given(suites)
 def test_every_front_end_gives_the_verdict_of_the_design(
     tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
@@ -239,7 +239,7 @@ def test_every_front_end_gives_the_verdict_of_the_design(
 
 
 @pytest.mark.slow
-@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None)  # a loaded machine must not fail a slow example
 @given(suites)
 def test_pytest_with_xdist_gives_the_verdict_of_the_design(
     tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
