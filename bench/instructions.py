@@ -43,7 +43,7 @@ STAGE = """\
 import sys
 from pathlib import Path
 from evalrunner.load import find_fixtures, load_document
-from evalrunner.pipeline import evaluate_case, run_suite, select_cases
+from evalrunner.session import evaluate_case, run_suite, select_cases
 
 warm, suite, stage = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 for chosen in select_cases([warm]).cases:

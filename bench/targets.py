@@ -39,7 +39,7 @@ import tomli_w
 from ruamel.yaml import YAML
 
 from evalrunner.cache import AdmissionCache
-from evalrunner.pipeline import evaluate_case, run_suite, select_cases
+from evalrunner.session import evaluate_case, run_suite, select_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from evalrunner.command_agent import command_agent_factory
     from evalrunner.config import Config, ConfigError, load_config
     from evalrunner.conformance import ConversationMonitor
+    from evalrunner.execution import RunSettings
     from evalrunner.grade import KINDS, grade
     from evalrunner.load import LoadedSuite, RawDocument, load_document, load_paths, load_suite
     from evalrunner.model import (
@@ -40,11 +41,11 @@ if TYPE_CHECKING:
         Turn,
     )
     from evalrunner.observer import Observer, RecordingObserver
-    from evalrunner.pipeline import evaluate_case, run_suite
     from evalrunner.plugins import PluginError, configured_agent
     from evalrunner.provider import ModelProvider, ReplayProvider
     from evalrunner.replay import run_case
     from evalrunner.report import exit_code, render_json, render_table
+    from evalrunner.session import case_verdict, evaluate_case, run_suite, settings_from_config
     from evalrunner.tools import EchoTool, Tool, dispatch
     from evalrunner.wire.endpoint import ReplayEndpoint
 
@@ -81,6 +82,7 @@ __all__ = [
     "RunError",
     "RunRecord",
     "RunRefused",
+    "RunSettings",
     "SuiteReport",
     "TextResponse",
     "Tool",
@@ -92,6 +94,7 @@ __all__ = [
     "__version__",
     "admit",
     "admit_suite",
+    "case_verdict",
     "command_agent_factory",
     "configured_agent",
     "dispatch",
@@ -107,6 +110,7 @@ __all__ = [
     "render_table",
     "run_case",
     "run_suite",
+    "settings_from_config",
 ]
 
 _EXPORTS: dict[str, str] = {
@@ -140,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "RunError": "evalrunner.model",
     "RunRecord": "evalrunner.model",
     "RunRefused": "evalrunner.model",
+    "RunSettings": "evalrunner.execution",
     "SuiteReport": "evalrunner.model",
     "TextResponse": "evalrunner.model",
     "Tool": "evalrunner.tools",
@@ -150,10 +155,11 @@ _EXPORTS: dict[str, str] = {
     "Turn": "evalrunner.model",
     "admit": "evalrunner.admit",
     "admit_suite": "evalrunner.admit",
+    "case_verdict": "evalrunner.session",
     "command_agent_factory": "evalrunner.command_agent",
     "configured_agent": "evalrunner.plugins",
     "dispatch": "evalrunner.tools",
-    "evaluate_case": "evalrunner.pipeline",
+    "evaluate_case": "evalrunner.session",
     "exit_code": "evalrunner.report",
     "grade": "evalrunner.grade",
     "load_config": "evalrunner.config",
@@ -164,7 +170,8 @@ _EXPORTS: dict[str, str] = {
     "render_json": "evalrunner.report",
     "render_table": "evalrunner.report",
     "run_case": "evalrunner.replay",
-    "run_suite": "evalrunner.pipeline",
+    "run_suite": "evalrunner.session",
+    "settings_from_config": "evalrunner.session",
 }
 """Where each public name lives. Imported on first use, so that ``evalrunner --version`` and
 an agent command built on :mod:`evalrunner.mutants` do not pay for schemas, YAML and HTTP."""

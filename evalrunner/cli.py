@@ -61,8 +61,7 @@ from evalrunner.model import (
     Shard,
     SuiteReport,
 )
-from evalrunner.pipeline import run_suite
-from evalrunner.plugins import PluginError, configured_settings
+from evalrunner.plugins import PluginError
 from evalrunner.report import (
     EXIT_REFUSED,
     Verbosity,
@@ -71,12 +70,14 @@ from evalrunner.report import (
     render_table,
 )
 from evalrunner.select import SelectionError, parse_shard
+from evalrunner.session import run_suite, settings_from_config
 from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
+    from evalrunner.execution import RunSettings
     from evalrunner.keyword_expr import Keyword
-    from evalrunner.pipeline import RunSettings, SelectedCase
     from evalrunner.record import NotRecorded, Recorded, RecordSettings, Targets
+    from evalrunner.session import SelectedCase
     from evalrunner.wire.live import LiveModel
 
 
@@ -670,7 +671,7 @@ def run(
         config, suite, mode, case_timeout, agent_command, repeat, agent_exit_grace
     )
     try:
-        run_settings = configured_settings(settings, jobs=workers)
+        run_settings = settings_from_config(settings, jobs=workers)
     except PluginError as exc:
         raise _fail(exc.problems) from None
     live = _live_model(settings, workers) if settings.mode == "live" else None
@@ -738,7 +739,7 @@ def _live_model(settings: Config, workers: int) -> "LiveModel":
     from evalrunner.wire.live import start_live
 
     if workers > 1:
-        from evalrunner.pipeline import LIVE_WITH_JOBS
+        from evalrunner.session import LIVE_WITH_JOBS
 
         raise _fail([*settings.live.problems(), LIVE_WITH_JOBS])
     live = start_live(settings.live)
@@ -1011,7 +1012,6 @@ def record(
     start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
     143 on SIGINT or SIGTERM (what was recorded stays written).
     """
-    from evalrunner.pipeline import select_cases, suite_name
     from evalrunner.record import (
         NotRecorded,
         Provenance,
@@ -1022,6 +1022,7 @@ def record(
         recording_date,
     )
     from evalrunner.redact import Redactor
+    from evalrunner.session import select_cases, suite_name
 
     chosen_by, _ = _selection(keyword, None)
     settings = _config(config, None, None, case_timeout, agent_command)
@@ -1030,7 +1031,7 @@ def record(
     except ValueError as exc:
         raise _fail([str(exc)]) from None
     try:
-        run_settings = configured_settings(settings)
+        run_settings = settings_from_config(settings)
     except PluginError as exc:
         raise _fail(exc.problems) from None
     where = paths or [settings.suite_dir]
@@ -1244,7 +1245,7 @@ def list_cases(
     nothing."""
     from evalrunner.cache import AdmissionCache
     from evalrunner.listing import render_list_json, render_list_table
-    from evalrunner.pipeline import select_cases, suite_paths
+    from evalrunner.session import select_cases, suite_paths
 
     chosen_by, slice_ = _selection(keyword, shard)
     settings = _config(config)
@@ -1383,6 +1384,8 @@ def mutate(
                 first_kill=first_kill,
                 case_timeout=settings.case_timeout_secs,
                 tools=ProjectTools(settings.tools, settings.base_dir, settings.builtin_tools),
+                trimmed_history=settings.trimmed_history,
+                max_tool_iterations=settings.max_tool_iterations,
             )
         except RunInterrupted as stop:
             raise typer.Exit(128 + stop.signum) from None

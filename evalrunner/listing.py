@@ -8,7 +8,7 @@ from dataclasses import fields
 from typing import Any
 
 from evalrunner.model import Case
-from evalrunner.pipeline import SelectedCase, Selection
+from evalrunner.session import SelectedCase, Selection
 from evalrunner.text import encodable, encodable_path, printable, printable_path
 
 

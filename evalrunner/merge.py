@@ -4,10 +4,11 @@ report of the whole run.
 A merge is refused, with every reason found, when a report cannot be read or is not a valid
 report, when it is not a shard's report or was interrupted, when the shards are incompatible
 (another suite, mode, agent, ``-k``, history setting, repeat count, shard count, number of
-selected cases or set of refused files), when a shard is given twice or is missing, or when two
-shards hold the same case. The merged report lists the cases in suite order
-(:func:`evalrunner.select.suite_order`), the order an unsharded run reports them in; its
-``duration_ms`` is the sum of the shards'.
+selected cases or set of refused files), when they were dealt from different versions of the
+suite (their fingerprints name a case that was added, removed or changed between the shards'
+runs), when a shard is given twice or is missing, or when two shards hold the same case. The
+merged report lists the cases in suite order (:func:`evalrunner.select.suite_order`), the
+order an unsharded run reports them in; its ``duration_ms`` is the sum of the shards'.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from typing import Any
 from evalrunner.load import NotARegularFile, read_regular_file
 from evalrunner.model import (
     AdmissionError,
+    CaseFingerprint,
     CaseReport,
     GradeResult,
     JSONPath,
     Shard,
+    SuiteFingerprint,
     SuiteReport,
     render_json_path,
 )
@@ -148,6 +151,17 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
             for e in data.get("admission_errors", [])
         ),
         repeat=data["repeat"]["k"] if "repeat" in data else 1,
+        fingerprint=None if shard is None else _fingerprint(shard.get("suite_fingerprint")),
+    )
+
+
+def _fingerprint(raw: dict[str, Any] | None) -> SuiteFingerprint | None:
+    if raw is None:
+        return None
+    return SuiteFingerprint(
+        paths=tuple(raw["paths"]),
+        keyword=raw["keyword"],
+        cases=tuple(CaseFingerprint(c["name"], c["source"], c["sha256"]) for c in raw["cases"]),
     )
 
 
@@ -255,6 +269,14 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
         problems.extend(_incompatibility(first, shard))
     if problems:
         raise MergeRefused(problems)
+    for shard in shards:
+        if shard.report.fingerprint is None:
+            problems.append(
+                f"{shard.shown}: its shard carries no suite_fingerprint, so the suite it was "
+                "dealt from cannot be checked; rerun the shard with this version of evalrunner"
+            )
+    if problems:
+        raise MergeRefused(problems)
     problems.extend(_duplicate_or_missing(shards))
     if len({shard.report.shard for shard in shards}) == len(shards):
         problems.extend(_overlaps(shards))  # a shard given twice overlaps itself: said above
@@ -306,6 +328,13 @@ def _incompatibility(first: ShardReport, other: ShardReport) -> list[str]:
             f"{other.shown}: shard {b.shard} is one of {b.shard.count}, but {first.shown}'s "
             f"shard {a.shard} is one of {a.shard.count}; merge the shards of one run"
         )
+    elif (
+        not problems
+        and None not in (a.fingerprint, b.fingerprint)
+        and a.fingerprint != b.fingerprint
+    ):
+        # Said after the run's settings: another -k or suite changes the fingerprint too.
+        problems.extend(_other_version(first, other))
     elif a.selected != b.selected and not problems:
         # With another -k or suite, another number of selected cases follows: said above.
         problems.append(
@@ -317,6 +346,40 @@ def _incompatibility(first: ShardReport, other: ShardReport) -> list[str]:
             f"{other.shown}: its refused files differ from {first.shown}'s; the shards ran "
             "different versions of the suite"
         )
+    return problems
+
+
+def _other_version(first: ShardReport, other: ShardReport) -> list[str]:
+    """The cases whose fixtures differ between the suites two shards were dealt from: a
+    shard of another version of the suite would merge a verdict no single run gave."""
+    mine, theirs = other.report.fingerprint, first.report.fingerprint
+    if mine is None or theirs is None or mine == theirs:
+        return []
+    ours = {(c.source, c.name): c.sha256 for c in theirs.cases}
+    its = {(c.source, c.name): c.sha256 for c in mine.cases}
+    problems = []
+    for key in sorted(ours.keys() | its.keys(), key=lambda k: suite_order(*k)):
+        source, name = key
+        if ours.get(key) == its.get(key):
+            continue
+        if key not in its:
+            how = f"is not in its suite, but is in {first.shown}'s"
+        elif key not in ours:
+            how = f"is in its suite, but not in {first.shown}'s"
+        else:
+            how = f"has other content than in {first.shown}'s suite (its fixture changed)"
+        problems.append(
+            f"{other.shown}: case {printable(name)!r} ({printable_path(source)}) {how}; the "
+            "shards were dealt from different versions of the suite: rerun every shard on one"
+        )
+    if not problems:  # the same cases; the paths or -k differ
+        problems.append(
+            f"{other.shown}: its suite fingerprint (paths, -k) differs from {first.shown}'s; "
+            "merge the shards of one run"
+        )
+    if len(problems) > _MAX_LISTED:
+        rest = len(problems) - _MAX_LISTED
+        return [*problems[:_MAX_LISTED], f"... and {rest} more case(s) that differ"]
     return problems
 
 

@@ -359,6 +359,26 @@ class Shard:
 
 
 @dataclass(frozen=True, slots=True)
+class CaseFingerprint:
+    """One selected case as a shard saw it: its name, fixture source and the SHA-256 of the
+    fixture's bytes."""
+
+    name: str
+    source: str
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteFingerprint:
+    """The suite a shard was dealt from: the paths run, the ``-k`` expression, and every
+    selected case (of all shards), in suite order. Shards of one run carry equal ones."""
+
+    paths: tuple[str, ...]
+    keyword: str | None
+    cases: tuple[CaseFingerprint, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class SuiteReport:
     """The outcome of a whole run, as rendered by :mod:`evalrunner.report`."""
 
@@ -389,6 +409,8 @@ class SuiteReport:
     repeat: int = 1
     """How many times each case ran (``--repeat K``); with more than one, each case holds its
     :attr:`CaseReport.runs` and passes only when every run passed."""
+    fingerprint: SuiteFingerprint | None = None
+    """With a shard: the suite it was dealt from (``merge`` refuses shards of two versions)."""
 
     @property
     def passed(self) -> int:

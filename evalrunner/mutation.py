@@ -3,8 +3,11 @@
 For each path the unmutated reference agent runs first (the baseline): a case it does not pass
 on that path cannot tell a mutant from a working agent there, so it kills nothing. Then each
 mutant runs the suite; every baseline-passing case that fails or errors against it kills it.
-Pure rendering is kept apart (:func:`render_mutation`); the exit code is non-zero when a mutant
-survives on some path.
+Every case is graded as ``evalrunner run`` grades it (:func:`evalrunner.session.case_verdict`),
+with the project's tools, limits and ``trimmed_history``. Pure rendering is kept apart
+(:func:`render_mutation`); the exit code is 1 when a mutant survives on some path, and 2 when
+the baseline cannot run: it passes no case on a path, or the agent or a project tool ended the
+process (``os._exit``), which no mutant's verdict could then be told from.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalrunner.agent import AgentFactory, reference_agent
+from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
 from evalrunner.command_agent import command_agent_factory
+from evalrunner.execution import RunSettings, ended_its_process
 from evalrunner.model import Case, CaseReport
 from evalrunner.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
-from evalrunner.pipeline import evaluate_case
 from evalrunner.plugins import tool_source
+from evalrunner.session import case_verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,9 @@ class MutationReport:
     first_kill: bool = False
     live_cases: tuple[str, ...] = ()
     """Live cases of the suite, left out: mutants break scripted runs, and they have none."""
+    baseline_broken: tuple[str, ...] = ()
+    """Why the baseline cannot run, one line each: a path on which it passes no case, a case
+    whose agent or tool ended the process. Nothing is then concluded (exit 2)."""
 
     @property
     def survivors(self) -> tuple[MutantOutcome, ...]:
@@ -58,7 +65,10 @@ class MutationReport:
 
     @property
     def exit_code(self) -> int:
-        """0 when every mutant was killed on every path, else 1."""
+        """0 when every mutant was killed on every path, 1 when one survived, 2 when the
+        baseline cannot run (:attr:`baseline_broken`)."""
+        if self.baseline_broken:
+            return 2
         return 1 if self.survivors else 0
 
 
@@ -106,25 +116,33 @@ def run_mutants(
     first_kill: bool = False,
     case_timeout: float = 60.0,
     tools: ProjectTools | None = None,
+    trimmed_history: bool = False,
+    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     on_outcome: Callable[[MutantOutcome], None] | None = None,
 ) -> MutationReport:
     """Run ``cases`` against the baseline and every mutant on each path.
 
     With ``first_kill`` a mutant stops at the first case that kills it (faster; the per-case
-    list then shows only those kills). ``tools`` are the project's tools (default: echo).
+    list then shows only those kills). ``tools`` are the project's tools (default: echo);
+    ``trimmed_history`` and ``max_tool_iterations`` the project's settings, as its runs use
+    them. When the baseline cannot run on a path, no mutant runs (the report says why).
     """
     outcomes: list[MutantOutcome] = []
     failing: list[tuple[str, str, str]] = []
+    broken: list[str] = []
     live_cases = tuple(case.name for case in cases if case.live)
     cases = [case for case in cases if not case.live]
-    source = (
-        None
+    project = RunSettings(
+        tools=None
         if tools is None
-        else tool_source(tools.references, tools.base_dir, include_builtin=tools.builtin)
+        else tool_source(tools.references, tools.base_dir, include_builtin=tools.builtin),
+        max_tool_iterations=max_tool_iterations,
+        case_timeout=case_timeout,
+        trimmed_history=trimmed_history,
     )
 
     def evaluate(case: Case, factory: AgentFactory) -> CaseReport:
-        return evaluate_case(case, agent_factory=factory, tools=source, case_timeout=case_timeout)
+        return case_verdict(case, replace(project, agent_factory=factory))
 
     for path in paths:
         baseline = path_factory(None, path, stream=stream, tools=tools)
@@ -135,6 +153,18 @@ def run_mutants(
                 usable.append(case)
             else:
                 failing.append((path, case.name, _why(report)))
+                if ended_its_process(report):
+                    broken.append(
+                        f"the reference agent's run of {case.name!r} on the {path} path ended "
+                        f"its process: {_why(report)}; fix the agent's tools, then mutate"
+                    )
+        if cases and not usable:
+            broken.append(
+                f"the reference agent passes no case on the {path} path, so no mutant can be "
+                "told from it; fix the suite or the project's tools (see the notes), then mutate"
+            )
+        if broken:
+            break
         for mutant in MUTANTS:
             if mutant.command_only and path == IN_PROCESS:
                 continue
@@ -157,6 +187,7 @@ def run_mutants(
         baseline_failures=tuple(failing),
         first_kill=first_kill,
         live_cases=live_cases,
+        baseline_broken=tuple(broken),
     )
 
 
@@ -174,6 +205,10 @@ def render_mutation(report: MutationReport) -> str:
             f"note: the reference agent does not pass {case!r} on the {path} path, so it "
             f"kills nothing there: {why}"
         )
+    if report.baseline_broken:
+        lines += [f"error: {line}" for line in report.baseline_broken]
+        lines.append("mutate: the baseline cannot run; no mutant was judged")
+        return "\n".join(lines) + "\n"
     names = [m.name for m in MUTANTS]
     width = max(len(n) for n in names) + 2
     # A column fits its path's name (openai-responses is longer than a cell's text).

@@ -13,13 +13,11 @@ import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
 from evalrunner.agent import AgentFactory, reference_agent
 from evalrunner.config import Config
-from evalrunner.pipeline import RunSettings
 from evalrunner.tools import Tool, ToolSource, builtin_tools
 
 
@@ -216,20 +214,3 @@ def configured_agent(config: Config) -> tuple[AgentFactory, ToolSource | None]:
     if config.agent is not None:
         return load_agent_factory(config.agent, config.base_dir), tools
     return reference_agent, tools
-
-
-def configured_settings(config: Config, *, jobs: int = 1) -> RunSettings:
-    """The run settings ``config`` selects; with jobs, each worker builds them again from
-    ``config`` (a configured factory or tool need not be picklable)."""
-    agent_factory, tools = configured_agent(config)
-    return RunSettings(
-        agent_factory=agent_factory,
-        tools=tools,
-        max_tool_iterations=config.max_tool_iterations,
-        case_timeout=config.case_timeout_secs,
-        trimmed_history=config.trimmed_history,
-        framed_results=config.framed_results,
-        jobs=jobs,
-        in_worker=partial(configured_settings, config) if jobs > 1 else None,
-        repeat=config.repeat,
-    )

@@ -23,6 +23,12 @@ With the flag:
 - a refused fixture is a collection error listing every problem as ``path:line:col: message``;
   a case name used by two files is refused in the second, as ``run`` refuses it;
 - a failed case shows its failed checks, and a case whose run errored shows the run error.
+
+Each item's outcome is the run core's verdict for its case
+(:func:`evalrunner.session.case_verdict`), never one of the plugin's own: ``repeat`` from the
+config runs it that many times (a flaky case fails), an agent or tool that calls ``os._exit``
+fails its case as a run error (pytest still writes its summary and ``--junitxml``), and a run
+whose every case was skipped fails (exit 1), since it graded nothing, as ``run`` fails it.
 """
 
 from __future__ import annotations
@@ -42,8 +48,8 @@ if TYPE_CHECKING:
     from _pytest._io import TerminalWriter
 
     from evalrunner.config import Config
+    from evalrunner.execution import RunSettings
     from evalrunner.model import Case, CaseReport
-    from evalrunner.pipeline import RunSettings
     from evalrunner.wire.live import LiveModel
 
 ENABLE_FLAG = "--evalrunner"
@@ -143,7 +149,8 @@ class EvalrunnerSession:
 
     def __init__(self, config: pytest.Config) -> None:
         from evalrunner.config import ConfigError, load_config
-        from evalrunner.plugins import PluginError, configured_settings
+        from evalrunner.plugins import PluginError
+        from evalrunner.session import settings_from_config
 
         self.config = config
         self.cwd = config.invocation_params.dir
@@ -158,7 +165,7 @@ class EvalrunnerSession:
                 agent_command=config.getoption("--evalrunner-agent-command"),
                 mode=config.getoption("--evalrunner-mode"),
             )
-            self.settings: RunSettings = configured_settings(loaded)
+            self.settings: RunSettings = settings_from_config(loaded)
         except (ConfigError, PluginError) as exc:
             raise pytest.UsageError(_lines(exc.problems)) from None
         if loaded.mode == "live":
@@ -174,6 +181,49 @@ class EvalrunnerSession:
         # Real paths of the fixture files and directories collected so far: a file or
         # directory reached twice through links is collected once, as `evalrunner run` does.
         self.seen: set[str] = set()
+        # (node id, "passed" / "failed" / "skipped") of each case run, in the order reported.
+        self.outcomes: list[tuple[str, str]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep each case's outcome (also those xdist workers report), for the run's
+        verdict at the end."""
+        if report.when == "call" and MARKER in report.keywords:
+            self.outcomes.append((report.nodeid, report.outcome))
+
+    def graded_nothing(self) -> bool:
+        """Whether cases were run and every one was skipped: as for ``evalrunner run``, a
+        run that graded nothing is not a pass (:func:`evalrunner.session.graded_nothing`)."""
+        from evalrunner.model import CaseReport, SuiteReport
+        from evalrunner.session import graded_nothing
+
+        cases = tuple(
+            CaseReport(
+                name=nodeid,
+                source="",
+                case_class=None,
+                grades=(),
+                error=None if outcome != "failed" else outcome,
+                skipped=outcome if outcome == "skipped" else None,
+            )
+            for nodeid, outcome in self.outcomes
+        )
+        return graded_nothing(SuiteReport(suite="", mode="", cases=cases))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """A run that graded nothing fails (exit 1), as ``evalrunner run`` fails it. An xdist
+        worker leaves the verdict to the controller, which hears every case."""
+        if hasattr(self.config, "workerinput") or not self.graded_nothing():
+            return
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Say why a run whose every case was skipped failed."""
+        from evalrunner.session import GRADED_NOTHING
+
+        if not hasattr(self.config, "workerinput") and self.graded_nothing():
+            terminalreporter.write_line(f"evalrunner: {GRADED_NOTHING}", red=True)
 
     @staticmethod
     def _live(config: pytest.Config, loaded: Config) -> LiveModel:
@@ -425,9 +475,10 @@ class EvalItem(pytest.Item):
     def runtest(self) -> None:
         """Replay (or in live mode, run live) and grade the case; raise :class:`CaseFailed`
         unless it passed."""
-        from evalrunner.pipeline import SKIP_BUDGET, evaluate_with
+        from evalrunner.execution import SKIP_BUDGET
+        from evalrunner.session import case_verdict
 
-        report = evaluate_with(self.case, self.config.stash[_SESSION].settings)
+        report = case_verdict(self.case, self.config.stash[_SESSION].settings)
         if report.skipped == SKIP_BUDGET:
             pytest.fail(report.skipped, pytrace=False)  # not run is not a pass, nor a skip
         if report.skipped is not None:
@@ -498,11 +549,20 @@ def _describe_checks(report: CaseReport, *, verbose: bool) -> str:
 
     if report.error is not None:
         first, *rest = report.error.splitlines() or [""]
+        if report.runs:
+            passes = sum(1 for run in report.runs if run.passed)
+            first = f"passed {passes} of {len(report.runs)} runs; its first failed run: {first}"
         return "\n".join(
             [f"run error: {printable(first)}", *(f"    {printable(line)}" for line in rest)]
         )
     failed = sum(1 for grade in report.grades if not grade.passed)
     lines = [f"{failed} of {len(report.grades)} checks failed"]
+    if report.runs:
+        passes = sum(1 for run in report.runs if run.passed)
+        lines[0] = (
+            f"passed {passes} of {len(report.runs)} runs (flaky when some passed); its first "
+            f"failed run: {lines[0]}"
+        )
     for grade in report.grades:
         if grade.passed and not verbose:
             continue

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from evalrunner import __version__
 from evalrunner.admit import admit
 from evalrunner.convert import SUFFIXES, ConversionError, convert, rebase, schema_reference
+from evalrunner.execution import RunSettings, graded_report
 from evalrunner.grade import grade
 from evalrunner.load import (
     FIXTURE_SUFFIXES,
@@ -56,7 +57,6 @@ from evalrunner.model import (
     TextResponse,
     argument_json,
 )
-from evalrunner.pipeline import RunSettings, graded_report, run_with
 from evalrunner.redact import Redactor
 from evalrunner.text import dotted, printable
 
@@ -150,7 +150,7 @@ def record_case(
         )
     provider = live.provider()
     try:
-        record = run_with(case, settings, provider)
+        record = settings.replay(case, provider)
     finally:
         provider.close()
     tokens = (record.input_tokens, record.output_tokens)
@@ -183,7 +183,7 @@ def record_case(
     if isinstance(checked, str):
         return refused(checked)
     text, admitted = checked
-    again = graded_report(admitted, run_with(admitted, settings))
+    again = graded_report(admitted, settings.replay(admitted))
     plain = recorded_data(document, record, target, replace(recording, redactor=Redactor()))
     if not again.passed:
         what = (

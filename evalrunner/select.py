@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from evalrunner.model import AdmissionError, Shard, SuiteReport
+from evalrunner.model import AdmissionError, Shard, SuiteFingerprint, SuiteReport
 from evalrunner.text import encodable, encodable_path, printable
 
 if TYPE_CHECKING:
@@ -118,8 +118,9 @@ def ordered(items: Iterable[T], key: Callable[[T], tuple[str, str]]) -> list[T]:
 
 def report_fields(report: SuiteReport) -> dict[str, Any]:
     """The JSON report's optional selection fields, present only when used: ``keyword``
-    (the ``-k`` expression), ``shard`` (``index``, ``count``, and ``selected``, the cases of
-    all shards together) and ``admission_errors`` (files refused under
+    (the ``-k`` expression), ``shard`` (``index``, ``count``, ``selected``, the cases of all
+    shards together, and ``suite_fingerprint``, the suite they were dealt from) and
+    ``admission_errors`` (files refused under
     ``--continue-on-admission-errors``)."""
     fields: dict[str, Any] = {}
     if report.keyword is not None:
@@ -130,9 +131,23 @@ def report_fields(report: SuiteReport) -> dict[str, Any]:
             "count": report.shard.count,
             "selected": report.selected if report.selected is not None else len(report.cases),
         }
+        if report.fingerprint is not None:
+            fields["shard"]["suite_fingerprint"] = _fingerprint_data(report.fingerprint)
     if report.admission_errors:
         fields["admission_errors"] = [_error_data(e) for e in report.admission_errors]
     return fields
+
+
+def _fingerprint_data(found: SuiteFingerprint) -> dict[str, Any]:
+    """The suite a shard was dealt from, which ``merge`` holds the other shards to."""
+    return {
+        "paths": [encodable_path(path) for path in found.paths],
+        "keyword": None if found.keyword is None else encodable(found.keyword),
+        "cases": [
+            {"name": encodable(c.name), "source": encodable_path(c.source), "sha256": c.sha256}
+            for c in found.cases
+        ],
+    }
 
 
 def _error_data(error: AdmissionError) -> dict[str, Any]:

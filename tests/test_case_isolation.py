@@ -15,8 +15,8 @@ import pytest
 
 from evalrunner.agent import AgentContext, ReferenceAgent
 from evalrunner.model import Case, Expectations, TextResponse, Turn
-from evalrunner.pipeline import evaluate_case
 from evalrunner.replay import LazyWorkspace, _CaseThread, run_case
+from evalrunner.session import evaluate_case
 
 CASE = Case(
     name="hello",

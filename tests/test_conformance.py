@@ -52,9 +52,9 @@ from evalrunner.model import (
 )
 from evalrunner.mutants import IN_PROCESS, MUTANTS, PATHS
 from evalrunner.mutation import run_mutants
-from evalrunner.pipeline import evaluate_case
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
+from evalrunner.session import evaluate_case
 from evalrunner.tools import dispatch, tool_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,7 +22,7 @@ from typing import Any
 from evalrunner import AgentContext, Message, ModelRequest, TextResponse, ToolCallRecord
 from evalrunner.admit import admit_documents
 from evalrunner.load import discover, iter_documents
-from evalrunner.pipeline import evaluate_case
+from evalrunner.session import evaluate_case
 from evalrunner.tools import tool_spec
 
 ROOT = Path(__file__).resolve().parent.parent

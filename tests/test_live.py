@@ -285,7 +285,7 @@ def test_httpx2_is_not_imported_until_a_live_request() -> None:
     import subprocess
 
     code = (
-        "import sys, evalrunner.cli, evalrunner.pipeline, evalrunner.wire.live;"
+        "import sys, evalrunner.cli, evalrunner.session, evalrunner.wire.live;"
         "print('httpx2' in sys.modules)"
     )
     done = subprocess.run(

@@ -11,6 +11,7 @@ import pytest
 
 from evalrunner.admit import admit_documents
 from evalrunner.conformance import ConversationMonitor, TurnScripted
+from evalrunner.execution import SKIP_LIVE_CASE
 from evalrunner.load import load_document
 from evalrunner.model import (
     Message,
@@ -22,8 +23,8 @@ from evalrunner.model import (
     ToolCallsResponse,
     ToolSpec,
 )
-from evalrunner.pipeline import SKIP_LIVE_CASE, evaluate_case
 from evalrunner.replay import run_case
+from evalrunner.session import evaluate_case
 
 TOOLS = (ToolSpec("echo", "", {"type": "object"}),)
 CALL = ToolCall("live_1", "echo", '{"message": "hi"}')
@@ -143,7 +144,7 @@ def test_the_reference_agent_runs_a_live_case_against_a_live_provider() -> None:
 
 
 def test_a_live_case_run_without_a_provider_is_reported_as_skipped() -> None:
-    from evalrunner.pipeline import RunSettings, execute
+    from evalrunner.execution import RunSettings, execute
 
     (report,) = list(execute([_admit("live.yaml", LIVE)], RunSettings()))
     assert report.skipped == SKIP_LIVE_CASE and not report.passed

@@ -414,3 +414,39 @@ def test_a_pattern_no_shard_wrote_says_so(project: Path) -> None:
         "shard refused at admission writes none without --continue-on-admission-errors: see "
         "the shards' logs)"
     )
+
+
+def test_shards_of_two_versions_of_the_suite_are_refused_naming_the_case(
+    project: Path,
+) -> None:
+    """Shard 1/2 of one version and shard 2/2 of another, in which a case now fails, would
+    merge to a green verdict that no run gave: the fingerprints tell them apart."""
+    first = Path("v1-shard-1.json")
+    run_to(project / first, "--shard", "1/2")
+    data = read(first)
+    in_first = {case["name"] for case in data["cases"]}
+    assert data["shard"]["suite_fingerprint"]["cases"]  # every selected case, of both shards
+    # A case of shard 2 changes: it now fails.
+    name = next(f"many-{i:02d}" for i in range(14) if f"many-{i:02d}" not in in_first)
+    changed = project / "evals" / "many" / f"m{name[-2:]}.yaml"
+    changed.write_text(FAILING.format(name=name), encoding="utf-8")
+    second = Path("v2-shard-2.json")
+    assert run_to(project / second, "--shard", "2/2")["all_passed"] is False
+    err = refused(str(first), str(second))
+    assert (
+        f"{second}: case '{name}' (many/m{name[-2:]}.yaml) has other content than in "
+        f"{first}'s suite (its fixture changed); the shards were dealt from different versions "
+        "of the suite: rerun every shard on one"
+    ) in err
+
+
+def test_a_shard_report_without_a_fingerprint_is_refused(project: Path) -> None:
+    one, two = shards(project, 2)
+    data = read(two)
+    del data["shard"]["suite_fingerprint"]
+    two.write_text(json.dumps(data), encoding="utf-8")
+    assert f"{two}: its shard carries no suite_fingerprint" in refused(str(one), str(two))
+
+
+def test_an_unsharded_report_carries_no_fingerprint(project: Path) -> None:
+    assert "shard" not in run_to(project / "all.json")

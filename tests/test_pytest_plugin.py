@@ -774,3 +774,80 @@ def test_the_plugin_and_discovery_agree_on_what_is_a_fixture() -> None:
     ]
     for name in names:
         assert pytest_plugin._is_fixture_name(name) == load._is_fixture_name(name), name
+
+
+# --- the core's verdict, not one of the plugin's own (issue 23) -------------------------------
+
+EXITING_AGENT = """\
+import os
+
+from evalrunner.agent import ReferenceAgent
+
+
+class Exits(ReferenceAgent):
+    def respond(self, user_input):
+        os._exit(0)  # ends the process with 0, which would read as a pass
+"""
+
+FLAKY_AGENT = """\
+import itertools
+
+from evalrunner.agent import ReferenceAgent
+
+RUNS = itertools.count()
+
+
+class Flaky(ReferenceAgent):
+    def respond(self, user_input):
+        if next(RUNS) % 2:  # every other run replies what the script never said
+            return "a reply the script never made"
+        return super().respond(user_input)
+"""
+
+LIVE_ONLY = "name: live-only\nturns:\n  - user_input: hi\nexpects:\n  response_contains: [x]\n"
+
+
+def test_an_agent_that_ends_its_process_fails_its_case_and_pytest_reports(
+    pytester: pytest.Pytester, run: Runner
+) -> None:
+    write_suite(pytester.path, {"a.yaml": PASSING})
+    pytester.makepyfile(exiting_agent=EXITING_AGENT)
+    pytester.makefile(
+        ".toml", evalrunner='[eval]\nsuite_dir = "suite"\nagent = "exiting_agent:Exits"\n'
+    )
+    result = run("--evalrunner", "--junitxml", "report.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1)  # the summary is written: the process did not end
+    result.stdout.fnmatch_lines(["*run error: the agent called os._exit(0)*"])
+    assert junit_verdicts(pytester.path / "report.xml") == {"passing": False}
+
+
+def test_repeat_from_config_gives_the_flaky_verdict_of_run(
+    pytester: pytest.Pytester, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_suite(pytester.path, {"a.yaml": PASSING})
+    pytester.makepyfile(flaky_agent=FLAKY_AGENT)
+    pytester.makefile(
+        ".toml", evalrunner='[eval]\nsuite_dir = "suite"\nagent = "flaky_agent:Flaky"\nrepeat = 5\n'
+    )
+    monkeypatch.chdir(pytester.path)
+    result = CliRunner().invoke(app, ["run", "--format", "json"], env={"NO_COLOR": "1"})
+    assert result.exit_code == 1 and json.loads(result.stdout)["repeat"]["flaky"] == 1
+    outcome = run("--evalrunner")
+    assert outcome.ret == pytest.ExitCode.TESTS_FAILED
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(["*passed 3 of 5 runs*"])
+
+
+def test_a_suite_whose_every_case_is_skipped_fails_as_graded_nothing(
+    pytester: pytest.Pytester, run: Runner
+) -> None:
+    write_suite(pytester.path, {"live.yaml": LIVE_ONLY})
+    pytester.makefile(".toml", evalrunner='[eval]\nsuite_dir = "suite"\n')
+    result = run("--evalrunner", "--junitxml", "report.xml")
+    result.assert_outcomes(skipped=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["evalrunner: graded nothing: every selected case was skipped*"])
+    # One graded case among skipped ones is a run that graded something, as for `run`.
+    write_suite(pytester.path, {"a.yaml": PASSING})
+    assert run("--evalrunner").ret == pytest.ExitCode.OK

@@ -74,7 +74,7 @@ def test_the_readme_tool_runs_through_the_readme_agent() -> None:
     from evalrunner.admit import admit
     from evalrunner.load import parse_document
     from evalrunner.model import Case
-    from evalrunner.pipeline import evaluate_case
+    from evalrunner.session import evaluate_case
 
     fixture = """
 name: upper-once

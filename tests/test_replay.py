@@ -27,10 +27,10 @@ from evalrunner.model import (
     ToolCallsResponse,
     Turn,
 )
-from evalrunner.pipeline import evaluate_case, run_suite
 from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.report import render_json, render_table, write_atomic
+from evalrunner.session import evaluate_case, run_suite
 from evalrunner.tools import EchoTool, Tool, builtin_tools
 
 # --- building cases -----------------------------------------------------------------------------

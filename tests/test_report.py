@@ -20,7 +20,6 @@ from evalrunner.model import (
     RunRefused,
     SuiteReport,
 )
-from evalrunner.pipeline import run_suite
 from evalrunner.report import (
     REPORT_SCHEMA,
     UnsafeOutput,
@@ -35,6 +34,7 @@ from evalrunner.report import (
 )
 from evalrunner.report.outcome import duration
 from evalrunner.schemas import report_validator
+from evalrunner.session import run_suite
 
 REGRESSION = Path(__file__).resolve().parent.parent / "evals" / "regression"
 

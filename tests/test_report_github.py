@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalrunner.model import AdmissionError, CaseReport, GradeResult, RunRefused, SuiteReport
-from evalrunner.pipeline import run_suite
 from evalrunner.report import github_annotations, render_github, render_table
 from evalrunner.report.github import annotation, escape_data, escape_property
+from evalrunner.session import run_suite
 from evalrunner.text import printable, printable_path
 
 

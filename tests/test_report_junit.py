@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalrunner.model import AdmissionError, CaseReport, GradeResult, RunRefused, SuiteReport
-from evalrunner.pipeline import run_suite
 from evalrunner.report import render_junit
+from evalrunner.session import run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = xmlschema.XMLSchema(ROOT / "tests" / "data" / "jenkins-junit.xsd")

@@ -280,6 +280,7 @@ def test_shards_split_the_selected_cases_and_record_the_slice(project: Path) -> 
     seen: list[str] = []
     for index in (1, 2, 3):
         code, data, _ = run_json("--shard", f"{index}/3")
+        assert len(data["shard"].pop("suite_fingerprint")["cases"]) == 5  # all shards' cases
         assert data["shard"] == {"index": index, "count": 3, "selected": 5}
         assert code == (1 if "echo-slow" in names(data) else 0)
         assert names(data) == [n for n in ORDER if n in names(data)]  # suite order within
@@ -298,6 +299,7 @@ def test_more_shards_than_cases_gives_empty_passing_shards(project: Path) -> Non
     empties = 0
     for index in range(1, 8):
         code, data, _ = run_json("--shard", f"{index}/7")
+        assert len(data["shard"].pop("suite_fingerprint")["cases"]) == 5  # all shards' cases
         assert data["shard"] == {"index": index, "count": 7, "selected": 5}
         empties += data["total"] == 0
         if data["total"] == 0:

@@ -135,10 +135,10 @@ def test_re2_and_sqlite3_are_loaded_only_by_the_runs_that_use_them(tmp_path: Pat
 def test_a_crew_run_imports_no_process_pool(bundled: Path) -> None:
     # Where the platform forks, --jobs runs a crew of forked workers: the pool (and with it
     # concurrent.futures and logging) is for spawn and --continue-on-admission-errors only.
-    from evalrunner.workers import can_fork
+    from evalrunner.execution import can_fork
 
     modules, code = modules_of(["run", "--no-cache", "-j", "2"], bundled)
-    assert code in (0, None) and "evalrunner.workers" in modules
+    assert code in (0, None) and "evalrunner.execution" in modules
     if can_fork():
         assert not {m for m in modules if m.startswith(("concurrent", "logging"))}
     # A refused file, run past: the cases admitted here go to the pool, which imports it.

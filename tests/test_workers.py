@@ -13,13 +13,14 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from evalrunner.execution import can_fork
 from evalrunner.model import SuiteReport
-from evalrunner.pipeline import run_suite
-from evalrunner.workers import can_fork
+from evalrunner.session import run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.skipif(not can_fork(), reason="the crew needs fork")
 # An agent that leaves a mark for every case it runs: a refused suite must leave none.
 MARKING_AGENT = """\
 import os
+from functools import partial
 from pathlib import Path
 
 from evalrunner.agent import ReferenceAgent
@@ -178,6 +180,7 @@ TRAPS = """\
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from evalrunner.agent import ReferenceAgent
@@ -213,29 +216,19 @@ def trap_project(tmp_path: Path, tokens: list[str]) -> Path:
     return suite
 
 
-def test_a_crew_that_stands_down_lets_its_workers_leave_by_themselves(tmp_path: Path) -> None:
+def test_forked_workers_that_stand_down_leave_by_themselves(tmp_path: Path) -> None:
+    from evalrunner.execution import ForkedWorkers, RunSettings
     from evalrunner.load import find_fixtures
-    from evalrunner.model import Case, CaseReport
-    from evalrunner.workers import Crew
+    from evalrunner.session import admit_fixtures
 
     suite = project(tmp_path, count=6)
     (suite / "case_04.json").write_text("{not json", encoding="utf-8")
-
-    def start() -> object:
-        return lambda case: None
-
-    def alone(case: Case) -> CaseReport:
-        raise AssertionError("nothing runs")
-
-    crew = Crew(
+    crew = ForkedWorkers(
         find_fixtures([suite]),
-        jobs=3,
-        max_bytes=1 << 20,
-        cache_dir=None,
-        start=start,
-        run_alone=alone,  # type: ignore[arg-type]
+        admit=partial(admit_fixtures, max_bytes=1 << 20, cache=None),
+        settings=RunSettings(jobs=3),
     )
-    processes = [member.process for member in crew._members]
+    processes = [worker.process for worker in crew._workers]
     assert crew.admitted() is None
     crew.close()
     # Each saw the parent hang up and left (0); one that had to be killed would say -9.

@@ -1,8 +1,11 @@
-"""The whole pipeline for one suite: load → admit → replay → grade → report values.
+"""The run core: ``Config`` → settings → selected cases → executed runs → verdict → exit code.
 
-:func:`run_suite` is what ``evalrunner run`` calls; it returns a :class:`SuiteReport`, or a
-:class:`RunRefused` when nothing could run. Rendering and exit codes live in
-:mod:`evalrunner.report`.
+Every front end is a view over this module: ``evalrunner run`` (serially, with ``-j N``, a
+``--shard``), the pytest plugin, ``mutate``, ``record`` and the library's :func:`run_suite`.
+What a case's verdict is (its runs repeated, skipped, errored when the agent or a tool ends
+the process) and what a run's verdict and exit code are, is decided here once; how the cases
+execute (serially, in worker processes, on live threads) is :mod:`evalrunner.execution`'s.
+Rendering lives in :mod:`evalrunner.report`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ from typing import TYPE_CHECKING, TypeVar
 from evalrunner.admit import Admission, Admitted, admit_documents
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
 from evalrunner.cache import AdmissionCache
-from evalrunner.grade import grade
+from evalrunner.execution import (
+    BUDGET_ERROR,
+    SKIP_BUDGET,
+    ForkedWorkers,
+    RunSettings,
+    can_fork,
+    evaluate,
+    execute,
+)
 from evalrunner.load import (
     DEFAULT_MAX_BYTES,
     IS_A_FILE,
@@ -37,22 +48,23 @@ from evalrunner.model import (
     AdmissionError,
     Case,
     CaseClass,
+    CaseFingerprint,
     CaseReport,
     RunInterrupted,
-    RunRecord,
     RunRefused,
     Shard,
+    SuiteFingerprint,
     SuiteReport,
 )
 from evalrunner.provider import ModelProvider
-from evalrunner.replay import run_case
+from evalrunner.replay import process_exit_refused
 from evalrunner.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
 from evalrunner.tools import ToolSource
 
 if TYPE_CHECKING:
+    from evalrunner.config import Config
     from evalrunner.keyword_expr import Keyword
-    from evalrunner.wire.live import LiveModel
 
 LIVE_WITHOUT_MODEL = "live mode needs a live model: RunSettings.live is not set"
 LIVE_WITH_JOBS = (
@@ -60,44 +72,60 @@ LIVE_WITH_JOBS = (
     "budget for the whole run; leave --jobs out (max_concurrency in [eval.live] runs that "
     "many live cases at once)"
 )
-SKIP_LIVE_CASE = (
-    "live case (its turns script no steps): not run in replay mode; run it with --mode live"
-)
-SKIP_SCRIPTED_CASE = (
-    "scripted case: not run in live mode, whose real model would not follow its script; "
-    "it runs in replay mode"
+GRADED_NOTHING = (
+    "graded nothing: every selected case was skipped, and a run that graded no case is not a pass"
 )
 
 
-def fixture_path(case: Case) -> str:
-    """The case's fixture path as a report shows it: empty for a case made without one (its
-    ``source`` the default ``Path()``, which alone prints as ".")."""
-    # Compared as text: comparing two Paths costs more than the rest of a passing case's
-    # report, and str(path) is "." exactly when the path equals Path().
-    shown = str(case.source)
-    return "" if shown == "." else shown
+def settings_from_config(config: Config, *, jobs: int = 1) -> RunSettings:
+    """The run settings ``config`` selects (agent, tools, limits, ``trimmed_history``,
+    ``repeat``); with jobs, each worker builds them again from ``config`` (a configured
+    factory or tool need not be picklable). :class:`~evalrunner.plugins.PluginError` when
+    the configured agent or tools cannot be used."""
+    from evalrunner.plugins import configured_agent
 
-
-def report_without_run(
-    case: Case, *, skipped: str | None = None, error: str | None = None
-) -> CaseReport:
-    """The report of a case that gave no run to grade: ``skipped`` says why it was not run,
-    ``error`` why its run was lost (a worker process that died, say)."""
-    return CaseReport(
-        name=case.name,
-        source=case.source.name,
-        case_class=case.case_class,
-        grades=(),
-        error=error,
-        path=fixture_path(case),
-        positions=case.positions,
-        skipped=skipped,
+    agent_factory, tools = configured_agent(config)
+    return RunSettings(
+        agent_factory=agent_factory,
+        tools=tools,
+        max_tool_iterations=config.max_tool_iterations,
+        case_timeout=config.case_timeout_secs,
+        trimmed_history=config.trimmed_history,
+        framed_results=config.framed_results,
+        jobs=jobs,
+        in_worker=partial(settings_from_config, config) if jobs > 1 else None,
+        repeat=config.repeat,
     )
 
 
-def skipped_report(case: Case, reason: str) -> CaseReport:
-    """The report of a case that was not run, saying why."""
-    return report_without_run(case, skipped=reason)
+def case_verdict(case: Case, settings: RunSettings) -> CaseReport:
+    """One case's report as a run gives it: run ``settings.repeat`` times and combined, and
+    a run error (not the end of this process) when the agent or a tool calls ``os._exit``.
+    Front ends that run case by case (the pytest plugin, ``mutate``) take their verdict
+    from it."""
+    with process_exit_refused(), contextlib.closing(execute([case], settings)) as reports:
+        return next(reports)
+
+
+def run_exit_code(outcome: SuiteReport | RunRefused) -> int:
+    """The exit code of a run: :func:`evalrunner.report.exit_code`, but 2 when fixtures were
+    refused and skipped (a run that left cases out is not a pass, whatever the cases it ran
+    say)."""
+    # Imported here: the report package brings its renderers, which a run's start needs not.
+    from evalrunner.report.outcome import EXIT_REFUSED, exit_code
+
+    if (
+        isinstance(outcome, SuiteReport)
+        and outcome.admission_errors
+        and outcome.interrupted is None
+    ):
+        return EXIT_REFUSED
+    return exit_code(outcome)
+
+
+def graded_nothing(report: SuiteReport) -> bool:
+    """Whether the run selected cases but graded none (every one skipped): not a pass."""
+    return bool(report.cases) and report.skipped == len(report.cases)
 
 
 def evaluate_case(
@@ -116,77 +144,17 @@ def evaluate_case(
 
     A case whose run errored (or timed out) is not graded: its report carries the error and
     no grades. A live case without a ``provider`` is not run: its report says it was skipped.
+    The library's shortcut for :func:`evalrunner.execution.evaluate` with these settings.
     """
-    if provider is None and case.live:
-        return skipped_report(case, SKIP_LIVE_CASE)
-    record = run_case(
-        case,
+    settings = RunSettings(
         agent_factory=agent_factory,
         tools=tools,
         max_tool_iterations=max_tool_iterations,
-        timeout=case_timeout,
+        case_timeout=case_timeout,
         trimmed_history=trimmed_history,
-        provider=provider,
         framed_results=framed_results,
     )
-    return graded_report(case, record)
-
-
-def run_with(case: Case, settings: RunSettings, provider: ModelProvider | None = None) -> RunRecord:
-    """:func:`~evalrunner.replay.run_case` with the agent, tools and limits of ``settings``."""
-    return run_case(
-        case,
-        agent_factory=settings.agent_factory,
-        tools=settings.tools,
-        max_tool_iterations=settings.max_tool_iterations,
-        timeout=settings.case_timeout,
-        trimmed_history=settings.trimmed_history,
-        provider=provider,
-        framed_results=settings.framed_results,
-    )
-
-
-def graded_report(case: Case, record: RunRecord) -> CaseReport:
-    """The report of ``case``'s run: graded, unless the run errored."""
-    grades = grade(case.expects, record) if record.error is None else ()
-    return CaseReport(
-        name=case.name,
-        source=case.source.name,
-        case_class=case.case_class,
-        grades=grades,
-        error=record.error,
-        input_tokens=record.input_tokens,
-        output_tokens=record.output_tokens,
-        llm_calls=record.llm_calls,
-        duration_ms=record.duration_ms,
-        tracebacks=record.tracebacks,
-        path=fixture_path(case),
-        positions=case.positions,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class RunSettings:
-    """How to run the cases of a suite: the agent, its tools, limits and parallelism.
-
-    With ``jobs`` above 1 the cases run in that many worker processes; ``agent_factory`` and
-    ``tools`` must then be picklable (module-level functions and classes are), or the
-    settings built in each worker by ``in_worker`` (the command line passes one that reads the
-    same configuration again).
-    """
-
-    agent_factory: AgentFactory = reference_agent
-    tools: ToolSource | None = None
-    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
-    case_timeout: float | None = None
-    trimmed_history: bool = False
-    framed_results: bool = False
-    jobs: int = 1
-    in_worker: Callable[[], RunSettings] | None = None
-    live: LiveModel | None = None
-    """Live mode: the run's model (each case gets a provider on it); ``None`` replays."""
-    repeat: int = 1
-    """How many times each case runs (``--repeat``; :mod:`evalrunner.repeats`)."""
+    return evaluate(case, settings, provider)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +179,8 @@ class Selection:
     keyword: Keyword | None = None
     shard: Shard | None = None
     admission_errors: tuple[AdmissionError, ...] = ()
+    fingerprint: SuiteFingerprint | None = None
+    """With a shard: the suite the shard was dealt from (:func:`fingerprint`)."""
 
 
 def suite_name(paths: Sequence[Path]) -> str:
@@ -250,12 +220,7 @@ def select_cases(
     if isinstance(fixtures, RunRefused):
         return fixtures
     try:
-        if cache is None:
-            admission = admit_documents(
-                load_document(fixture.path, max_bytes=max_bytes) for fixture in fixtures
-            )
-        else:
-            admission = admit_with_cache(fixtures, cache, max_bytes)
+        admission = admit_fixtures(fixtures, max_bytes=max_bytes, cache=cache)
     except OSError as exc:
         return _unreadable(exc, shown)
     if admission.errors and (not keep_going or not admission.cases):
@@ -269,14 +234,19 @@ def select_cases(
     )
     if isinstance(chosen, str):
         return RunRefused((chosen,), admission_errors=admission.errors)
-    taken, selected = chosen
+    taken, kept = chosen
     return Selection(
         suite=suite_name(shown),
         cases=tuple(taken),
-        selected=selected,
+        selected=len(kept),
         keyword=keyword,
         shard=shard,
         admission_errors=admission.errors,
+        fingerprint=None
+        if shard is None
+        else fingerprint(
+            shown, keyword, [(item.case.name, item.source, item.case.source) for item in kept]
+        ),
     )
 
 
@@ -288,10 +258,10 @@ def choose(
     describe: Callable[[T], tuple[str, str, CaseClass | None]],
     keyword: Keyword | None,
     shard: Shard | None,
-) -> tuple[list[T], int] | str:
-    """The admitted ``items`` a run takes, in suite order, and how many ``keyword`` kept
-    before the shard was taken; or why none (``-k`` matched nothing). ``describe`` gives an
-    item's case name, fixture source and class."""
+) -> tuple[list[T], list[T]] | str:
+    """The admitted ``items`` a run takes, in suite order, and those ``keyword`` kept before
+    the shard was taken; or why none (``-k`` matched nothing). ``describe`` gives an item's
+    case name, fixture source and class."""
     admitted = ordered(items, lambda item: describe(item)[1::-1])  # (source, name)
     kept = [item for item in admitted if keyword is None or keyword.matches(*describe(item))]
     if not kept:
@@ -301,13 +271,35 @@ def choose(
             "fixture paths and classes are matched as case-insensitive substrings"
         )
     if shard is None:
-        return kept, len(kept)
+        return kept, kept
 
     def identity(item: T) -> bytes:
         name, source, _ = describe(item)
         return case_identity(source, name)
 
-    return take_shard(kept, shard, identity), len(kept)
+    return take_shard(kept, shard, identity), kept
+
+
+def fingerprint(
+    paths: Sequence[Path], keyword: Keyword | None, kept: Sequence[tuple[str, str, Path]]
+) -> SuiteFingerprint:
+    """The fingerprint of the suite a shard is dealt from: ``kept`` holds each selected
+    case's name, fixture source and the path its bytes are read from."""
+    # Imported here: only a sharded run hashes, and a plain run's start stays lean.
+    import hashlib
+
+    cases = []
+    for name, source, path in kept:
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:  # gone since it was admitted: a suite changing under the run
+            digest = f"unreadable: {exc.strerror or exc}"
+        cases.append(CaseFingerprint(name, source, digest))
+    return SuiteFingerprint(
+        paths=tuple(str(path) for path in paths),
+        keyword=keyword.text if keyword is not None else None,
+        cases=tuple(cases),
+    )
 
 
 def _fixtures(shown: Sequence[Path]) -> list[Fixture] | RunRefused:
@@ -362,6 +354,16 @@ def admit_with_cache(
     return admission
 
 
+def admit_fixtures(
+    fixtures: Sequence[Fixture], *, max_bytes: int, cache: AdmissionCache | None
+) -> Admission:
+    """Admit ``fixtures``: from ``cache`` where an earlier run admitted the same bytes
+    (:func:`admit_with_cache`), otherwise afresh."""
+    if cache is not None:
+        return admit_with_cache(fixtures, cache, max_bytes)
+    return admit_documents(load_document(fixture.path, max_bytes=max_bytes) for fixture in fixtures)
+
+
 def run_suite(
     suite: Path | Sequence[Path],
     *,
@@ -395,7 +397,8 @@ def run_suite(
     ``on_case`` with each case's report as it finishes (in suite order). With ``cache_dir``,
     admission outcomes are kept there between runs (:mod:`evalrunner.cache`); without it,
     as by default for library use, nothing is written. With ``repeat`` above 1 each case
-    runs that many times and its report combines the runs (:mod:`evalrunner.repeats`).
+    runs that many times and its report combines the runs (:mod:`evalrunner.repeats`). An
+    agent or tool that calls ``os._exit`` fails its case instead of ending the process.
     """
     if settings is None:
         settings = RunSettings(
@@ -419,46 +422,47 @@ def run_suite(
     started = time.perf_counter()
     reports: list[CaseReport] = []
     interrupted: int | None = None
-    chosen: _Chosen | RunRefused | None = None
+    planned: _PlannedRun | RunRefused | None = None
+    cache = AdmissionCache(cache_dir) if cache_dir is not None else None
     try:
-        # Repeats run in the pool, which deals every run to any worker: the crew runs a
-        # case where it was admitted, so all K runs of a slow case would share one worker.
-        if settings.jobs > 1 and settings.live is None and settings.repeat == 1:
-            chosen = _with_crew(paths, settings, keyword, shard, max_bytes, cache_dir)
-        if chosen is None:  # serially, or the crew stood down: admit here
-            chosen = _in_this_process(
-                select_cases(
-                    paths,
-                    keyword=keyword,
-                    shard=shard,
-                    keep_going=keep_going,
-                    max_bytes=max_bytes,
-                    cache=AdmissionCache(cache_dir) if cache_dir is not None else None,
-                ),
-                settings,
-            )
-        if isinstance(chosen, RunRefused):
-            return chosen
-        if on_start is not None:
-            on_start(chosen.names)
-        # Closed here, not left to the garbage collector: a suspended generator keeps its
-        # workers alive into interpreter exit, where CPython's own shutdown of a pool races
-        # it and prints "Bad file descriptor".
-        with contextlib.closing(chosen.reports) as outcomes:
-            for source, report in zip(chosen.sources, outcomes, strict=True):
-                # The fixture path relative to its suite directory, not just the file name:
-                # two subdirectories may hold files of the same name. (Mostly it is the
-                # file name already, and a copy of a report costs a tenth of a case.)
-                if report.source != source:
-                    report = replace(report, source=source)
-                reports.append(report)
-                if on_case is not None:
-                    on_case(report)
+        with process_exit_refused():
+            # Repeats run in the pool, which deals every run to any worker: forked workers
+            # run a case where it was admitted, so all K runs of a slow case would share one.
+            if settings.jobs > 1 and settings.live is None and settings.repeat == 1:
+                planned = _on_forked_workers(paths, settings, keyword, shard, max_bytes, cache_dir)
+            if planned is None:  # serially, or the forked workers stood down: admit here
+                planned = _here(
+                    select_cases(
+                        paths,
+                        keyword=keyword,
+                        shard=shard,
+                        keep_going=keep_going,
+                        max_bytes=max_bytes,
+                        cache=cache,
+                    ),
+                    settings,
+                )
+            if isinstance(planned, RunRefused):
+                return planned
+            if on_start is not None:
+                on_start(planned.names)
+            # Closed here, not left to the garbage collector: a suspended generator keeps
+            # its workers alive into interpreter exit, where CPython's own shutdown of a pool
+            # races it and prints "Bad file descriptor".
+            with contextlib.closing(planned.reports) as outcomes:
+                for source, report in zip(planned.sources, outcomes, strict=True):
+                    # The fixture path relative to its suite directory, not just the file
+                    # name: two subdirectories may hold files of the same name.
+                    if report.source != source:
+                        report = replace(report, source=source)
+                    reports.append(report)
+                    if on_case is not None:
+                        on_case(report)
     except RunInterrupted as stop:
         interrupted = stop.signum
     except KeyboardInterrupt:
         interrupted = int(signal.SIGINT)
-    picked = chosen if isinstance(chosen, _Chosen) else None
+    picked = planned if isinstance(planned, _PlannedRun) else None
     return SuiteReport(
         suite=picked.suite if picked is not None else suite_name(paths),
         mode=mode,
@@ -473,13 +477,14 @@ def run_suite(
         admission_errors=picked.admission_errors if picked is not None else (),
         budget_spent=_budget_stop(settings, reports),
         repeat=settings.repeat,
+        fingerprint=picked.fingerprint if picked is not None else None,
     )
 
 
 @dataclass(frozen=True, slots=True)
-class _Chosen:
-    """The cases a run takes, by name and fixture source in suite order, with their reports to
-    come (from this process, a pool, or a crew)."""
+class _PlannedRun:
+    """The cases a run takes, by name and fixture source in suite order, with their reports
+    to come (from this process, a pool, or forked workers)."""
 
     suite: str
     names: list[str]
@@ -489,39 +494,39 @@ class _Chosen:
     keyword: Keyword | None
     shard: Shard | None
     admission_errors: tuple[AdmissionError, ...] = ()
+    fingerprint: SuiteFingerprint | None = None
 
 
-def _in_this_process(
-    selection: Selection | RunRefused, settings: RunSettings
-) -> _Chosen | RunRefused:
+def _here(selection: Selection | RunRefused, settings: RunSettings) -> _PlannedRun | RunRefused:
+    """The selected cases, run by :func:`~evalrunner.execution.execute` from this process
+    (serially, in a pool, or on live threads)."""
     if isinstance(selection, RunRefused):
         return selection
     cases = [item.case for item in selection.cases]
-    return _Chosen(
+    return _PlannedRun(
         suite=selection.suite,
         names=[case.name for case in cases],
         sources=[item.source for item in selection.cases],
-        reports=_repeated(cases, settings),
+        reports=execute(cases, settings),
         selected=selection.selected,
         keyword=selection.keyword,
         shard=selection.shard,
         admission_errors=selection.admission_errors,
+        fingerprint=selection.fingerprint,
     )
 
 
-def _with_crew(
+def _on_forked_workers(
     paths: Sequence[Path],
     settings: RunSettings,
     keyword: Keyword | None,
     shard: Shard | None,
     max_bytes: int,
     cache_dir: Path | None,
-) -> _Chosen | RunRefused | None:
-    """Admit and run in a crew of forked workers (:mod:`evalrunner.crew`); ``None`` when the
-    crew cannot (no fork) or stood down (a refused file, a name used twice): the caller then
-    admits here, and says exactly what was refused."""
-    from evalrunner.workers import Crew, can_fork, evaluator_in_worker, run_alone
-
+) -> _PlannedRun | RunRefused | None:
+    """Admit and run on forked workers (:class:`~evalrunner.execution.ForkedWorkers`);
+    ``None`` when they cannot (no fork) or stood down (a refused file, a name used twice):
+    the caller then admits here, and says exactly what was refused."""
     if not can_fork():
         return None
     shown = [relative_to_cwd(path) for path in paths]
@@ -530,22 +535,18 @@ def _with_crew(
         return fixtures
     if len(fixtures) < 2:
         return None
-    import multiprocessing
 
-    context = multiprocessing.get_context("fork")
-    crew = Crew(
-        fixtures,
-        jobs=settings.jobs,
-        max_bytes=max_bytes,
-        cache_dir=cache_dir,
-        start=partial(evaluator_in_worker, settings),
-        run_alone=lambda case: run_alone(case, context, settings),
-    )
+    def admit(share: Sequence[Fixture]) -> Admission:
+        # Each worker opens the cache itself: it is a file, not a value to share.
+        cache = AdmissionCache(cache_dir) if cache_dir is not None else None
+        return admit_fixtures(share, max_bytes=max_bytes, cache=cache)
+
+    workers = ForkedWorkers(fixtures, admit=admit, settings=settings)
     try:
-        admitted = crew.admitted()
+        admitted = workers.admitted()
         names = [case.name for case in admitted] if admitted else []
         if not admitted or len(set(names)) != len(names):
-            crew.close()
+            workers.close()
             return None
         chosen = choose(
             admitted,
@@ -554,29 +555,36 @@ def _with_crew(
             shard,
         )
         if isinstance(chosen, str):
-            crew.close()
+            workers.close()
             return RunRefused((chosen,))
     except BaseException:
-        crew.close(at_once=True)
+        workers.close(at_once=True)
         raise
-    taken, selected = chosen
+    taken, kept = chosen
 
     def reports() -> Generator[CaseReport, None, None]:
         try:
-            yield from crew.run([case.index for case in taken])
+            yield from workers.run([case.index for case in taken])
         except BaseException:  # an interrupt, or the reader left: stop the workers now
-            crew.close(at_once=True)
+            workers.close(at_once=True)
             raise
-        crew.close()
+        workers.close()
 
-    return _Chosen(
+    return _PlannedRun(
         suite=suite_name(shown),
         names=[case.name for case in taken],
         sources=[fixtures[case.index].source for case in taken],
         reports=reports(),
-        selected=selected,
+        selected=len(kept),
         keyword=keyword,
         shard=shard,
+        fingerprint=None
+        if shard is None
+        else fingerprint(
+            shown,
+            keyword,
+            [(c.name, fixtures[c.index].source, fixtures[c.index].path) for c in kept],
+        ),
     )
 
 
@@ -590,112 +598,3 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
         for run in (report, *report.runs)
     )
     return settings.live.budget.message() if stopped else None
-
-
-def _repeated(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
-    """Each case's report, its runs combined when it runs more than once."""
-    if settings.repeat <= 1:
-        return execute(cases, settings)
-    from evalrunner.repeats import expanded, grouped
-
-    return grouped(execute(expanded(cases, settings.repeat), settings), settings.repeat)
-
-
-def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
-    """Each case's report, in the order of ``cases``, whatever ``settings.jobs`` is.
-
-    Serially, cases run one after another in this process. With jobs, they run in worker
-    processes and reports are yielded in suite order as soon as every earlier one is in, so
-    the report, its order and the exit code are those of a serial run. An interrupt stops
-    the workers and propagates.
-    """
-    live = settings.live
-    if live is not None and live.config.max_concurrency > 1 and len(cases) > 1:
-        yield from _live_at_once(cases, settings, live)
-        return
-    if settings.jobs <= 1 or len(cases) <= 1 or live is not None:
-        for case in cases:
-            yield evaluate_with(case, settings)
-        return
-    from evalrunner.workers import in_pool
-
-    yield from in_pool(cases, settings)
-
-
-def _live_at_once(
-    cases: Sequence[Case], settings: RunSettings, live: LiveModel
-) -> Generator[CaseReport, None, None]:
-    """Live cases, up to ``max_concurrency`` at a time on threads of this process (their
-    time is the model's, not this process's), reported in suite order.
-
-    An interrupt stops the live model: the requests in flight are cut, the cases running
-    give themselves up and the cases not started never start. Every case that had finished
-    by then is still reported; a case before it that had not is reported as not run, so
-    that suite order holds."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    workers = min(live.config.max_concurrency, len(cases))
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalrunner live case")
-    futures = [pool.submit(evaluate_with, case, settings) for case in cases]
-    given = 0
-    try:
-        for future in futures:
-            report = future.result()
-            given += 1
-            yield report
-    except BaseException as stop:
-        finished = [f.done() and not f.cancelled() for f in futures]  # before the stop
-        for future in futures:
-            future.cancel()
-        live.stop()
-        pool.shutdown(wait=True, cancel_futures=True)
-        if isinstance(stop, GeneratorExit):
-            raise  # the reader left: nothing more may be yielded
-        last = max((i for i, done in enumerate(finished) if done), default=-1)
-        for index in range(given, last + 1):
-            future = futures[index]
-            if finished[index] and future.exception() is None:
-                yield future.result()
-            else:
-                yield skipped_report(cases[index], SKIP_INTERRUPTED)
-        raise
-    pool.shutdown()
-
-
-SKIP_INTERRUPTED = "not run to its end: the run was interrupted while this case was running"
-
-
-SKIP_BUDGET = "not run: the token budget (max_total_tokens) was spent before this case"
-BUDGET_ERROR = "the token budget is spent"
-
-
-def evaluate_with(case: Case, settings: RunSettings) -> CaseReport:
-    """One case's report as ``settings`` say (:func:`evaluate_case`): run, or skipped (with
-    why) when the mode cannot run its kind or the budget is spent."""
-    live = settings.live
-    if live is None:
-        if case.live:
-            return skipped_report(case, SKIP_LIVE_CASE)
-        return graded_report(case, run_with(case, settings))
-    if not case.live:
-        return skipped_report(case, SKIP_SCRIPTED_CASE)
-    if live.budget.exhausted:
-        return skipped_report(case, SKIP_BUDGET)
-    provider = live.provider()
-    try:
-        report = graded_report(case, run_with(case, settings, provider))
-    finally:
-        provider.close()
-    return without_secrets(report, live.without_secrets)
-
-
-def without_secrets(report: CaseReport, strike: Callable[[str], str]) -> CaseReport:
-    """``report`` with ``strike`` applied to every text a live model or agent may have put
-    in it (check details, the run error, tracebacks): a model that repeats the API key it
-    was sent must not put it in a report."""
-    return replace(
-        report,
-        grades=tuple(replace(g, detail=strike(g.detail)) for g in report.grades),
-        error=strike(report.error) if report.error is not None else None,
-        tracebacks=tuple(strike(t) for t in report.tracebacks),
-    )

@@ -1,0 +1,792 @@
+"""How a run's cases are executed: one case (:func:`evaluate`), and many (:func:`execute`),
+serially, in worker processes (``--jobs``) or on threads of this process (live mode).
+
+:func:`evaluate` runs one case as the settings say and gives its report: graded, a run error,
+or skipped with why. :func:`execute` gives each case's report in the order of the cases,
+whatever the strategy, so that the report, its order and the exit code are those of a serial
+run; it also folds a case's repeated runs into one report (``repeat``).
+
+Worker processes. Where the platform can fork, :class:`ForkedWorkers` each load, admit and
+run their own share of the suite (:mod:`evalrunner.session` decides when). Elsewhere (spawn),
+when a run goes on past refused files, or when cases repeat, :func:`execute` runs cases
+admitted here in a process pool.
+
+Shipping cases to workers and their reports back costs about as much as admitting a case, and
+admitting every case in the parent first leaves the workers idle while it does. So each forked
+worker takes every J-th fixture, admits it, and tells the parent only what the selection needs
+(:class:`CaseSummary`). The shares are fixed before the fork. Handed out instead as the workers
+admit, the faster taking more, they balanced cheap cases better, but a small suite's files all
+went to the first worker, which had admitted them before the second started, and it then ran
+every case alone, however slow its agent.
+
+The parent checks what spans the suite (unique names, ``-k``, the shard), then tells each
+worker which of its cases to run; the reports come back in batches and are handed on in
+suite order. Cases are never sent between processes. The forked workers only run a suite that
+admits cleanly: as soon as any share has a refused file, or two shares use one case name, they
+stand down and the caller admits serially, so every refusal reads exactly as in a serial run.
+
+A worker that dies (``os._exit``, a crash in native code), in the pool or forked, fails only
+the case it was running: its cases not yet reported run again, each in a process of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from evalrunner.admit import Admission
+from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
+from evalrunner.grade import grade
+from evalrunner.load import Fixture
+from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
+from evalrunner.provider import ModelProvider
+from evalrunner.repeats import expanded, grouped
+from evalrunner.replay import run_case
+from evalrunner.tools import ToolSource
+
+if TYPE_CHECKING:
+    import multiprocessing.context
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing.connection import Connection
+
+    from evalrunner.wire.live import LiveModel
+
+SKIP_LIVE_CASE = (
+    "live case (its turns script no steps): not run in replay mode; run it with --mode live"
+)
+SKIP_SCRIPTED_CASE = (
+    "scripted case: not run in live mode, whose real model would not follow its script; "
+    "it runs in replay mode"
+)
+SKIP_INTERRUPTED = "not run to its end: the run was interrupted while this case was running"
+SKIP_BUDGET = "not run: the token budget (max_total_tokens) was spent before this case"
+BUDGET_ERROR = "the token budget is spent"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """How to run the cases of a suite: the agent, its tools, limits and parallelism.
+
+    With ``jobs`` above 1 the cases run in that many worker processes; ``agent_factory`` and
+    ``tools`` must then be picklable (module-level functions and classes are), or the
+    settings built in each worker by ``in_worker`` (the command line passes one that reads the
+    same configuration again).
+    """
+
+    agent_factory: AgentFactory = reference_agent
+    tools: ToolSource | None = None
+    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
+    case_timeout: float | None = None
+    trimmed_history: bool = False
+    framed_results: bool = False
+    jobs: int = 1
+    in_worker: Callable[[], RunSettings] | None = None
+    live: LiveModel | None = None
+    """Live mode: the run's model (each case gets a provider on it); ``None`` replays."""
+    repeat: int = 1
+    """How many times each case runs (``--repeat``; :mod:`evalrunner.repeats`)."""
+
+    def replay(self, case: Case, provider: ModelProvider | None = None) -> RunRecord:
+        """One run of ``case`` (:func:`~evalrunner.replay.run_case`) with this agent, these
+        tools and limits; ``provider`` replaces the case's script (live mode)."""
+        return run_case(
+            case,
+            agent_factory=self.agent_factory,
+            tools=self.tools,
+            max_tool_iterations=self.max_tool_iterations,
+            timeout=self.case_timeout,
+            trimmed_history=self.trimmed_history,
+            provider=provider,
+            framed_results=self.framed_results,
+        )
+
+
+def fixture_path(case: Case) -> str:
+    """The case's fixture path as a report shows it: empty for a case made without one (its
+    ``source`` the default ``Path()``, which alone prints as ".")."""
+    # Compared as text: comparing two Paths costs more than the rest of a passing case's
+    # report, and str(path) is "." exactly when the path equals Path().
+    shown = str(case.source)
+    return "" if shown == "." else shown
+
+
+def report_without_run(
+    case: Case, *, skipped: str | None = None, error: str | None = None
+) -> CaseReport:
+    """The report of a case that gave no run to grade: ``skipped`` says why it was not run,
+    ``error`` why its run was lost (a worker process that died, say)."""
+    return CaseReport(
+        name=case.name,
+        source=case.source.name,
+        case_class=case.case_class,
+        grades=(),
+        error=error,
+        path=fixture_path(case),
+        positions=case.positions,
+        skipped=skipped,
+    )
+
+
+def skipped_report(case: Case, reason: str) -> CaseReport:
+    """The report of a case that was not run, saying why."""
+    return report_without_run(case, skipped=reason)
+
+
+def graded_report(case: Case, record: RunRecord) -> CaseReport:
+    """The report of ``case``'s run: graded, unless the run errored."""
+    grades = grade(case.expects, record) if record.error is None else ()
+    return CaseReport(
+        name=case.name,
+        source=case.source.name,
+        case_class=case.case_class,
+        grades=grades,
+        error=record.error,
+        input_tokens=record.input_tokens,
+        output_tokens=record.output_tokens,
+        llm_calls=record.llm_calls,
+        duration_ms=record.duration_ms,
+        tracebacks=record.tracebacks,
+        path=fixture_path(case),
+        positions=case.positions,
+    )
+
+
+def evaluate(
+    case: Case, settings: RunSettings, provider: ModelProvider | None = None
+) -> CaseReport:
+    """One run of one case, as ``settings`` say: its graded report, a run error, or skipped
+    (with why) when the mode cannot run its kind or the token budget is spent.
+
+    ``provider`` replaces the case's script and runs the case whatever its kind; otherwise a
+    live model in ``settings`` gives the provider (live mode), and a replay runs the script.
+    ``settings.repeat`` is :func:`execute`'s to apply: this is always one run.
+    """
+    if provider is not None:
+        return graded_report(case, settings.replay(case, provider))
+    live = settings.live
+    if live is None:
+        if case.live:
+            return skipped_report(case, SKIP_LIVE_CASE)
+        return graded_report(case, settings.replay(case))
+    if not case.live:
+        return skipped_report(case, SKIP_SCRIPTED_CASE)
+    if live.budget.exhausted:
+        return skipped_report(case, SKIP_BUDGET)
+    live_provider = live.provider()
+    try:
+        report = graded_report(case, settings.replay(case, live_provider))
+    finally:
+        live_provider.close()
+    return without_secrets(report, live.without_secrets)
+
+
+def without_secrets(report: CaseReport, strike: Callable[[str], str]) -> CaseReport:
+    """``report`` with ``strike`` applied to every text a live model or agent may have put
+    in it (check details, the run error, tracebacks): a model that repeats the API key it
+    was sent must not put it in a report."""
+    return replace(
+        report,
+        grades=tuple(replace(g, detail=strike(g.detail)) for g in report.grades),
+        error=strike(report.error) if report.error is not None else None,
+        tracebacks=tuple(strike(t) for t in report.tracebacks),
+    )
+
+
+def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
+    """Each case's report, in the order of ``cases``, whatever ``settings.jobs`` is; a case
+    that runs more than once (``settings.repeat``) gets one report combining its runs.
+
+    Serially, cases run one after another in this process. With jobs, they run in worker
+    processes and reports are yielded in suite order as soon as every earlier one is in, so
+    the report, its order and the exit code are those of a serial run. An interrupt stops
+    the workers and propagates. Closing the generator stops the workers at once.
+    """
+    if settings.repeat <= 1:
+        return _each(cases, settings)
+    # The runs of a case are next to each other, so every strategy yields them in that
+    # order, whichever worker ran which; each K consecutive reports become the case's.
+    once = replace(settings, repeat=1)
+    return grouped(_each(expanded(cases, settings.repeat), once), settings.repeat)
+
+
+def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
+    live = settings.live
+    if live is not None and live.config.max_concurrency > 1 and len(cases) > 1:
+        yield from _on_threads(cases, settings, live)
+        return
+    if settings.jobs <= 1 or len(cases) <= 1 or live is not None:
+        for case in cases:
+            yield evaluate(case, settings)
+        return
+    yield from _in_pool(cases, settings)
+
+
+def _on_threads(
+    cases: Sequence[Case], settings: RunSettings, live: LiveModel
+) -> Generator[CaseReport, None, None]:
+    """Live cases, up to ``max_concurrency`` at a time on threads of this process (their
+    time is the model's, not this process's), reported in suite order.
+
+    An interrupt stops the live model: the requests in flight are cut, the cases running
+    give themselves up and the cases not started never start. Every case that had finished
+    by then is still reported; a case before it that had not is reported as not run, so
+    that suite order holds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = min(live.config.max_concurrency, len(cases))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalrunner live case")
+    futures = [pool.submit(evaluate, case, settings) for case in cases]
+    given = 0
+    try:
+        for future in futures:
+            report = future.result()
+            given += 1
+            yield report
+    except BaseException as stop:
+        finished = [f.done() and not f.cancelled() for f in futures]  # before the stop
+        for future in futures:
+            future.cancel()
+        live.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(stop, GeneratorExit):
+            raise  # the reader left: nothing more may be yielded
+        last = max((i for i, done in enumerate(finished) if done), default=-1)
+        for index in range(given, last + 1):
+            future = futures[index]
+            if finished[index] and future.exception() is None:
+                yield future.result()
+            else:
+                yield skipped_report(cases[index], SKIP_INTERRUPTED)
+        raise
+    pool.shutdown()
+
+
+# --- worker processes: what the pool and the forked workers share ---------------------------
+
+FINISH_GRACE_SECS = 30.0
+"""How long a worker that has sent its last report may take to end its agents and exit."""
+
+BATCH = 32
+BATCH_SECS = 0.05
+"""A worker sends its reports when it has BATCH of them, or BATCH_SECS after the last send."""
+
+DEATH_CHECK_SECS = 0.5
+"""How often the parent asks whether a worker that has sent nothing has died."""
+
+STOP_GRACE_SECS = 5.0
+"""How long a worker told to stop (an interrupt) may take to end its case and its agents."""
+
+
+def can_fork() -> bool:
+    """Whether this platform starts workers by fork (they inherit the fixture list and the
+    settings, and nothing need be pickled to start them)."""
+    # multiprocessing is imported only by runs with jobs: a serial run starts no worker
+    # machinery.
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+_WORKER_SETTINGS: RunSettings | None = None
+
+
+_STOP_SIGNAL: int | None = None
+"""In a worker: the signal the parent stopped it with, once it came (see _told_to_stop)."""
+
+_RUNNING_CASES = False
+"""In a worker: whether a call of the parent's is running cases at this moment."""
+
+
+def _start_worker(settings: RunSettings) -> None:
+    global _WORKER_SETTINGS
+    # Interrupts are the parent's to handle: it stops the workers itself, with SIGTERM.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _told_to_stop)
+    built = settings.in_worker() if settings.in_worker is not None else settings
+    # A worker runs one run of a case per call: the parent expanded the repeats already.
+    _WORKER_SETTINGS = replace(built, repeat=1)
+
+
+def _worker_evaluator(settings: RunSettings) -> Callable[[Case], CaseReport]:
+    """In a forked worker: the settings built there, and :func:`evaluate` on them."""
+    _start_worker(settings)
+    built = _WORKER_SETTINGS
+    assert built is not None
+    return partial(evaluate, settings=built)
+
+
+def _told_to_stop(signum: int, frame: object) -> None:
+    """A worker's SIGTERM (the pool's, or one running a case in its own process): the case
+    under way ends as an interrupted case ends serially (its agent stopped), and no case
+    starts after it.
+
+    Raising alone does not end a pool worker. The pool's worker loop catches whatever a call
+    raises, sends it back as the call's result and takes the next call already queued: the
+    worker would start that case's agent, be killed at the end of the grace period, and
+    leave the agent running. Raised while the worker waits for a call, the exception would
+    leave the pool's loop and end the worker as a crash (a traceback, a broken pool). So the
+    signal is raised only into a call running cases, and every later call is refused at once
+    (_run_in_worker): once every call it sent is answered, the pool tells the worker to
+    leave, and it leaves by the loop's own return, through its exit hooks, which end the
+    agents it started (a persistent command agent waiting for its next case).
+    """
+    global _STOP_SIGNAL
+    _STOP_SIGNAL = signum
+    if _RUNNING_CASES:
+        raise RunInterrupted(signum)
+
+
+def _run_in_worker(batch: Sequence[tuple[int, Case]]) -> list[tuple[int, CaseReport]]:
+    global _RUNNING_CASES
+    settings = _WORKER_SETTINGS
+    assert settings is not None, "worker not started"
+    reports: list[tuple[int, CaseReport]] = []
+    _RUNNING_CASES = True
+    try:
+        for index, case in batch:
+            if _STOP_SIGNAL is not None:  # told to stop: no case starts (see _told_to_stop)
+                raise RunInterrupted(_STOP_SIGNAL)
+            reports.append((index, evaluate(case, settings)))
+    finally:
+        _RUNNING_CASES = False
+    return reports
+
+
+def _in_pool(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseReport]:
+    # Imported here: forked workers (every run with jobs where the platform forks) need none
+    # of the pool machinery, and concurrent.futures brings logging with it.
+    import multiprocessing
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    methods = multiprocessing.get_all_start_methods()
+    # fork starts a worker in milliseconds and inherits what the parent imported.
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    jobs = min(settings.jobs, len(cases))
+    # Small batches keep workers busy to the end; more than one case per batch keeps the
+    # cost of passing values between processes below the cost of the cases.
+    size = max(1, min(16, len(cases) // (jobs * 8)))
+    indexed = list(enumerate(cases))
+    batches = [indexed[i : i + size] for i in range(0, len(indexed), size)]
+    shipped = settings
+    if settings.in_worker is not None and context.get_start_method() != "fork":
+        # Only the recipe travels to a spawned worker: the factories may be closures.
+        shipped = replace(settings, agent_factory=reference_agent, tools=None)
+    done: dict[int, CaseReport] = {}
+    following = 0
+    broken = False
+    executor = _pool(context, jobs, shipped)
+    try:
+        futures = [executor.submit(_run_in_worker, batch) for batch in batches]
+        for future in as_completed(futures):
+            try:
+                results = future.result()
+            except BrokenProcessPool:
+                broken = True  # a case ended its worker process: found below
+                break
+            for index, report in results:
+                done[index] = report
+            while following in done:
+                yield done.pop(following)
+                following += 1
+    except BaseException:
+        _stop_workers(executor)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    if not broken:
+        return
+    # The pool cannot say which case killed its worker (os._exit, a crash in a C extension):
+    # the cases not yet reported run again, each in a process of its own, so that only the
+    # case that kills its process errors, and every other case gets its verdict.
+    for index in range(following, len(cases)):
+        if index not in done:
+            done[index] = run_in_own_process(cases[index], context, shipped)
+        yield done.pop(index)
+
+
+def _pool(
+    context: multiprocessing.context.BaseContext, jobs: int, settings: RunSettings
+) -> ProcessPoolExecutor:
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(settings,)
+    )
+
+
+def run_in_own_process(
+    case: Case, context: multiprocessing.context.BaseContext, settings: RunSettings
+) -> CaseReport:
+    """One case in a worker process of its own; a run error, naming how the process ended,
+    when it dies before it reports (its own process, not a pool's, so that its exit status
+    is known for certain)."""
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(  # type: ignore[attr-defined]
+        target=_run_in_own_process, args=(settings, case, writer), daemon=True
+    )
+    try:
+        process.start()
+        writer.close()
+        try:
+            # Not a bare recv(): a process the agent forked may hold the pipe (and the
+            # sentinel) open after the worker died; only waitpid says so for certain.
+            while not reader.poll(DEATH_CHECK_SECS):
+                if process.exitcode is not None and not reader.poll():
+                    raise EOFError
+            report: CaseReport = reader.recv()
+        except EOFError:  # died without a word
+            process.join()
+            return report_without_run(case, error=worker_died(process.exitcode))
+        process.join()
+        return report
+    except BaseException:
+        if process.pid is not None:  # started: its case ends, and its exit hooks its agents
+            _stop([process])
+        raise
+    finally:
+        reader.close()
+
+
+def worker_died(code: int | None) -> str:
+    """The run error of a case whose worker process died while running it."""
+    return (
+        f"{_DIED} ({_ending(code)}): the agent or a tool "
+        "ended the process (os._exit, a crash in native code)"
+    )
+
+
+def ended_its_process(report: CaseReport) -> bool:
+    """Whether a case's run ended in the agent or a tool ending its process (``os._exit``
+    refused in this process, or a worker process that died running it)."""
+    return any(
+        run.error is not None and (run.error.startswith(_DIED) or _EXIT_REFUSED in run.error)
+        for run in (report, *report.runs)
+    )
+
+
+_DIED = "the worker process running this case died"
+_EXIT_REFUSED = "which would have ended the whole run"
+"""The end of :mod:`evalrunner.replay`'s run error for an ``os._exit`` it refused."""
+
+
+def _run_in_own_process(settings: RunSettings, case: Case, writer: Any) -> None:
+    _start_worker(settings)
+    try:
+        ((_, report),) = _run_in_worker([(0, case)])
+    except RunInterrupted:
+        return  # stopped by the parent, which reports the interrupt: nothing to say
+    writer.send(report)
+    writer.close()
+
+
+def _ending(code: int | None) -> str:
+    if code is None:
+        return "it ended"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """End the workers now (an interrupt): each is told to stop (SIGTERM), so that its case
+    ends and stops its agent, as forked workers are, and leaves once the pool has the
+    answers to the calls it sent (see _told_to_stop)."""
+    processes = list(getattr(executor, "_processes", {}).values())
+    # The processes first: shutting down forgets them. Without waiting: the pool tells the
+    # workers to leave only once every call sent has been answered.
+    executor.shutdown(wait=False, cancel_futures=True)
+    _stop(processes)
+
+
+def _stop(processes: Sequence[Any]) -> None:
+    """Tell each worker to stop (SIGTERM) and reap it; one still running after
+    :data:`STOP_GRACE_SECS` is killed, which its agents outlive: so only as the last resort."""
+    for process in processes:
+        with contextlib.suppress(OSError, AttributeError):
+            process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_SECS
+    for process in processes:
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.exitcode is None:
+                process.kill()
+
+
+# --- forked workers that admit their own share ----------------------------------------------
+
+Admitter = Callable[[Sequence[Fixture]], Admission]
+"""Admits a list of fixtures (in a worker: its share; in the parent: one to run again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseSummary:
+    """What the parent learns of one case a forked worker admitted: enough to select it."""
+
+    index: int
+    """The fixture's place in the suite's fixture list."""
+    name: str
+    case_class: CaseClass | None
+
+
+@dataclass
+class _Worker:
+    """One forked worker, as the parent sees it."""
+
+    process: Any
+    connection: Connection
+    share: list[int]
+    pending: dict[int, None] = field(default_factory=dict)
+    """The cases it was asked to run and has not reported yet."""
+
+
+def _keep(
+    worker: _Worker,
+    reports: list[tuple[int, CaseReport]],
+    wanted: set[int],
+    done: dict[int, CaseReport],
+) -> None:
+    """File a worker's message: each report of a wanted case, no longer pending."""
+    for index, report in reports:
+        if index in wanted:
+            done[index] = report
+            worker.pending.pop(index, None)
+
+
+class ForkedWorkers:
+    """``settings.jobs`` forked workers over ``fixtures``; worker ``w`` takes fixtures ``w``,
+    ``w + jobs``, ... (interleaved, so that neighbouring cases, often alike, spread out).
+
+    Each worker admits its share with ``admit`` and runs its cases with :func:`evaluate` on
+    ``settings`` (built again in the worker by ``settings.in_worker``). A worker that dies
+    has its unreported cases run again, each in a process of its own.
+    """
+
+    def __init__(
+        self, fixtures: Sequence[Fixture], *, admit: Admitter, settings: RunSettings
+    ) -> None:
+        self._fixtures = fixtures
+        self._admit = admit
+        self._settings = settings
+        self._workers: list[_Worker] = []
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        self._context = context
+        jobs = max(1, min(settings.jobs, len(fixtures)))
+        try:
+            for slot in range(jobs):
+                share = list(range(slot, len(fixtures), jobs))
+                ours, theirs = context.Pipe()
+                # The parent's ends, this one's and the earlier workers', are closed in the
+                # child: a worker holding one open would never see the parent hang up.
+                parents = [ours, *(worker.connection for worker in self._workers)]
+                process = context.Process(
+                    target=_serve,
+                    args=(theirs, parents, [fixtures[i] for i in share], share, admit, settings),
+                    daemon=True,
+                    name=f"evalrunner worker {slot + 1}",
+                )
+                process.start()
+                theirs.close()
+                self._workers.append(_Worker(process, ours, share))
+        except BaseException:
+            self.close()
+            raise
+
+    def admitted(self) -> list[CaseSummary] | None:
+        """Every admitted case, in fixture order; ``None`` when some file was refused or a
+        worker could not say (the caller then admits serially, and reports exactly)."""
+        found: list[CaseSummary] = []
+        for worker in self._workers:
+            try:
+                clean, cases = worker.connection.recv()
+            except (EOFError, OSError):
+                return None
+            if not clean:
+                return None
+            found.extend(CaseSummary(*case) for case in cases)
+        return sorted(found, key=lambda case: case.index)
+
+    def run(self, order: Sequence[int]) -> Iterator[CaseReport]:
+        """Run the cases of these fixture indices; their reports, in this order.
+
+        Interrupted (:class:`RunInterrupted`), it stops the workers, takes the reports they
+        had finished, yields those that follow in order, and re-raises."""
+        wanted = set(order)
+        owner = {index: worker for worker in self._workers for index in worker.share}
+        for worker in self._workers:
+            share = [index for index in order if owner[index] is worker]
+            worker.connection.send(share)
+            # A dict, not a list: each report takes its case off in constant time (a list's
+            # remove is linear, and a large suite's reports would make it quadratic).
+            worker.pending = dict.fromkeys(share)
+        done: dict[int, CaseReport] = {}
+        running = [worker for worker in self._workers if worker.pending]
+        position = [0]  # how many of ``order`` have been yielded
+        try:
+            while position[0] < len(order):
+                if order[position[0]] in done:
+                    position[0] += 1
+                    yield done.pop(order[position[0] - 1])
+                    continue
+                self._gather(running, wanted, done)
+        except RunInterrupted:
+            self._drain(running, wanted, done)
+            while position[0] < len(order) and order[position[0]] in done:
+                position[0] += 1
+                yield done.pop(order[position[0] - 1])
+            raise
+
+    def _gather(
+        self, running: list[_Worker], wanted: set[int], done: dict[int, CaseReport]
+    ) -> None:
+        """Wait for a message of any running worker (or its death), and take it."""
+        # A process the agent forked inherits the worker's end of the pipe and its sentinel,
+        # and may hold both open after the worker died: so a worker's death is also asked of
+        # the process itself (waitpid), every DEATH_CHECK_SECS.
+        from multiprocessing.connection import wait
+
+        ready = set(wait([w.connection for w in running], timeout=DEATH_CHECK_SECS))
+        for worker in list(running):
+            if worker.connection in ready or worker.connection.poll():
+                self._take(worker, wanted, done)
+            elif worker.process.exitcode is not None:
+                self._rerun_after_death(worker, done)
+            if not worker.pending:
+                running.remove(worker)
+
+    def _drain(self, running: list[_Worker], wanted: set[int], done: dict[int, CaseReport]) -> None:
+        """An interrupt: stop the workers, and take the reports they send as they stop."""
+        for worker in running:
+            with contextlib.suppress(OSError, AttributeError):
+                worker.process.terminate()  # SIGTERM: see _serve
+        deadline = time.monotonic() + STOP_GRACE_SECS
+        for worker in running:
+            while time.monotonic() < deadline:
+                try:
+                    if not worker.connection.poll(DEATH_CHECK_SECS):
+                        if worker.process.exitcode is not None:
+                            break
+                        continue
+                    reports: list[tuple[int, CaseReport]] = worker.connection.recv()
+                except Exception:  # the end, or a message cut by the stop: nothing more
+                    break
+                _keep(worker, reports, wanted, done)
+
+    def _take(self, worker: _Worker, wanted: set[int], done: dict[int, CaseReport]) -> None:
+        """Read one message of ``worker``'s; at the pipe's end, it died."""
+        try:
+            reports: list[tuple[int, CaseReport]] = worker.connection.recv()
+        except (EOFError, OSError):
+            self._rerun_after_death(worker, done)
+            return
+        _keep(worker, reports, wanted, done)
+
+    def _rerun_after_death(self, worker: _Worker, done: dict[int, CaseReport]) -> None:
+        # The worker died with cases unreported: the one it was running killed it, and which
+        # one that was is found by running each in a process of its own.
+        worker.process.join()
+        for index in worker.pending:
+            done[index] = self._in_own_process(index)
+        worker.pending = {}
+
+    def _in_own_process(self, index: int) -> CaseReport:
+        fixture = self._fixtures[index]
+        admission = self._admit([fixture])
+        if admission.cases:
+            return run_in_own_process(admission.cases[0], self._context, self._settings)
+        # Admitted in the worker, refused now: the file changed on disk during the run.
+        return CaseReport(
+            name=fixture.source,
+            source=fixture.source,
+            case_class=None,
+            grades=(),
+            error="the fixture changed during the run and no longer admits: "
+            f"{admission.errors[0] if admission.errors else 'no case'}",
+            path=str(fixture.path),
+        )
+
+    def close(self, *, at_once: bool = False) -> None:
+        """Let every worker finish and reap it; ``at_once`` (an interrupt) tells each to
+        stop its case first (SIGTERM).
+
+        A worker that finishes runs its exit hooks, which end the agent processes it started
+        (a persistent command agent); one still running after a grace period is killed.
+        """
+        for worker in self._workers:
+            with contextlib.suppress(OSError):
+                worker.connection.close()  # a worker waiting for its orders leaves
+        if at_once:
+            for worker in self._workers:
+                with contextlib.suppress(OSError, AttributeError):
+                    worker.process.terminate()  # SIGTERM: see _serve
+        for worker in self._workers:
+            worker.process.join(STOP_GRACE_SECS if at_once else FINISH_GRACE_SECS)
+            if worker.process.is_alive():
+                with contextlib.suppress(OSError, AttributeError):
+                    worker.process.kill()
+                worker.process.join()
+        self._workers = []
+
+
+def _serve(
+    connection: Connection,
+    parents: Sequence[Connection],
+    fixtures: Sequence[Fixture],
+    share: Sequence[int],
+    admit: Admitter,
+    settings: RunSettings,
+) -> None:
+    """A forked worker: admit the share, say what was admitted, run what the parent asks."""
+    for inherited in parents:
+        inherited.close()
+    run_one = _worker_evaluator(settings)
+    # SIGTERM is how the parent stops forked workers on an interrupt: the case under way
+    # ends as an interrupted case does serially (its agent, a command's process group, is
+    # stopped), and the worker's exit hooks end the agents it started.
+    signal.signal(signal.SIGTERM, _interrupted)
+    admission = admit(fixtures)
+    index_of = {str(f.path): index for f, index in zip(fixtures, share, strict=True)}
+    cases = {index_of[str(case.source)]: case for case in admission.cases}
+    summary = [(index, case.name, case.case_class) for index, case in sorted(cases.items())]
+    with contextlib.suppress(OSError):
+        connection.send((not admission.errors, summary))
+    batch: list[tuple[int, CaseReport]] = []
+    try:
+        order: list[int] = connection.recv()
+        sent = time.monotonic()
+        for index in order:
+            batch.append((index, _portable(run_one(cases[index]))))
+            # Batched, since each message wakes the parent; but never held back long, so
+            # that progress flows.
+            if len(batch) >= BATCH or time.monotonic() - sent >= BATCH_SECS:
+                connection.send(batch)
+                batch, sent = [], time.monotonic()
+        if batch:
+            connection.send(batch)
+    except (EOFError, OSError):
+        return  # the parent stood the workers down, or stopped listening: nothing to say
+    except RunInterrupted:
+        # Stopped by the parent (an interrupt): what finished is still the parent's to report.
+        with contextlib.suppress(OSError):
+            if batch:
+                connection.send(batch)
+        return
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise RunInterrupted(signum)
+
+
+def _portable(report: CaseReport) -> CaseReport:
+    """The report as the parent needs it: positions point into a failed case's text only,
+    so a passed case sends none, and a failed one its positions found (not its text)."""
+    return replace(report, positions={} if report.passed else dict(report.positions))

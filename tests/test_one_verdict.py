@@ -1,0 +1,337 @@
+"""One verdict (issue 23): every front end gives the verdict ``evalrunner run`` gives.
+
+Generated suites (passing, failing, erroring, skipped and flaky cases, a case whose in-process
+agent ends its process) are run by ``run``, ``run -j 2``, ``--shard 1/3..3/3`` + ``merge``,
+``pytest --evalrunner`` (and ``-n 2``, in the slow tier), and the JSON report read back; each
+must give every case the verdict the suite's design says, and the same exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from evalrunner.cli import app
+from evalrunner.merge import read_report
+from evalrunner.session import run_exit_code
+
+AGENT = """\
+import os
+from pathlib import Path
+
+from evalrunner.agent import ReferenceAgent
+
+
+class Agent(ReferenceAgent):
+    '''The reference agent, broken on purpose by what the user says.'''
+
+    def respond(self, user_input: str) -> str:
+        if user_input.startswith("HARDEXIT"):
+            os._exit(0)  # would end the process with 0, a pass, and no report
+        if user_input.startswith("FLAKY"):
+            # Passes the first run of the case in this front end's run, fails the others:
+            # the marker is made atomically, whichever process runs which run.
+            marker = Path(os.environ["VERDICT_MARKERS"]) / user_input
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return "a reply the script never made"
+        return super().respond(user_input)
+"""
+
+KINDS = ("pass", "fail", "error", "skipped", "flaky", "hardexit")
+
+
+def fixture(name: str, kind: str) -> str:
+    """A case of ``kind``: what its turn says and what its script and checks are."""
+    user = {"flaky": f"FLAKY-{name}", "hardexit": "HARDEXIT"}.get(kind, "say hi")
+    if kind == "skipped":  # a live case: not run in replay mode
+        steps = ""
+    else:
+        reply = "bye" if kind == "fail" else "hi there"
+        steps = f"    steps:\n      - response: {{type: text, content: {reply}}}\n"
+        if kind == "error":  # a scripted response the agent never asks for: a run error
+            steps += "      - response: {type: text, content: left over}\n"
+    return (
+        f"name: {name}\nturns:\n  - user_input: {user}\n{steps}"
+        "expects:\n  response_contains: [hi]\n"
+    )
+
+
+def expected(kind: str, repeat: int) -> str:
+    """The verdict the design gives a case of ``kind``."""
+    if kind == "skipped":
+        return "skipped"
+    if kind == "pass" or (kind == "flaky" and repeat == 1):
+        return "passed"
+    return "failed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a front end said: each case's verdict and the exit code."""
+
+    verdicts: dict[str, str]
+    code: int
+
+
+def suite_project(root: Path, kinds: list[str], repeat: int) -> tuple[Path, Path]:
+    """A project with these cases and the breakable agent; its suite and config file."""
+    suite = root / "suite"
+    suite.mkdir(parents=True)
+    for index, kind in enumerate(kinds):
+        name = f"c{index}-{kind}"
+        (suite / f"{name}.yaml").write_text(fixture(name, kind), encoding="utf-8")
+    (root / "verdict_agent.py").write_text(AGENT, encoding="utf-8")
+    config = root / "evalrunner.toml"
+    config.write_text(
+        f'[eval]\nsuite_dir = "suite"\nagent = "verdict_agent:Agent"\nrepeat = {repeat}\n',
+        encoding="utf-8",
+    )
+    return suite, config
+
+
+@contextmanager
+def markers(directory: Path) -> Iterator[None]:
+    """A fresh directory of flaky-case markers for one front end's run."""
+    directory.mkdir(parents=True)
+    before = os.environ.get("VERDICT_MARKERS")
+    os.environ["VERDICT_MARKERS"] = str(directory)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["VERDICT_MARKERS"]
+        else:
+            os.environ["VERDICT_MARKERS"] = before
+
+
+def report_verdicts(data: dict[str, object]) -> dict[str, str]:
+    cases = data["cases"]
+    assert isinstance(cases, list)
+    return {
+        case["name"]: "skipped"
+        if case.get("skipped")
+        else ("passed" if case["passed"] else "failed")
+        for case in cases
+    }
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env={"NO_COLOR": "1"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.stdout
+
+
+def by_run(root: Path, suite: Path, config: Path, *flags: str) -> tuple[Outcome, Path]:
+    """``evalrunner run`` (with ``flags``); its outcome and its JSON report file."""
+    report = root / f"run{'-'.join(flags)}.json"
+    with markers(root / f"markers-run{'-'.join(flags)}"):
+        code, out = invoke(
+            "run", str(suite), "--config", str(config), "--no-cache", "--format", "json",
+            "--json", str(report), *flags,
+        )  # fmt: skip
+    return Outcome(report_verdicts(json.loads(out)), code), report
+
+
+def by_shards(root: Path, suite: Path, config: Path) -> Outcome:
+    """``--shard 1/3`` .. ``3/3``, then ``merge``."""
+    parts = []
+    with markers(root / "markers-shards"):
+        for index in (1, 2, 3):
+            part = root / f"shard-{index}.json"
+            code, _ = invoke(
+                "run", str(suite), "--config", str(config), "--no-cache", "--format", "json",
+                "--json", str(part), "--shard", f"{index}/3",
+            )  # fmt: skip
+            assert code in (0, 1), code
+            parts.append(str(part))
+    merged = root / "merged.json"
+    code, _ = invoke("merge", *parts, "--json", str(merged))
+    return Outcome(report_verdicts(json.loads(merged.read_text("utf-8"))), code)
+
+
+def read_back(report: Path) -> Outcome:
+    """The JSON report read back (as ``merge`` reads it), and the core's exit code for it."""
+    back = read_report(report).report
+    verdicts = {
+        case.name: "skipped" if case.skipped else ("passed" if case.passed else "failed")
+        for case in back.cases
+    }
+    return Outcome(verdicts, run_exit_code(back))
+
+
+def by_pytest(root: Path, suite: Path, config: Path, *flags: str) -> Outcome:
+    """``pytest --evalrunner`` in a fresh interpreter; verdicts from its JUnit XML."""
+    junit = root / f"pytest{'-'.join(flags)}.xml"
+    directory = root / f"markers-pytest{'-'.join(flags)}"
+    directory.mkdir()
+    env = {
+        **os.environ,
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "VERDICT_MARKERS": str(directory),
+    }
+    command = [sys.executable, "-m", "pytest", "-p", "evalrunner.pytest_plugin"]
+    command += ["-p", "no:cacheprovider", "-q", "--rootdir", str(root), *flags]
+    command += ["--evalrunner", str(suite), "--evalrunner-config", str(config)]
+    done = subprocess.run(
+        [*command, "--junitxml", str(junit)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert junit.exists(), done.stdout + done.stderr  # the summary is written, whatever ran
+    verdicts = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("skipped") is not None:
+            verdicts[case.attrib["name"]] = "skipped"
+        elif case.find("failure") is not None or case.find("error") is not None:
+            verdicts[case.attrib["name"]] = "failed"
+        else:
+            verdicts[case.attrib["name"]] = "passed"
+    return Outcome(verdicts, done.returncode)
+
+
+suites = st.tuples(
+    st.lists(st.sampled_from(KINDS), min_size=1, max_size=4),
+    st.sampled_from([1, 2]),
+)
+
+
+def designed(kinds: list[str], repeat: int) -> Outcome:
+    verdicts = {f"c{i}-{kind}": expected(kind, repeat) for i, kind in enumerate(kinds)}
+    graded = [v for v in verdicts.values() if v != "skipped"]
+    code = 1 if "failed" in graded or not graded else 0
+    return Outcome(verdicts, code)
+
+
+# Each example gets its own directory from the session's factory (a function-scoped tmp_path
+# would be shared between examples). The number of examples is the profile's.
+@settings(deadline=None)  # a loaded machine must not fail a slow example
+@given(suites)
+def test_every_front_end_gives_the_verdict_of_the_design(
+    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
+) -> None:
+    kinds, repeat = drawn
+    root = tmp_path_factory.mktemp("verdicts")
+    suite, config = suite_project(root, kinds, repeat)
+    want = designed(kinds, repeat)
+    serial, report = by_run(root, suite, config)
+    assert serial == want
+    assert read_back(report) == want
+    assert by_run(root, suite, config, "-j", "2")[0] == want
+    assert by_shards(root, suite, config) == want
+    assert by_pytest(root, suite, config) == want
+
+
+@pytest.mark.slow
+@settings(deadline=None)  # a loaded machine must not fail a slow example
+@given(suites)
+def test_pytest_with_xdist_gives_the_verdict_of_the_design(
+    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
+) -> None:
+    pytest.importorskip("xdist")
+    kinds, repeat = drawn
+    root = tmp_path_factory.mktemp("verdicts")
+    suite, config = suite_project(root, kinds, repeat)
+    assert by_pytest(root, suite, config, "-p", "xdist", "-n", "2") == designed(kinds, repeat)
+
+
+# --- mutate grades as the project's runs grade --------------------------------------------------
+
+EXIT_TOOL = """\
+import os
+
+
+class ExitTool:
+    name = "boom"
+    description = "Ends the process."
+    parameters = {"type": "object", "properties": {}}
+
+    def call(self, arguments):
+        os._exit(0)  # would end mutate with 0, its "every mutant killed"
+"""
+
+USES_BOOM = """\
+name: uses-boom
+turns:
+  - user_input: go
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls:
+            - {id: call_1, name: boom, arguments: {}}
+      - response: {type: text, content: done}
+expects:
+  tools_used: [boom]
+"""
+
+
+def mutate(project: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(
+        app,
+        ["mutate", "--config", str(project / "evalrunner.toml"), "--path", "in-process", *args],
+        env={"NO_COLOR": "1"},
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.stdout
+
+
+def test_mutate_fails_loudly_when_a_project_tool_ends_the_process(tmp_path: Path) -> None:
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "boom.yaml").write_text(USES_BOOM, encoding="utf-8")
+    (tmp_path / "exit_tool.py").write_text(EXIT_TOOL, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "suite"\ntools = ["exit_tool:ExitTool"]\n', encoding="utf-8"
+    )
+    code, out = mutate(tmp_path)
+    assert code == 2, out
+    assert (
+        "error: the reference agent's run of 'uses-boom' on the in-process path ended its "
+        "process: the agent called os._exit(0)"
+    ) in out
+    assert out.rstrip().endswith("mutate: the baseline cannot run; no mutant was judged")
+
+
+def test_mutate_fails_loudly_when_the_baseline_passes_no_case(tmp_path: Path) -> None:
+    (tmp_path / "suite").mkdir()
+    failing = fixture("never", "fail")
+    (tmp_path / "suite" / "never.yaml").write_text(failing, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text('[eval]\nsuite_dir = "suite"\n', encoding="utf-8")
+    code, out = mutate(tmp_path)
+    assert code == 2, out
+    assert "error: the reference agent passes no case on the in-process path" in out
+
+
+@pytest.mark.parametrize("trimmed", [False, True])
+def test_mutate_grades_with_the_projects_trimmed_history(trimmed: bool) -> None:
+    """A project that lets its agent trim history does not call a trimming mutant killed:
+    the mutant passes that project's gate."""
+    from evalrunner.admit import admit
+    from evalrunner.load import load_document
+    from evalrunner.model import Case
+    from evalrunner.mutants import IN_PROCESS
+    from evalrunner.mutation import run_mutants
+
+    root = Path(__file__).resolve().parent.parent
+    document = load_document(root / "evals" / "regression" / "multi_turn_tool_loop.toml")
+    assert not isinstance(document, list)
+    case = admit(document)
+    assert isinstance(case, Case)
+    report = run_mutants([case], paths=[IN_PROCESS], first_kill=True, trimmed_history=trimmed)
+    (forgets,) = [o for o in report.outcomes if o.mutant == "forgets-earlier-turns"]
+    assert forgets.survived is trimmed
