@@ -11,7 +11,6 @@ Reports go to stdout; problems go to stderr, one ``path:line:col: message`` line
 # is imported only for type checking are quoted.
 
 import contextlib
-import copy
 import errno
 import io
 import json
@@ -26,14 +25,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from enum import Enum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer import _coercion, _param_types
-from typer._click import exceptions as _click_exceptions
-from typer.core import TyperCommand, TyperGroup, TyperOption, _TyperParameter
+from typer.core import TyperGroup
 
 from evalrunner import __version__
 from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
@@ -99,16 +96,23 @@ files are written, and their failures said, in :mod:`evalrunner.report.write`; o
 reaching the command line failed on a standard stream."""
 
 
-class _Group(TyperGroup):
-    """The command group, with failed writes to the standard streams made distinct."""
+class _CommandGroup(TyperGroup):
+    """A command group whose errors read as every other problem of evalrunner's does.
+
+    A usage error (an unknown option, a bad value, a missing argument) becomes one
+    ``where: message (see COMMAND --help)`` line on stderr and exit code 2, instead of
+    typer's panel; a failed write to a standard stream becomes :class:`_OutputFailed`, so
+    that it is not taken for a failed case (exit 1). Both happen here, in the group that
+    parses and invokes, so the console script and typer's test runner behave alike.
+    """
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         # --help and --version write while the arguments are parsed.
-        with _output_failures_distinct(), _usage_errors_in_our_style():
+        with _output_failures_distinct(), _usage_errors_said(None):
             return super().make_context(*args, **kwargs)
 
     def invoke(self, ctx: Any) -> Any:
-        with _output_failures_distinct(), _usage_errors_in_our_style():
+        with _output_failures_distinct(), _usage_errors_said(ctx):
             return super().invoke(ctx)
 
 
@@ -122,184 +126,66 @@ def _output_failures_distinct() -> Iterator[None]:
         raise
 
 
-# Markdown mode joins a docstring's lines into paragraphs, which the terminal then wraps:
-# without it, each source line break shows, and lines break mid-sentence at every width.
+@contextlib.contextmanager
+def _usage_errors_said(group_ctx: Any) -> Iterator[None]:
+    """Say a usage error in evalrunner's style, then exit with its code (2).
+
+    ``group_ctx`` is the group's context while it invokes a subcommand: an error the option
+    parser raises without a context of its own (an option given no value) is then placed
+    on the subcommand, so that it names that command and its help."""
+    try:
+        yield
+    except typer.TyperException as error:  # the parser's errors: usage errors among them
+        code = getattr(error, "exit_code", EXIT_REFUSED)
+        ctx = getattr(error, "ctx", None)
+        if type(error).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            typer.echo(ctx.get_help())  # no command given: the help is the answer
+            raise typer.Exit(code) from None
+        if ctx is not None:
+            command = ctx.command_path
+        elif group_ctx is not None and group_ctx.invoked_subcommand:
+            command = f"{group_ctx.command_path} {group_ctx.invoked_subcommand}"
+        else:
+            command = "evalrunner"
+        typer.echo(_usage_line(error, command), err=True)
+        raise typer.Exit(code) from None
+
+
+def _usage_line(error: typer.TyperException, command: str) -> str:
+    """``where: message (see COMMAND --help)``, on one line, escaped."""
+    opts = getattr(getattr(error, "param", None), "opts", None) or []
+    where = opts[0] if opts else command
+    message = " ".join(str(error.format_message()).split())
+    message = re.sub(r"^Invalid value for '[^']*': (Value error, )?", "", message)
+    return printable(f"{where}: {message} (see {command} --help)")
+
+
+# Plain help (no rich markup): the formatter joins a docstring's lines into paragraphs and
+# wraps them at the terminal's width (not capped at 80 columns), and a flag shows no value
+# placeholder beside it.
+_HELP_SETTINGS = {"max_content_width": 10_000}
 app = typer.Typer(
-    cls=_Group,
+    cls=_CommandGroup,
+    context_settings=_HELP_SETTINGS,
     name="evalrunner",
     help="Replay scripted agent fixtures through a real agent loop and grade the run.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
+    rich_markup_mode=None,
 )
 schema_app = typer.Typer(
-    help="The published JSON Schemas.", no_args_is_help=True, rich_markup_mode="markdown"
+    cls=_CommandGroup,
+    help="The published JSON Schemas.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
-
-
-def _flag_type(self: TyperOption, ctx: Any) -> str | None:
-    """A flag takes no value: the help shows no ``<bool>`` placeholder beside it."""
-    return None if self.is_flag else _option_type(self, ctx)
-
-
-_option_type = TyperOption.display_type_rich
-TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
-
-
-class _PlainText(_coercion.RuntimeParam):
-    """A text or path parameter taken as given: what typer's pydantic adapter would make of
-    it, without importing pydantic (about 90 ms of every start; typer builds an adapter for
-    every parameter, given or not)."""
-
-    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-        if self.annotation is str:
-            return str(value)
-        if self.annotation is Path:
-            return Path(value)
-        kind = Path if self.annotation == list[Path] else str
-        return [kind(item) for item in value]
-
-
-class _Deferred(_coercion.RuntimeParam):
-    """Typer's own coercion, built only for a value that is given: a number or a choice left
-    at its default costs no adapter."""
-
-    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-        return param._own_runtime_param()._coerce_value(value, param=param, ctx=ctx)
-
-
-class _Settled(_Deferred):
-    """A value with its own ``parser`` (``--case-timeout``, ``--repeat``) or one of an enum's
-    choices (``--format``), taken as typer's adapter takes it: for these the adapter only
-    hands the value to the parser, or to typer's choice matching, and returns what comes
-    back. Calling them directly spares pydantic's import and an adapter (90-110 ms of a run
-    given ``--format json``, before any worker forks). A value either refuses goes through
-    typer's own coercion after all, so the refusal is worded exactly as typer words it."""
-
-    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-        info = self.parameter_info
-        try:
-            if info.parser is not None:
-                return info.parser(value)
-            return _param_types.coerce_cli_choice(
-                value,
-                choices=tuple(self.annotation),
-                case_sensitive=info.case_sensitive,
-                ctx=ctx,
-            )
-        except Exception:
-            return super()._coerce_value(value, param, ctx)
-
-
-_PLAIN_ANNOTATIONS: tuple[object, ...] = (str, Path, list[str], list[Path])
-
-
-def _runtime_param(self: Any) -> Any:
-    if self._runtime_param is None:
-        descriptor = self.type_descriptor
-        kind: type[_coercion.RuntimeParam] = _Deferred
-        if descriptor.annotation in _PLAIN_ANNOTATIONS:
-            kind = _PlainText
-        elif descriptor.parameter_info.parser is not None or (
-            isinstance(descriptor.annotation, type) and issubclass(descriptor.annotation, Enum)
-        ):
-            kind = _Settled
-        self._runtime_param = kind(
-            annotation=descriptor.annotation, parameter_info=descriptor.parameter_info
-        )
-    return self._runtime_param
-
-
-def _own_runtime_param(self: Any) -> Any:
-    return _coercion.build_runtime_param(self.type_descriptor)
-
-
-_TyperParameter._own_runtime_param = _own_runtime_param  # type: ignore[attr-defined]
-_TyperParameter.get_runtime_param = _runtime_param  # type: ignore[method-assign]
-
-
-def _usage_error(error: Any) -> None:
-    """A usage error (an unknown option, a bad choice, a missing argument) in the style of
-    every other problem: one ``where: message`` line on stderr, instead of typer's panel."""
-    if type(error).__name__ == "NoArgsIsHelpError":
-        return  # the help has been shown
-    ctx = getattr(error, "ctx", None)
-    command = ctx.command_path if ctx is not None else "evalrunner"
-    param = getattr(error, "param", None)
-    opts = getattr(param, "opts", None) or []
-    where = opts[0] if opts else command
-    message = " ".join(str(error.format_message()).split())
-    message = re.sub(r"^Invalid value for '[^']*': (Value error, )?", "", message)
-    typer.echo(printable(f"{where}: {message} (see {command} --help)"), err=True)
-
-
-def _help_reader_left(self: Any) -> None:
-    """Rich, printing --help, exits 1 (a failed case's code) when the pipe's reader has gone;
-    here it is an output failure like any other (exit 2)."""
-    raise _OutputFailed(BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)))
-
-
-def _rich_in_our_style() -> None:
-    """Point typer's rich output (help, usage errors) at our handlers.
-
-    Done only when help or an error is about to be shown: rich and typer's rich helpers take
-    about 80 ms to import, which a run that shows neither must not pay. Idempotent."""
-    from rich.console import Console
-    from typer import rich_utils
-
-    rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
-    Console.on_broken_pipe = _help_reader_left  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
-def _usage_errors_in_our_style() -> Iterator[None]:
-    # typer catches a usage error above the group and formats it with rich_utils, which it
-    # imports then: patch it on the way out.
-    try:
-        yield
-    except typer.exceptions.TyperException:  # click's errors: usage errors among them
-        _rich_in_our_style()
-        raise
-
-
-def _help_in_our_style(format_help: Callable[..., None]) -> Callable[..., None]:
-    def formatted(self: Any, ctx: Any, formatter: Any) -> None:
-        _rich_in_our_style()
-        format_help(self, ctx, formatter)
-
-    return formatted
-
-
-TyperGroup.format_help = _help_in_our_style(TyperGroup.format_help)  # type: ignore[method-assign]
-TyperCommand.format_help = _help_in_our_style(  # type: ignore[method-assign]
-    TyperCommand.format_help
-)
-
-
-def _errors_placed(parse_args: Callable[..., Any]) -> Callable[..., Any]:
-    """A usage error the option parser raises without a context (an option given no value)
-    gets the command's, so that it names the command and its help as every other one does
-    (``evalrunner run: ... (see evalrunner run --help)``, not the bare program)."""
-
-    def parse(self: Any, ctx: Any, args: list[str]) -> Any:
-        try:
-            return parse_args(self, ctx, args)
-        except _click_exceptions.UsageError as error:
-            if error.ctx is None:
-                error.ctx = ctx
-            raise
-
-    return parse
-
-
-TyperCommand.parse_args = _errors_placed(TyperCommand.parse_args)  # type: ignore[method-assign]
-TyperGroup.parse_args = _errors_placed(TyperGroup.parse_args)  # type: ignore[method-assign]
 app.add_typer(schema_app, name="schema")
 cache_app = typer.Typer(
+    cls=_CommandGroup,
     help="The admission cache (.evalrunner_cache/ beside the config file).",
     no_args_is_help=True,
-    rich_markup_mode="markdown",
+    rich_markup_mode=None,
 )
 app.add_typer(cache_app, name="cache")
 
@@ -1658,7 +1544,7 @@ def main() -> None:
         raise SystemExit(EXIT_REFUSED)
     try:
         try:
-            _narrowed(app, sys.argv[1:2])(prog_name="evalrunner")
+            app(prog_name="evalrunner")
         finally:
             # What is still buffered (a short --help) must reach its reader too.
             with _output_failures_distinct():
@@ -1673,27 +1559,6 @@ def main() -> None:
             with contextlib.suppress(OSError):
                 typer.echo(f"evalrunner: cannot write its output: {failed}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
-
-
-def _narrowed(whole: typer.Typer, first: list[str]) -> typer.Typer:
-    """``whole`` with only the command that ``first`` (the first argument) names, when it names
-    one: typer builds every parameter of every registered command before it parses anything,
-    some 20M instructions (3% of a small run), and a command line that starts with a command's
-    name runs that command alone. Its parsing, help and errors are the same with or without the
-    others (they name ``evalrunner <command>``, never a sibling); anything else (group options,
-    no command, a subgroup, an unknown name) gets the whole command line."""
-    wanted = [
-        info
-        for info in whole.registered_commands
-        if info.callback is not None
-        and first == [info.name or typer.main.get_command_name(info.callback.__name__)]
-    ]
-    if len(wanted) != 1:
-        return whole
-    narrow = copy.copy(whole)
-    narrow.registered_commands = wanted
-    narrow.registered_groups = []
-    return narrow
 
 
 def _silence_stdout() -> None:
