@@ -21,7 +21,6 @@ NOT_ON_A_PLAIN_RUN = (
     "evalrunner.report.json",  # --json, --format json
     "evalrunner.report.write",  # report files
     "evalrunner.report.stats",  # --repeat
-    "evalrunner.report.progress",  # a terminal's progress line
     "shlex",  # an agent command
 )
 """Modules a run that prints the table and writes no file has no use for. (hashlib and tempfile

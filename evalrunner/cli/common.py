@@ -6,10 +6,7 @@
 import contextlib
 import io
 import os
-import signal
-import stat
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -18,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
 from evalrunner.config import (
     Config,
     ConfigError,
@@ -28,7 +24,6 @@ from evalrunner.config import (
 )
 from evalrunner.model import (
     Format,
-    RunInterrupted,
     RunRefused,
     Shard,
     SuiteReport,
@@ -38,7 +33,7 @@ from evalrunner.report import (
     exit_code,
 )
 from evalrunner.select import SelectionError, parse_shard
-from evalrunner.text import printable, printable_path
+from evalrunner.text import printable
 
 if TYPE_CHECKING:
     from evalrunner.keyword_expr import Keyword
@@ -274,92 +269,24 @@ def live_model(settings: Config, workers: int) -> "LiveModel":
 
 
 def prepare_sinks(sinks: dict[str, Path | None]) -> None:
-    """Before the run: make each report file's directory, refuse paths that cannot be written
-    and two reports sent to one file (the second would silently replace the first)."""
-    problems: list[str] = []
-    files: dict[str, str] = {}
-    for flag, path in sinks.items():
-        if path is None:
-            continue
-        shown = printable_path(path)
-        try:
-            formats.prepare_output(path)
-        except (OSError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            problems.append(f"{shown}: cannot write report: {reason}")
-            continue
-        if os.path.exists(path) and not os.path.isfile(path):
-            continue  # a FIFO or terminal: several reports may go to /dev/null
-        real = os.path.realpath(path)
-        if real in files:
-            problems.append(
-                f"{shown}: {flag} names the file {files[real]} writes; give each report its "
-                "own file"
-            )
-        files.setdefault(real, flag)
+    """Before the run: ready each report file, or exit 2 saying why it cannot be written
+    (:func:`evalrunner.report.write.prepare_report_files`)."""
+    if all(path is None for path in sinks.values()):
+        return  # no report file: their writer is not even imported
+    from evalrunner.report.write import prepare_report_files
+
+    problems = prepare_report_files(sinks)
     if problems:
         raise fail(problems)
 
 
 def write_reports(sinks: dict[str, Path | None], render: Callable[[str], str]) -> list[str]:
     """Write each report file; the problems, one line each (the other files are written)."""
-    problems = []
-    for flag, path in sinks.items():
-        if path is None:
-            continue
-        try:
-            # A report half-renamed by a second Ctrl-C helps nobody; but a stream (a FIFO, a
-            # terminal) has nothing to half-rename, and a reader that never reads must not
-            # make the run deaf to signals.
-            guard = contextlib.nullcontext() if _is_stream(path) else _signals_ignored()
-            with guard:
-                formats.write_atomic(path, render(flag))
-        except OSError as exc:
-            problems.append(f"{printable_path(path)}: cannot write report: {exc.strerror or exc}")
-    return problems
+    if all(path is None for path in sinks.values()):
+        return []
+    from evalrunner.report.write import write_report_files
 
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _raise_interrupted(signum: int, frame: object) -> None:
-    raise RunInterrupted(signum)
-
-
-@contextmanager
-def signals_stop_the_run() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`RunInterrupted`, which the pipeline turns into a report
-    of the finished cases. Outside the main thread (embedded use) signals are left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _is_stream(path: Path) -> bool:
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
-
-
-@contextmanager
-def _signals_ignored() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return write_report_files(sinks, render)
 
 
 def refusal_summary(outcome: RunRefused) -> str | None:

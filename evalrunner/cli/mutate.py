@@ -28,8 +28,8 @@ from evalrunner.cli.common import (
     fail,
     load_settings,
     refusal_summary,
-    signals_stop_the_run,
 )
+from evalrunner.stop_signals import signals_stop_the_run
 
 
 def mutate(

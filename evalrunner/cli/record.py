@@ -24,6 +24,7 @@ from evalrunner.plugins import PluginError, configured_settings
 from evalrunner.report import (
     EXIT_REFUSED,
 )
+from evalrunner.stop_signals import signals_stop_the_run
 from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ from evalrunner.cli.common import (
     load_settings,
     parse_selection,
     refusal_summary,
-    signals_stop_the_run,
 )
 
 RecordPathsArgument = Annotated[

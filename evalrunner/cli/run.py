@@ -3,13 +3,7 @@
 # No ``from __future__ import annotations``: typer reads every command's annotations at each
 # start, and string annotations would make it compile each of them again.
 
-import contextlib
 import os
-import shutil
-import sys
-import threading
-import time
-from collections.abc import Sequence
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
@@ -22,7 +16,6 @@ from evalrunner.config import (
     parse_seconds,
 )
 from evalrunner.model import (
-    CaseReport,
     RunRefused,
     SuiteReport,
 )
@@ -33,6 +26,8 @@ from evalrunner.report import (
     agent_label,
     render_table,
 )
+from evalrunner.report.progress import RunProgress
+from evalrunner.stop_signals import signals_stop_the_run
 from evalrunner.text import printable
 
 if TYPE_CHECKING:
@@ -55,7 +50,6 @@ from evalrunner.cli.common import (
     prepare_sinks,
     refusal_summary,
     report_skipped,
-    signals_stop_the_run,
     suite_exit_code,
     write_reports,
 )
@@ -195,7 +189,7 @@ def run(
         run_settings = replace(run_settings, live=live)
     sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
     prepare_sinks(sinks)
-    progress = _Progress.for_stderr()
+    progress = RunProgress.for_stderr()
     # Standard output carries the report alone: what an in-process agent or tool prints
     # (print(), a library's logging to stdout) goes to stderr, so it can neither corrupt a
     # JSON report nor forge a line of the table or a GitHub annotation.
@@ -262,89 +256,6 @@ def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
 def _default_format() -> ReportFormat:
     """github under GitHub Actions (which sets GITHUB_ACTIONS=true), else table."""
     return ReportFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else ReportFormat.table
-
-
-class _Progress:
-    """The live progress line on stderr, for a run that takes more than about a second.
-
-    Drawn by a daemon thread four times a second, only when stderr is a terminal; erased
-    before the report is printed. Nothing of it exists when stderr is a file or a pipe.
-    """
-
-    DELAY_SECS = 1.0
-    PERIOD_SECS = 0.25
-
-    def __init__(self, enabled: bool) -> None:
-        self._enabled = enabled
-        self._names: Sequence[str] = ()
-        self._done = 0
-        self._passed = 0
-        self._skipped = 0
-        self._started = time.monotonic()
-        self._stop = threading.Event()
-        self._drawn = False
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    @classmethod
-    def for_stderr(cls) -> "_Progress":
-        """Enabled when stderr is a terminal (whatever stdout is)."""
-        try:
-            return cls(sys.stderr.isatty())
-        except (AttributeError, ValueError):
-            return cls(False)
-
-    def start(self, names: Sequence[str]) -> None:
-        """The run begins with these cases, in order."""
-        self._names = names
-        self._started = time.monotonic()
-        if self._enabled and names:
-            self._thread = threading.Thread(target=self._draw, name="evalrunner progress")
-            self._thread.daemon = True
-            self._thread.start()
-
-    def case_done(self, report: CaseReport) -> None:
-        """One more case finished (reports arrive in suite order)."""
-        with self._lock:
-            self._done += 1
-            self._passed += report.passed
-            self._skipped += report.skipped is not None
-
-    def _draw(self) -> None:
-        # Only a run on a terminal draws the line: its renderer is not imported otherwise.
-        from evalrunner.report.progress import progress_line
-
-        if self._stop.wait(self.DELAY_SECS):
-            return
-        while True:
-            with self._lock:
-                done, passed, skipped = self._done, self._passed, self._skipped
-            current = self._names[done] if done < len(self._names) else None
-            width = shutil.get_terminal_size((80, 24)).columns
-            elapsed = time.monotonic() - self._started
-            line = progress_line(
-                done, len(self._names), passed, elapsed, current, width, skipped=skipped
-            )
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.write(line)
-                sys.stderr.flush()
-                self._drawn = True
-            if self._stop.wait(self.PERIOD_SECS):
-                return
-
-    def __enter__(self) -> "_Progress":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=1)
-        if self._drawn:
-            from evalrunner.report.progress import CLEAR  # imported already, by _draw
-
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.write(CLEAR)
-                sys.stderr.flush()
 
 
 MAX_JOBS = 256
