@@ -5,32 +5,25 @@
 
 import os
 import signal
-from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
 from evalrunner.load import (
     relative_to_cwd,
 )
 from evalrunner.model import (
-    RunInterrupted,
     RunRefused,
 )
 from evalrunner.plugins import PluginError, configured_settings
 from evalrunner.report import (
     EXIT_REFUSED,
 )
-from evalrunner.stop_signals import signals_stop_the_run
 from evalrunner.text import printable, printable_path
 
 if TYPE_CHECKING:
-    from evalrunner.pipeline import RunSettings, SelectedCase
-    from evalrunner.record import NotRecorded, Recorded, RecordSettings, Targets
-    from evalrunner.wire.live import LiveModel
+    pass
 from evalrunner.cli.common import (
     PATHS_HELP,
     AgentCommandAsRun,
@@ -152,10 +145,13 @@ def record(
         Redactor(settings.record.redact),
         keep_ids=keep_ids,
     )
+    from evalrunner.recording_files import record_and_write
+
     try:
-        outcomes, interrupted = _recordings(
-            live_cases, targets, run_settings, live, recording, overwrite
-        )
+        with agent_output_to_stderr():
+            outcomes, interrupted = record_and_write(
+                live_cases, targets, run_settings, live, recording, overwrite
+            )
     finally:
         live.close()
     written = sum(isinstance(o, Recorded) for o in outcomes)
@@ -186,89 +182,3 @@ def record(
     if any(isinstance(o, NotRecorded) and o.unwritable for o in outcomes):
         raise typer.Exit(EXIT_REFUSED)
     raise typer.Exit(1 if missed else 0)
-
-
-def _recordings(
-    live_cases: "Sequence[SelectedCase]",
-    targets: "Targets",
-    settings: "RunSettings",
-    live: "LiveModel",
-    recording: "RecordSettings",
-    overwrite: bool,
-) -> "tuple[list[Recorded | NotRecorded], int | None]":
-    """Record each live case and write its fixture (atomically; without ``overwrite``, never
-    over a file that appeared meanwhile); the outcomes in order, and the signal that stopped
-    it, if one did."""
-    from evalrunner.record import Recorded, record_case
-    from evalrunner.replay import process_exit_refused
-
-    outcomes: list[Recorded | NotRecorded] = []
-    names = dict(targets.names)  # case name -> real path of the file that holds it
-    try:
-        with signals_stop_the_run(), agent_output_to_stderr(), process_exit_refused():
-            for item, target in zip(live_cases, targets.paths, strict=True):
-                outcome = record_case(
-                    item.case,
-                    item.source,
-                    target,
-                    settings=settings,
-                    live=live,
-                    recording=recording,
-                )
-                if isinstance(outcome, Recorded):
-                    outcome = _written(outcome, names, overwrite)
-                elif overwrite and os.path.lexists(target):
-                    kept = f"{outcome.reason}; {printable_path(target)} is left as it was"
-                    outcome = replace(outcome, reason=kept)
-                outcomes.append(outcome)
-    except RunInterrupted as stop:
-        return outcomes, stop.signum
-    except KeyboardInterrupt:
-        return outcomes, int(signal.SIGINT)
-    return outcomes, None
-
-
-def _written(
-    outcome: "Recorded", names: dict[str, str], overwrite: bool
-) -> "Recorded | NotRecorded":
-    """``outcome`` written to its target, or why it was not (a name another file of the
-    output directory holds, redaction having made names alike; a file that appeared during
-    the run; a write that failed)."""
-    from evalrunner.record import NotRecorded
-
-    target = outcome.target
-    real = os.path.normcase(os.path.realpath(target))
-    holder = names.get(outcome.name)
-
-    def refused(reason: str, *, unwritable: bool = False) -> "NotRecorded":
-        return NotRecorded(
-            outcome.name,
-            outcome.source,
-            reason,
-            input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens,
-            unwritable=unwritable,
-        )
-
-    if holder is not None and holder != real:
-        return refused(
-            "its name (as written, after redaction) is already used by "
-            f"{printable_path(relative_to_cwd(Path(holder)))}; two cases of one name would "
-            "be refused; nothing was written"
-        )
-    try:
-        if overwrite:
-            formats.write_atomic(target, outcome.text)
-        else:
-            formats.write_new(target, outcome.text)
-    except FileExistsError:
-        return refused(
-            f"{printable_path(target)} appeared during the run and is left as it was; "
-            "pass --overwrite to replace it"
-        )
-    except OSError as exc:
-        return refused(
-            f"{printable_path(target)}: cannot write: {exc.strerror or exc}", unwritable=True
-        )
-    names[outcome.name] = real
-    return outcome
