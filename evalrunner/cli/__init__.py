@@ -100,6 +100,8 @@ def main() -> None:
             err=True,
         )
         raise SystemExit(EXIT_REFUSED) from None
+    if sys.stderr is None:  # started with stderr closed (`2>&-`)
+        _stderr_to_null()
     if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere for a verdict
         with contextlib.suppress(OSError, AttributeError):
             typer.echo(
@@ -125,6 +127,25 @@ def main() -> None:
             with contextlib.suppress(OSError):
                 typer.echo(f"evalrunner: cannot write its output: {failed}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
+
+
+def _stderr_to_null() -> None:
+    """Point standard error at the null device: the run goes on and reports as ever, its
+    problems said nowhere, as the caller chose. Descriptor 2 itself is opened too: left
+    closed, the next file the run opens would take it, and a child process's error output
+    would land in that file."""
+    try:
+        os.fstat(2)
+    except OSError:  # closed: the null device takes it (the lowest free descriptor)
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != 2:
+            os.dup2(null, 2)
+            os.close(null)
+        stream = 2
+    else:  # something holds descriptor 2 already: only Python's stream is missing
+        stream = os.open(os.devnull, os.O_WRONLY)
+    # Lives until the process exits, as the standard error it stands for would.
+    sys.stderr = os.fdopen(stream, "w", encoding="utf-8", errors="backslashreplace")
 
 
 def _silence_stdout() -> None:
