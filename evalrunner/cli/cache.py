@@ -3,18 +3,11 @@
 # No ``from __future__ import annotations``: typer reads every command's annotations at each
 # start, and string annotations would make it compile each of them again.
 
-from typing import TYPE_CHECKING
-
 import typer
 
-from evalrunner.load import (
-    relative_to_cwd,
-)
-from evalrunner.text import printable_path
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import ConfigOption, cache_directory, fail, load_settings
+from evalrunner.load import relative_to_cwd
+from evalrunner.text import printable_path
 
 
 def cache_clear(config: ConfigOption = None) -> None:

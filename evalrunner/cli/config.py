@@ -5,21 +5,12 @@
 
 import json
 import os
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from evalrunner.config import (
-    LIVE_KEYS,
-)
-from evalrunner.load import (
-    relative_to_cwd,
-)
-from evalrunner.text import printable, printable_path
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import (
     AgentCommandAsRun,
     CaseTimeoutAsRun,
@@ -27,6 +18,9 @@ from evalrunner.cli.common import (
     RepeatOption,
     load_settings,
 )
+from evalrunner.config import LIVE_KEYS, Config
+from evalrunner.load import relative_to_cwd
+from evalrunner.text import printable, printable_path
 
 
 def show_config(
@@ -51,18 +45,7 @@ def show_config(
         shown = "(none found; defaults apply)"
     typer.echo(f"# config file: {shown}")
     typer.echo("[eval]")
-    values = {
-        "suite_dir": str(relative_to_cwd(Path(os.path.normpath(settings.suite_dir)))),
-        "mode": settings.mode,
-        "max_tool_iterations": settings.max_tool_iterations,
-        "case_timeout_secs": settings.case_timeout_secs,
-        "agent": settings.agent,
-        "tools": list(settings.tools),
-        "builtin_tools": settings.builtin_tools,
-        "agent_command": settings.agent_command,
-        "trimmed_history": settings.trimmed_history,
-        "repeat": settings.repeat,
-    }
+    values = {key: _shown(getattr(settings, key)) for key in EVAL_KEYS}
     for key, value in values.items():
         source = settings.sources.get(key, "default")
         if value is None:
@@ -87,3 +70,22 @@ def show_config(
     typer.echo("[eval.record]")
     redact = json.dumps(list(settings.record.redact), ensure_ascii=False)
     typer.echo(printable(f"redact = {redact}  # {settings.sources.get('record.redact')}"))
+
+
+_NOT_EVAL_KEYS = frozenset({"base_dir", "command_dir", "live", "record", "file", "sources"})
+"""The fields of :class:`~evalrunner.config.Config` that are no key of ``[eval]``: the
+directories things run in, the ``[eval.live]`` and ``[eval.record]`` tables (shown after it),
+and where the settings came from."""
+
+EVAL_KEYS = tuple(field.name for field in fields(Config) if field.name not in _NOT_EVAL_KEYS)
+"""The keys of ``[eval]``, in the order :class:`~evalrunner.config.Config` declares them."""
+
+
+def _shown(value: object) -> object:
+    """A setting as the config file would spell it: a path relative to the working directory,
+    a list for a tuple."""
+    if isinstance(value, Path):
+        return str(relative_to_cwd(Path(os.path.normpath(value))))
+    if isinstance(value, tuple):
+        return list(value)
+    return value

@@ -6,24 +6,12 @@
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
 from evalrunner.admit import admit_suite
-from evalrunner.load import (
-    SuiteNotFound,
-    load_paths,
-    relative_to_cwd,
-)
-from evalrunner.model import (
-    RunRefused,
-)
-from evalrunner.text import printable_path
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import (
     PATHS_HELP,
     ConfigOption,
@@ -38,6 +26,13 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
+from evalrunner.load import (
+    SuiteNotFound,
+    load_paths,
+    relative_to_cwd,
+)
+from evalrunner.model import RunRefused
+from evalrunner.text import printable_path
 
 
 def validate(

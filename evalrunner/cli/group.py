@@ -7,18 +7,13 @@ import contextlib
 import errno
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from evalrunner.report import (
-    EXIT_REFUSED,
-)
+from evalrunner.report import EXIT_REFUSED
 from evalrunner.text import printable
-
-if TYPE_CHECKING:
-    pass
 
 
 class OutputFailed(Exception):

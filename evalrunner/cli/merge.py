@@ -4,20 +4,11 @@
 # start, and string annotations would make it compile each of them again.
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
-from evalrunner.load import (
-    relative_to_cwd,
-)
-from evalrunner.report import (
-    render_table,
-)
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import (
     color_wanted,
     emit,
@@ -27,6 +18,8 @@ from evalrunner.cli.common import (
     suite_exit_code,
     write_reports,
 )
+from evalrunner.load import relative_to_cwd
+from evalrunner.report import render_table
 
 
 def merge(

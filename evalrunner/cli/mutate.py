@@ -4,11 +4,18 @@
 # start, and string annotations would make it compile each of them again.
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from evalrunner.admit import admit_documents
+from evalrunner.cli.common import (
+    ConfigOption,
+    emit,
+    fail,
+    load_settings,
+    refusal_summary,
+)
 from evalrunner.load import (
     SuiteNotFound,
     discover,
@@ -18,16 +25,6 @@ from evalrunner.load import (
 from evalrunner.model import (
     RunInterrupted,
     RunRefused,
-)
-
-if TYPE_CHECKING:
-    pass
-from evalrunner.cli.common import (
-    ConfigOption,
-    emit,
-    fail,
-    load_settings,
-    refusal_summary,
 )
 from evalrunner.stop_signals import signals_stop_the_run
 

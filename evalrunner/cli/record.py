@@ -6,24 +6,10 @@
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from evalrunner.load import (
-    relative_to_cwd,
-)
-from evalrunner.model import (
-    RunRefused,
-)
-from evalrunner.plugins import PluginError, configured_settings
-from evalrunner.report import (
-    EXIT_REFUSED,
-)
-from evalrunner.text import printable, printable_path
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import (
     PATHS_HELP,
     AgentCommandAsRun,
@@ -39,6 +25,11 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
+from evalrunner.load import relative_to_cwd
+from evalrunner.model import RunRefused
+from evalrunner.plugins import PluginError, configured_settings
+from evalrunner.report import EXIT_REFUSED
+from evalrunner.text import printable, printable_path
 
 RecordPathsArgument = Annotated[
     list[Path] | None,

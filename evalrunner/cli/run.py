@@ -7,31 +7,11 @@ import os
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
-from evalrunner.config import (
-    parse_seconds,
-)
-from evalrunner.model import (
-    RunRefused,
-    SuiteReport,
-)
-from evalrunner.pipeline import run_suite
-from evalrunner.plugins import PluginError, configured_settings
-from evalrunner.report import (
-    Verbosity,
-    agent_label,
-    render_table,
-)
-from evalrunner.report.progress import RunProgress
-from evalrunner.stop_signals import signals_stop_the_run
-from evalrunner.text import printable
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import (
     PATHS_HELP,
     ConfigOption,
@@ -53,6 +33,21 @@ from evalrunner.cli.common import (
     suite_exit_code,
     write_reports,
 )
+from evalrunner.config import parse_seconds
+from evalrunner.model import (
+    RunRefused,
+    SuiteReport,
+)
+from evalrunner.pipeline import run_suite
+from evalrunner.plugins import PluginError, configured_settings
+from evalrunner.report import (
+    Verbosity,
+    agent_label,
+    render_table,
+)
+from evalrunner.report.progress import RunProgress
+from evalrunner.stop_signals import signals_stop_the_run
+from evalrunner.text import printable
 
 
 class ReportFormat(StrEnum):

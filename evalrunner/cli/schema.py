@@ -4,17 +4,12 @@
 # start, and string annotations would make it compile each of them again.
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from evalrunner.load import (
-    relative_to_cwd,
-)
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import ConfigOption, fail, load_settings
+from evalrunner.load import relative_to_cwd
 
 
 def schema_list() -> None:

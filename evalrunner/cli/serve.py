@@ -4,18 +4,13 @@
 # start, and string annotations would make it compile each of them again.
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from evalrunner.load import (
-    relative_to_cwd,
-)
-from evalrunner.text import printable_path
-
-if TYPE_CHECKING:
-    pass
 from evalrunner.cli.common import fail
+from evalrunner.load import relative_to_cwd
+from evalrunner.text import printable_path
 
 
 def serve(
