@@ -268,25 +268,25 @@ def live_model(settings: Config, workers: int) -> "LiveModel":
     return live
 
 
-def prepare_sinks(sinks: dict[str, Path | None]) -> None:
+def prepare_report_paths(report_files: dict[str, Path | None]) -> None:
     """Before the run: ready each report file, or exit 2 saying why it cannot be written
     (:func:`evalrunner.report.write.prepare_report_files`)."""
-    if all(path is None for path in sinks.values()):
+    if all(path is None for path in report_files.values()):
         return  # no report file: their writer is not even imported
     from evalrunner.report.write import prepare_report_files
 
-    problems = prepare_report_files(sinks)
+    problems = prepare_report_files(report_files)
     if problems:
         raise fail(problems)
 
 
-def write_reports(sinks: dict[str, Path | None], render: Callable[[str], str]) -> list[str]:
+def write_reports(report_files: dict[str, Path | None], render: Callable[[str], str]) -> list[str]:
     """Write each report file; the problems, one line each (the other files are written)."""
-    if all(path is None for path in sinks.values()):
+    if all(path is None for path in report_files.values()):
         return []
     from evalrunner.report.write import write_report_files
 
-    return write_report_files(sinks, render)
+    return write_report_files(report_files, render)
 
 
 def refusal_summary(outcome: RunRefused) -> str | None:

@@ -13,7 +13,7 @@ from evalrunner.cli.common import (
     color_wanted,
     emit,
     fail,
-    prepare_sinks,
+    prepare_report_paths,
     report_skipped,
     suite_exit_code,
     write_reports,
@@ -54,8 +54,8 @@ def merge(
     """
     from evalrunner.merge import MergeRefused, ShardReport, merge_reports, read_report
 
-    sinks = {"--json": json_out, "--junit-xml": junit_out}
-    prepare_sinks(sinks)
+    report_files = {"--json": json_out, "--junit-xml": junit_out}
+    prepare_report_paths(report_files)
     problems: list[str] = []
     shards: list[ShardReport] = []
     for path in reports:
@@ -70,7 +70,7 @@ def merge(
     except MergeRefused as exc:
         raise fail(exc.problems, f"{len(exc.problems)} problem(s); nothing was merged") from None
     renderers = {"--json": formats.render_json, "--junit-xml": formats.render_junit}
-    problems = write_reports(sinks, lambda flag: renderers[flag](merged))
+    problems = write_reports(report_files, lambda flag: renderers[flag](merged))
     report_skipped(merged)
     emit(render_table(merged, color=color_wanted()))
     if problems:

@@ -27,7 +27,7 @@ from evalrunner.cli.common import (
     live_model,
     load_settings,
     parse_selection,
-    prepare_sinks,
+    prepare_report_paths,
     refusal_summary,
     report_skipped,
     suite_exit_code,
@@ -182,8 +182,8 @@ def run(
     live = live_model(settings, workers) if settings.mode == "live" else None
     if live is not None:
         run_settings = replace(run_settings, live=live)
-    sinks = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
-    prepare_sinks(sinks)
+    report_files = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
+    prepare_report_paths(report_files)
     progress = RunProgress.for_stderr()
     # Standard output carries the report alone: what an in-process agent or tool prints
     # (print(), a library's logging to stdout) goes to stderr, so it can neither corrupt a
@@ -228,7 +228,7 @@ def run(
             tracebacks=show_tracebacks,
         )
 
-    problems = write_reports(sinks, render)
+    problems = write_reports(report_files, render)
     if output is not None and shown_format is ReportFormat.json:
         shown_format = ReportFormat.table  # the JSON went to the file; people read the table
     shown = _render(
