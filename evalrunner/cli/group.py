@@ -19,8 +19,8 @@ from evalrunner.text import printable
 class OutputFailed(Exception):
     """A write to standard output or standard error failed (a full disk, a closed pipe).
 
-    Not an ``OSError``, so that click does not turn a closed pipe into exit code 1, the
-    code of a failed case; :func:`main` turns it into a refusal."""
+    Not an ``OSError``, so that typer does not turn a closed pipe into exit code 1, the
+    code of a failed case; :func:`evalrunner.cli.main` turns it into a refusal."""
 
     def __init__(self, error: OSError) -> None:
         super().__init__(error.strerror or str(error))
@@ -57,6 +57,7 @@ class CommandGroup(TyperGroup):
 
 @contextlib.contextmanager
 def output_failures_distinct() -> Iterator[None]:
+    """A failed write to a standard stream, raised inside, comes out as :class:`OutputFailed`."""
     try:
         yield
     except OSError as exc:
