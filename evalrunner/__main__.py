@@ -1,6 +1,6 @@
 """``python -m evalrunner`` and the ``evalrunner`` script: the command line.
 
-``--version`` is answered here, before the command line (typer, rich, the pipeline) is
+``--version`` is answered here, before the command line (typer, the pipeline) is
 imported: a version check in a CI step costs a Python start and nothing more.
 """
 

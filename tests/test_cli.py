@@ -261,3 +261,12 @@ def test_file_level_problems_name_the_file_without_a_made_up_position(tmp_path: 
     code, _, err = invoke("run", "--suite", str(a_file))
     assert code == 2
     assert err.strip() == f"{a_file}: is a file, not a suite directory"
+
+
+def test_config_shows_every_key_of_the_eval_table() -> None:
+    # `evalrunner config` lists the keys from Config's fields: held equal to the schema's.
+    from evalrunner.cli.config import EVAL_KEYS
+
+    schema = json.loads((ROOT / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
+    keys = set(schema["$defs"]["eval"]["properties"])
+    assert set(EVAL_KEYS) == keys - {"live", "record"}

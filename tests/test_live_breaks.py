@@ -97,7 +97,7 @@ def test_the_budget_spent_in_a_repeated_case_still_stops_the_run_with_exit_3(
     run 2 is not run ("not run: the token budget ..."). The run must say it was stopped by
     the budget and exit 3. It exits 1, with no "run stopped" line and "budget_spent": null,
     and counts run 2 as a failed run: combine_runs shows run 1's report, so
-    pipeline._budget_stop never sees the skipped run inside CaseReport.runs."""
+    the run core never sees the skipped run inside CaseReport.runs."""
     with ModelServer("openai", [Reply(TextResponse("no tools here", 50, 50))] * 2) as server:
         cwd = project(tmp_path, "openai", server.base_url)
         add_toml(cwd, "max_total_tokens = 60\n")

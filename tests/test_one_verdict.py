@@ -219,15 +219,9 @@ def designed(kinds: list[str], repeat: int) -> Outcome:
     return Outcome(verdicts, code)
 
 
-# Each example gets its own directory from the session's factory (a function-scoped tmp_path
-# would be shared between examples). The number of examples is the profile's.
-@settings(deadline=None)  # a loaded machine must not fail a slow example
-@given(suites)
-def test_every_front_end_gives_the_verdict_of_the_design(
-    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
-) -> None:
-    kinds, repeat = drawn
-    root = tmp_path_factory.mktemp("verdicts")
+def assert_every_front_end_agrees(root: Path, kinds: list[str], repeat: int) -> None:
+    """``run``, its JSON report read back, ``-j 2``, shards + ``merge`` and the pytest plugin
+    each give the designed per-case verdicts and exit code."""
     suite, config = suite_project(root, kinds, repeat)
     want = designed(kinds, repeat)
     serial, report = by_run(root, suite, config)
@@ -238,8 +232,31 @@ def test_every_front_end_gives_the_verdict_of_the_design(
     assert by_pytest(root, suite, config) == want
 
 
+@pytest.mark.parametrize("repeat", [1, 2])
+def test_every_front_end_gives_the_verdict_of_the_design_for_every_kind(
+    tmp_path: Path, repeat: int
+) -> None:
+    """The default tier's example: one suite with a case of every kind."""
+    assert_every_front_end_agrees(tmp_path, list(KINDS), repeat)
+
+
+# Each example runs five front ends, so the profile's depth is capped here; each example gets
+# its own directory from the session's factory (a function-scoped tmp_path would be shared).
+END_TO_END = settings(deadline=None, max_examples=min(settings.default.max_examples, 40))
+
+
 @pytest.mark.slow
-@settings(deadline=None)  # a loaded machine must not fail a slow example
+@END_TO_END
+@given(suites)
+def test_every_front_end_gives_the_verdict_of_the_design(
+    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
+) -> None:
+    kinds, repeat = drawn
+    assert_every_front_end_agrees(tmp_path_factory.mktemp("verdicts"), kinds, repeat)
+
+
+@pytest.mark.slow
+@END_TO_END
 @given(suites)
 def test_pytest_with_xdist_gives_the_verdict_of_the_design(
     tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]

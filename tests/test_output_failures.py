@@ -139,3 +139,23 @@ def test_what_an_agent_prints_goes_to_stderr_not_into_the_report(
         assert json.loads(done.stdout)["all_passed"] is True
     else:
         assert not [line for line in done.stdout.splitlines() if line.startswith("::")]
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "--format", "json", "--json", "r.json"]])
+def test_a_closed_stderr_still_runs_and_reports(tmp_path: Path, args: list[str]) -> None:
+    # `evalrunner run 2>&-`: problems have nowhere to go, but the run and its report do.
+    import shutil
+
+    shutil.copytree(ROOT / "evals", tmp_path / "evals")
+    done = subprocess.run(
+        evalrunner(*args), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        preexec_fn=lambda: os.close(2),
+    )
+    assert done.returncode == 0, done.stdout
+    if "--json" in args:
+        import json
+
+        printed = json.loads(done.stdout)
+        assert printed["cases"] and printed == json.loads((tmp_path / "r.json").read_text())
+    else:
+        assert "passed" in done.stdout.splitlines()[-1]

@@ -1,5 +1,5 @@
 """--jobs on a platform that forks: a crew of workers loads, admits and runs its own share of the
-suite (evalrunner/workers.py). What must not change: nothing runs before the whole suite is
+suite (evalrunner/execution.py). What must not change: nothing runs before the whole suite is
 admitted; every refusal, duplicate name included, reads exactly as in a serial run; -k and
 --shard take the same cases; the cache is used; a worker's crash fails only its case."""
 

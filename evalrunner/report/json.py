@@ -8,9 +8,7 @@ escapes, and a lone surrogate (which UTF-8 cannot hold) as the text ``\\ud800``.
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Callable
 from typing import Any
 
 from evalrunner.model import CaseReport, SuiteReport
@@ -138,91 +136,6 @@ def render_json(report: SuiteReport) -> str:
     Printed to a terminal it is as safe as the table: the characters a terminal would act on
     are written as ``\\uXXXX`` escapes, which decode to the same strings.
     """
-    text = indented_json(report_data(report))
+    text = json.dumps(report_data(report), indent=2, ensure_ascii=False)
     # Such characters can only occur inside JSON strings, where an escape means the same.
     return _JSON_RAW_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
-
-
-class _Unusual(Exception):
-    """A value :func:`indented_json` leaves to the standard library's encoder."""
-
-
-def indented_json(data: Any) -> str:
-    """``json.dumps(data, indent=2, ensure_ascii=False)``: the same text, character for
-    character, built around the C string encoder.
-
-    The standard library indents only in pure Python, a generator per container: for a
-    thousand cases about 35 ms, spent after the last case has run (with ``--jobs``, after
-    every worker is done). Anything but plain JSON data (a key that is not a string, a value
-    of another type) is handed to ``json.dumps`` whole, which writes it or refuses it as ever.
-    """
-    text = _plainly_indented(data)
-    # Outside _plainly_indented's handler: a refusal of json.dumps's is raised on its own, not
-    # "during the handling of" ours.
-    return text if text is not None else json.dumps(data, indent=2, ensure_ascii=False)
-
-
-def _plainly_indented(data: Any) -> str | None:
-    parts: list[str] = []
-    try:
-        _write(data, "\n", parts.append)
-    except (_Unusual, RecursionError):  # a cycle too: json.dumps says it is one
-        return None
-    return "".join(parts)
-
-
-def _write(value: Any, newline: str, out: Callable[[str], object]) -> None:
-    # ``newline`` is a line break and this level's indent; the order of the tests is the
-    # standard encoder's (a bool is an int, a str subclass is a str).
-    if isinstance(value, str):
-        out(_encode_string(value))
-    elif value is None:
-        out("null")
-    elif value is True:
-        out("true")
-    elif value is False:
-        out("false")
-    elif isinstance(value, int):
-        out(int.__repr__(value))
-    elif isinstance(value, float):
-        out(_float_text(value))
-    elif isinstance(value, list | tuple):
-        if not value:
-            out("[]")
-            return
-        inner = newline + "  "
-        separator = "[" + inner
-        for item in value:
-            out(separator)
-            _write(item, inner, out)
-            separator = "," + inner
-        out(newline + "]")
-    elif isinstance(value, dict):
-        if not value:
-            out("{}")
-            return
-        inner = newline + "  "
-        separator = "{" + inner
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _Unusual
-            out(separator + _encode_string(key) + ": ")
-            _write(item, inner, out)
-            separator = "," + inner
-        out(newline + "}")
-    else:
-        raise _Unusual
-
-
-def _float_text(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value == math.inf:  # compared as the standard encoder compares
-        return "Infinity"
-    if value == -math.inf:
-        return "-Infinity"
-    return float.__repr__(value)
-
-
-_encode_string: Callable[[str], str] = json.encoder.encode_basestring
-"""The encoder ``json.dumps`` uses for strings with ``ensure_ascii=False`` (in C)."""

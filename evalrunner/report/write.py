@@ -1,6 +1,8 @@
 """Writing reports: :func:`write_atomic`, the one writer behind ``--output``, ``--json`` and
 ``--junit-xml``, and :func:`prepare_output`, which readies a report's path before the run so
 that a path that cannot be written is refused before any case runs, not after.
+:func:`prepare_report_files` and :func:`write_report_files` apply both to a run's set of
+report files.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import fcntl
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from evalrunner.load import file_kind
+from evalrunner.stop_signals import signals_ignored
 from evalrunner.text import (
     control_character,
     describe_character,
@@ -216,3 +220,63 @@ def _not_a_directory(path: Path) -> UnsafeOutput:
                 "whose parents are directories or do not exist yet",
             )
     return UnsafeOutput(errno.ENOTDIR, "a parent of it is not a directory")
+
+
+ReportFiles = Mapping[str, Path | None]
+"""Report files by the flag (or name) that asked for each; ``None``: not asked for."""
+
+
+def prepare_report_files(files: ReportFiles) -> list[str]:
+    """Before a run: ready each report file (:func:`prepare_output`) and return the problems,
+    one line each: a path that cannot be written, and two reports sent to one regular file
+    (the second would silently replace the first). Streams (``/dev/null``, a FIFO) may take
+    several reports."""
+    problems: list[str] = []
+    claimed: dict[str, str] = {}
+    for flag, path in files.items():
+        if path is None:
+            continue
+        shown = printable_path(path)
+        try:
+            prepare_output(path)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            problems.append(f"{shown}: cannot write report: {reason}")
+            continue
+        if os.path.exists(path) and not os.path.isfile(path):
+            continue
+        real = os.path.realpath(path)
+        if real in claimed:
+            problems.append(
+                f"{shown}: {flag} names the file {claimed[real]} writes; give each report its "
+                "own file"
+            )
+        claimed.setdefault(real, flag)
+    return problems
+
+
+def write_report_files(files: ReportFiles, render: Callable[[str], str]) -> list[str]:
+    """Write each report file, ``render(flag)`` giving its text; the problems, one line each
+    (a file that fails does not keep the others from being written)."""
+    problems = []
+    for flag, path in files.items():
+        if path is None:
+            continue
+        try:
+            # A report half-renamed by a second Ctrl-C helps nobody; but a stream (a FIFO, a
+            # terminal) has nothing to half-rename, and a reader that never reads must not
+            # make the run deaf to signals.
+            guard = contextlib.nullcontext() if _is_stream(path) else signals_ignored()
+            with guard:
+                write_atomic(path, render(flag))
+        except OSError as exc:
+            problems.append(f"{printable_path(path)}: cannot write report: {exc.strerror or exc}")
+    return problems
+
+
+def _is_stream(path: Path) -> bool:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
