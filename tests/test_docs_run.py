@@ -319,6 +319,44 @@ def test_a_data_snippet_parses_and_fixtures_admit(
             raise AssertionError(f"{page}: {exc}") from None
 
 
+# page → (the line the page says to delete from its file block, the run error it then quotes)
+BREAKAGES = {
+    "docs/tutorials/python-agent.md": (
+        'self.history.append(Message("assistant", "", tool_calls=response.tool_calls))',
+        "turn 1, model request 2: history message 2 should be the assistant's tool calls "
+        '"call_1" (echo), but is a result for tool call "call_1"',
+    ),
+    "docs/tutorials/any-language.md": (
+        'history.append({"role": "assistant", "content": message["content"]})',
+        'turn 2, model request 1: history message 4 should be the assistant message "It said '
+        'hello.", but is the user message "And again?"',
+    ),
+}
+
+
+@pytest.mark.parametrize("page", sorted(BREAKAGES))
+def test_the_breakage_a_tutorial_describes_gives_the_error_it_quotes(
+    tmp_path: Path, page: str
+) -> None:
+    line, error = BREAKAGES[page]
+    text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
+    assert f"`{line}`" in text and f"`{error}`" in text
+    project = copy_project(tmp_path / "project")
+    for _, block in code_blocks(page):
+        target = FILE_LINE.match(block.split("\n", 1)[0])
+        if target:
+            (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
+            kept = [row for row in block.splitlines(keepends=True) if row.strip() != line]
+            (project / target[1]).write_text("".join(kept), encoding="utf-8")
+    if page.endswith("python-agent.md"):
+        command = "evalrunner run evals/regression --config evalrunner.toml --no-cache"
+    else:
+        command = 'evalrunner run agent-evals --agent-command "python echo_agent.py" --no-cache'
+    done = run_command(command, project)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert error in done.stdout, done.stdout
+
+
 def test_the_three_formats_of_the_fixtures_page_are_one_case(tmp_path: Path) -> None:
     cases = []
     for language, block in code_blocks("docs/reference/fixtures.md")[:3]:
