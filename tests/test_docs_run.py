@@ -1,91 +1,415 @@
-"""Docs that run: every shell example of README.md and evals/README.md is executed here, on a
-copy of the repository, and must do what the text around it promises. A command added to
-the docs without an entry below fails the first test, so the docs cannot drift from this."""
+"""Docs that run. Every page of the docs (README.md, evals/README.md, docs/**/*.md) is read as
+a script, top to bottom, in a fresh copy of the project's suites and examples:
+
+- a code block whose first line is a comment naming a file (``# my_agent.py``) is written to
+  that file when the page reaches it;
+- each line of a ``sh`` block is a command, run when the page reaches it, which must exit and
+  print as ``EXPECTED`` says (or ``EXPECTED`` says which test runs it instead);
+- every ``python`` block is executed; every YAML, JSON or TOML block is parsed, and admitted
+  when it is a fixture or loaded when it is a config.
+
+A command added to the docs without an entry below fails the first test, so the docs cannot
+drift from this. The generated reference pages must be current, and the site must build with
+``mkdocs build --strict``.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from evalrunner import SuiteReport, run_suite
+from evalrunner.admit import admit
+from evalrunner.config import ConfigError, load_config
+from evalrunner.load import parse_document
+from evalrunner.model import Case
+
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "evals/README.md")
+PAGES = ["README.md", "evals/README.md"] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")
+)
 
 LIVE_DOCS = "run by tests/test_live_docs.py, in the Live mode section's project, on a local model"
 RECORD_DOCS = "run by tests/test_record.py, in the Recording section's project, on a local model"
+SDK_RUN = (0, "18/18 cases passed")
 
-# command → (exit code, text the output must hold), or a string: why it is not run here.
-EXPECTED: dict[str, tuple[int, str] | str] = {
-    "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
-        "run by .ci/run itself, on a fresh clone (it installs from the package registry)"
-    ),
-    "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest": (
-        "this is the command that runs this test (.ci/run)"
-    ),
-    'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"': (
-        0,
-        "18/18 cases passed",
-    ),
+# page → command → (exit code, text stdout or stderr must hold), or a string: why not here.
+EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
+    "README.md": {
+        "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
+            "run by .ci/run itself, on a fresh clone (it installs from the package registry)"
+        ),
+        "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest": (
+            "this is the command that runs this test (.ci/run)"
+        ),
+        (
+            "python3 -m venv .venv && .venv/bin/pip install '.[docs]' && "
+            ".venv/bin/mkdocs build --strict --site-dir site"
+        ): "the build is run by test_the_site_builds_strictly (the install by .ci/run)",
+        "evalrunner run evals/regression/echo_token_roundtrip.yaml -v": (
+            0,
+            '    ✓ tool_results_contain("echo"[0], "token_7f3a")\n1/1 cases passed in ',
+        ),
+        'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"': (
+            SDK_RUN
+        ),
+    },
+    "evals/README.md": {
+        "evalrunner mutate": (0, "73/73 mutant runs killed"),
+        "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
+        "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),
+    },
+    "docs/index.md": {
+        "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
+            "run by .ci/run itself, on a fresh clone (it installs from the package registry)"
+        ),
+    },
+    "docs/tutorials/first-suite.md": {
+        "evalrunner run": (0, "18/18 cases passed"),
+        'evalrunner new "Echo twice" --dir my-evals': (0, "created my-evals/echo_twice.yaml"),
+        "evalrunner validate my-evals": (2, "expects declares only empty lists, which check"),
+        "evalrunner run my-evals": (0, "1/1 cases passed"),
+    },
+    "docs/tutorials/python-agent.md": {
+        "evalrunner run": (0, "suite agent-evals · agent python:my_agent:make_agent"),
+        "evalrunner run evals/regression --config evalrunner.toml": (0, "18/18 cases passed"),
+    },
+    "docs/tutorials/any-language.md": {
+        'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"': (
+            SDK_RUN
+        ),
+        'evalrunner run agent-evals --agent-command "python echo_agent.py"': (
+            0,
+            "1/1 cases passed",
+        ),
+        (
+            "evalrunner run --agent-command "
+            '"python examples/sdk-agents/openai_responses_agent.py --previous-response"'
+        ): SDK_RUN,
+    },
+    "docs/how-to/persistent-agents.md": {
+        'evalrunner run agent-evals --agent-command "python persistent_agent.py"': (
+            0,
+            "2/2 cases passed",
+        ),
+    },
+    "docs/how-to/live-and-recording.md": {
+        "evalrunner run --mode live": LIVE_DOCS,
+        "evalrunner run": LIVE_DOCS,
+        "evalrunner config": LIVE_DOCS,
+        "evalrunner record evals/live --out evals/regression": RECORD_DOCS,
+        "evalrunner validate evals/regression": RECORD_DOCS,
+    },
+    "docs/how-to/editors.md": {
+        "evalrunner schema export evals/schemas": (0, "yaml-language-server: $schema="),
+    },
+    "docs/how-to/ci.md": {
+        "pytest --evalrunner": (0, "18 passed"),
+        "pytest --evalrunner evals/regression": (0, "18 passed"),
+        "pytest --evalrunner evals/regression/echo_token_roundtrip.yaml": (0, "1 passed"),
+        'pytest --evalrunner evals -k "echo or negative" -x --junitxml=report.xml': (
+            0,
+            "passed",
+        ),
+        "pytest --evalrunner -n 2": (0, "18 passed"),
+        "pytest --evalrunner --evalrunner-mode live": (
+            "run by tests/test_pytest_live.py, against a local model server"
+        ),
+    },
+    "docs/how-to/repeats.md": {
+        "evalrunner run --repeat 3 --jobs 2": (0, "repeats: 54/54 runs passed"),
+        (
+            "FLAKY_AGENT_STATE=flaky.state evalrunner run examples/flaky-agent/evals --repeat 5 "
+            '--agent-command "python examples/flaky-agent/flaky_agent.py"'
+        ): (1, "3/5 runs passed  FLAKY  pass^5 no  pass@5 yes  Wilson 95% [0.231, 0.882]"),
+    },
+    "docs/how-to/mutants.md": {
+        "evalrunner mutate": (0, "73/73 mutant runs killed"),
+        "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
+        "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),
+    },
+}
+
+# Commands that take minutes (every mutant on every path; an SDK imported once per case): each
+# runs once, in the slow tier, never in the page walk. The default tier keeps a fast case of
+# each elsewhere (mutate on one path, an SDK agent on one case).
+SLOW = {
+    "evalrunner mutate",
+    "evalrunner mutate --first-kill",
+    "evalrunner mutate --path in-process",
+    'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"',
     (
         "evalrunner run --agent-command "
         '"python examples/sdk-agents/openai_responses_agent.py --previous-response"'
-    ): (0, "18/18 cases passed"),
-    "evalrunner schema export evals/schemas": (0, "yaml-language-server: $schema="),
-    "evalrunner run --repeat 3 --jobs 2": (0, "repeats: 54/54 runs passed"),
-    (
-        "FLAKY_AGENT_STATE=flaky.state evalrunner run examples/flaky-agent/evals --repeat 5 "
-        '--agent-command "python examples/flaky-agent/flaky_agent.py"'
-    ): (1, "3/5 runs passed  FLAKY  pass^5 no  pass@5 yes  Wilson 95% [0.231, 0.882]"),
-    "evalrunner mutate": (0, "73/73 mutant runs killed"),
-    "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
-    "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),
-    "evalrunner run --mode live": LIVE_DOCS,
-    "evalrunner run": LIVE_DOCS,
-    "evalrunner config": LIVE_DOCS,
-    "evalrunner record evals/live --out evals/regression": RECORD_DOCS,
-    "evalrunner validate evals/regression": RECORD_DOCS,
+    ),
 }
 
+FILE_LINE = re.compile(r"^# ([\w./-]+\.(?:py|yaml|yml|json|toml))$")
 
-def shell_examples() -> list[str]:
+
+def code_blocks(page: str) -> list[tuple[str, str]]:
+    """Each fenced block of a page, in order: its language and its text."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    return [(m[0], m[1]) for m in re.findall(r"^```([\w-]*)\n(.*?)^```", text, re.S | re.M)]
+
+
+def commands_of(block: str) -> list[str]:
     commands: list[str] = []
-    for doc in DOCS:
-        text = (ROOT / doc).read_text(encoding="utf-8")
-        for block in re.findall(r"```(?:sh|bash|shell)\n(.*?)```", text, re.S):
-            for line in block.splitlines():
-                command = re.sub(r"\s+#.*$", "", line).strip()
-                if command:
-                    commands.append(command)
+    for line in block.splitlines():
+        command = re.sub(r"\s+#.*$", "", line).strip()
+        if command:
+            commands.append(command)
     return commands
 
 
+def shell_examples(page: str) -> list[str]:
+    return [
+        command
+        for language, block in code_blocks(page)
+        if language in ("sh", "bash", "shell")
+        for command in commands_of(block)
+    ]
+
+
 def test_every_shell_example_is_accounted_for() -> None:
-    assert sorted(set(shell_examples())) == sorted(EXPECTED)
+    for page in PAGES:
+        assert sorted(set(shell_examples(page))) == sorted(EXPECTED.get(page, {})), page
+    assert set(EXPECTED) <= set(PAGES)
 
 
-@pytest.fixture(scope="module")
-def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    copy = tmp_path_factory.mktemp("docs") / "repo"
-    shutil.copytree(
-        ROOT,
-        copy,
-        ignore=shutil.ignore_patterns(".venv", ".git", "node_modules", "__pycache__", ".*cache"),
-    )
-    return copy
+def copy_project(into: Path) -> Path:
+    """The suites and examples, as a user's checkout has them (the package is installed)."""
+    into.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", ".*cache", "node_modules")
+    for name in ("evals", "examples"):
+        shutil.copytree(ROOT / name, into / name, ignore=ignore)
+    return into
 
 
-@pytest.mark.parametrize("command", [c for c, v in EXPECTED.items() if isinstance(v, tuple)])
-def test_a_shell_example_does_what_the_docs_promise(checkout: Path, command: str) -> None:
-    code, needle = EXPECTED[command]  # type: ignore[misc]
+def run_command(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "NO_COLOR": "1"}
-    done = subprocess.run(
-        command, shell=True, cwd=checkout, env=env, capture_output=True, text=True, timeout=900
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALRUNNER_", "GITHUB_"))}
+    env.update(
+        PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        NO_COLOR="1",
+        PYTEST_ADDOPTS="-p no:cacheprovider",
     )
-    assert done.returncode == code, done.stdout[-2000:] + done.stderr[-2000:]
-    assert needle in done.stdout
+    return subprocess.run(
+        command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+
+
+def check(command: str, expected: tuple[int, str], cwd: Path) -> None:
+    code, needle = expected
+    done = run_command(command, cwd)
+    output = done.stdout + done.stderr
+    assert done.returncode == code, (command, output[-4000:])
+    assert needle in output, (command, output[-4000:])
+
+
+def runnable_pages() -> list[str]:
+    return [
+        page
+        for page in PAGES
+        if any(isinstance(v, tuple) and c not in SLOW for c, v in EXPECTED.get(page, {}).items())
+    ]
+
+
+@pytest.mark.parametrize("page", runnable_pages())
+def test_a_page_runs_as_written(tmp_path: Path, page: str) -> None:
+    project = copy_project(tmp_path / "project")
+    expected = EXPECTED[page]
+    for language, block in code_blocks(page):
+        first = block.split("\n", 1)[0]
+        target = FILE_LINE.match(first)
+        if target:
+            (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
+            (project / target[1]).write_text(block, encoding="utf-8")
+        if language not in ("sh", "bash", "shell"):
+            continue
+        for command in commands_of(block):
+            outcome = expected[command]
+            if isinstance(outcome, tuple) and command not in SLOW:
+                check(command, outcome, project)
+
+
+def slow_examples() -> dict[str, tuple[int, str]]:
+    """Each slow command once, with what the docs promise of it (the same on every page)."""
+    found: dict[str, tuple[int, str]] = {}
+    for commands in EXPECTED.values():
+        for command, outcome in commands.items():
+            if command in SLOW and isinstance(outcome, tuple):
+                assert found.setdefault(command, outcome) == outcome, command
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(slow_examples()))
+def test_a_slow_shell_example_does_what_the_docs_promise(tmp_path: Path, command: str) -> None:
+    check(command, slow_examples()[command], copy_project(tmp_path / "project"))
+
+
+def snippets(*languages: str) -> list[Any]:
+    found = []
+    for page in PAGES:
+        for index, (language, block) in enumerate(code_blocks(page)):
+            if language in languages:
+                found.append(pytest.param(page, language, block, id=f"{page}#{index}"))
+    return found
+
+
+@pytest.mark.parametrize("page,language,block", snippets("python"))
+def test_a_python_snippet_runs(tmp_path: Path, page: str, language: str, block: str) -> None:
+    project = copy_project(tmp_path / "project")
+    script = project / "snippet.py"
+    script.write_text(block, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    if "def make_agent(" in block:
+        # An agent the docs offer must pass the bundled suite.
+        spec = importlib.util.spec_from_file_location("docs_agent", script)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        outcome = run_suite(project / "evals" / "regression", agent_factory=module.make_agent)
+        assert isinstance(outcome, SuiteReport) and outcome.all_passed
+
+
+@pytest.mark.parametrize("page,language,block", snippets("yaml", "json", "toml"))
+def test_a_data_snippet_parses_and_fixtures_admit(
+    tmp_path: Path, page: str, language: str, block: str
+) -> None:
+    if language == "yaml":
+        from ruamel.yaml import YAML
+
+        data = YAML(typ="safe", pure=True).load(block)
+    elif language == "json":
+        data = json.loads(block)
+    else:
+        data = tomllib.loads(block)
+    if isinstance(data, dict) and "turns" in data:
+        document = parse_document(block.encode(), language, tmp_path / f"snippet.{language}")
+        assert not isinstance(document, list), document
+        case = admit(document)
+        assert isinstance(case, Case), case
+    elif language == "toml" and isinstance(data, dict) and "eval" in data:
+        config = tmp_path / "evalrunner.toml"
+        config.write_text(block, encoding="utf-8")
+        try:
+            load_config(config_file=config, cwd=tmp_path, env={})
+        except ConfigError as exc:
+            raise AssertionError(f"{page}: {exc}") from None
+
+
+# page → (the line the page says to delete from its file block, the run error it then quotes)
+BREAKAGES = {
+    "docs/tutorials/python-agent.md": (
+        'self.history.append(Message("assistant", "", tool_calls=response.tool_calls))',
+        "turn 1, model request 2: history message 2 should be the assistant's tool calls "
+        '"call_1" (echo), but is a result for tool call "call_1"',
+    ),
+    "docs/tutorials/any-language.md": (
+        'history.append({"role": "assistant", "content": message["content"]})',
+        'turn 2, model request 1: history message 4 should be the assistant message "It said '
+        'hello.", but is the user message "And again?"',
+    ),
+}
+
+
+@pytest.mark.parametrize("page", sorted(BREAKAGES))
+def test_the_breakage_a_tutorial_describes_gives_the_error_it_quotes(
+    tmp_path: Path, page: str
+) -> None:
+    line, error = BREAKAGES[page]
+    text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
+    assert f"`{line}`" in text and f"`{error}`" in text
+    project = copy_project(tmp_path / "project")
+    for _, block in code_blocks(page):
+        target = FILE_LINE.match(block.split("\n", 1)[0])
+        if target:
+            (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
+            kept = [row for row in block.splitlines(keepends=True) if row.strip() != line]
+            (project / target[1]).write_text("".join(kept), encoding="utf-8")
+    if page.endswith("python-agent.md"):
+        command = "evalrunner run evals/regression --config evalrunner.toml --no-cache"
+    else:
+        command = 'evalrunner run agent-evals --agent-command "python echo_agent.py" --no-cache'
+    done = run_command(command, project)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert error in done.stdout, done.stdout
+
+
+def test_the_three_formats_of_the_fixtures_page_are_one_case(tmp_path: Path) -> None:
+    cases = []
+    for language, block in code_blocks("docs/reference/fixtures.md")[:3]:
+        document = parse_document(block.encode(), language, tmp_path / f"example.{language}")
+        assert not isinstance(document, list), document
+        cases.append(admit(document))
+    assert [type(c) for c in cases] == [Case, Case, Case]
+    assert cases[0] == cases[1] == cases[2]
+
+
+def generator() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "gen_reference", ROOT / "docs" / "gen_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_reference_pages_are_current() -> None:
+    for rel, text in generator().pages().items():
+        committed = (ROOT / rel).read_text(encoding="utf-8")
+        assert committed == text, f"{rel} is stale: run python docs/gen_reference.py"
+
+
+def test_the_generator_finds_every_command_and_subcommand() -> None:
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+    for command in ("run", "validate", "mutate", "schema export", "cache clear"):
+        assert f"## `evalrunner {command}`" in page
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install '.[docs]'")
+    pytest.importorskip("material", reason="the docs extra is not installed: pip install '.[docs]'")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", "NO_MKDOCS_2_WARNING": "1"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_the_readme_is_a_front_door_without_internal_material() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    for needle in ("SPEC", "§", "tests/test_", "this round", "issue "):
+        assert needle not in readme, needle
+    assert not re.search(r"\b[0-9a-f]{7,40}\b", readme), "a commit hash"
+    for page in PAGES[2:]:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert "SPEC" not in text and "§" not in text, page

@@ -1,5 +1,6 @@
-"""The README's Live mode section runs as written: its fixture and config, with base_url
-pointed at a local model server, and each of its commands, doing what the text says."""
+"""The docs' Live mode section (docs/how-to/live-and-recording.md) runs as written: its
+fixture and config, with base_url pointed at a local model server, and each of its commands,
+doing what the text says."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from support.model_server import ModelServer, Reply
 from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Live mode\n", 1)[1]
+PAGE = ROOT / "docs" / "how-to" / "live-and-recording.md"
+SECTION = PAGE.read_text(encoding="utf-8").split("## Live mode\n", 1)[1]
 SECTION = SECTION.split("\n## ", 1)[0]
 KEY = "sk-docs-KNOWN-SECRET-24680"
 

@@ -1,5 +1,6 @@
 """The README's code runs and does what it says: the complete Python agent passes the bundled
-suite, is held to conformance like any agent, and the library snippet runs."""
+suite and is held to conformance like any agent; the tutorial's tool and library snippet run
+through it; the report page names every field of the report schema."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from evalrunner import SuiteReport, run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+TUTORIAL = (ROOT / "docs" / "tutorials" / "python-agent.md").read_text(encoding="utf-8")
 
 
-def python_blocks() -> list[str]:
-    return [block.split("```", 1)[0] for block in README.split("```python\n")[1:]]
+def python_blocks(text: str = README) -> list[str]:
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
 
 
 def readme_agent() -> types.ModuleType:
@@ -53,8 +55,14 @@ def test_the_readme_python_agent_is_held_to_conformance() -> None:
     )
 
 
-def test_the_readme_library_snippet_runs_the_gate() -> None:
-    (block,) = [b for b in python_blocks() if "run_suite(" in b and "make_agent" not in b]
+def test_the_readme_agent_is_the_tutorials_agent() -> None:
+    (tutorial,) = [b for b in python_blocks(TUTORIAL) if "def make_agent(" in b]
+    (readme,) = [b for b in python_blocks() if "def make_agent(" in b]
+    assert tutorial.removeprefix("# my_agent.py\n") == readme
+
+
+def test_the_tutorial_library_snippet_runs_the_gate() -> None:
+    (block,) = [b for b in python_blocks(TUTORIAL) if "run_suite(" in b and "make_agent" not in b]
     done = subprocess.run(
         [sys.executable, "-c", block],
         cwd=ROOT,
@@ -67,8 +75,8 @@ def test_the_readme_library_snippet_runs_the_gate() -> None:
     assert done.stdout.rstrip().splitlines()[-1].startswith("18/18 cases passed in ")
 
 
-def test_the_readme_tool_runs_through_the_readme_agent() -> None:
-    (block,) = [b for b in python_blocks() if "class Upper" in b]
+def test_the_tutorial_tool_runs_through_the_readme_agent() -> None:
+    (block,) = [b for b in python_blocks(TUTORIAL) if "class Upper" in b]
     tools = types.ModuleType("readme_tools")
     exec(compile(block, "README.md (tool)", "exec"), tools.__dict__)
     from evalrunner.admit import admit
@@ -102,13 +110,13 @@ expects:
 
 
 def test_the_json_report_fields_table_names_every_field_of_the_schema() -> None:
-    # The table is the README's account of the report; a field the schema gains must be
+    # The table is the docs' account of the report; a field the schema gains must be
     # explained there too (a report field added without docs once went unnoticed).
     import json
     import re
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("**JSON report fields**")
+    readme = (ROOT / "docs" / "reference" / "reports.md").read_text(encoding="utf-8")
+    start = readme.index("## JSON report")
     table = readme[start : readme.index("\n\n", readme.index("| field |", start))]
     named = set(re.findall(r"`(?:cases\[\])?\.?([a-z_]+)`", table))
     named |= {"cases"} if "`cases[]." in table else set()

@@ -691,9 +691,9 @@ def test_recorded_data_groups_responses_by_turn(tmp_path: Path) -> None:
     assert list(data) == ["name", "turns", "expects", "recorded"]
 
 
-# --- the README runs as written ----------------------------------------------------------------
+# --- the docs' recording section runs as written ------------------------------------------------
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = (ROOT / "docs" / "how-to" / "live-and-recording.md").read_text(encoding="utf-8")
 
 
 def section(title: str) -> str:
