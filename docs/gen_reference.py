@@ -60,21 +60,17 @@ def command_help(words: list[str]) -> str:
 
 
 def subcommands(help_text: str) -> list[str]:
-    """The command names listed in a help text's "Commands" panel, in its order."""
+    """The command names listed in a help text's "Commands:" section, in its order."""
     names: list[str] = []
     inside = False
     for line in help_text.splitlines():
-        stripped = line.strip()
-        if re.match(r"^[╭+]-*─* ?Commands\b", stripped) or re.match(r"^╭─ Commands ", stripped):
+        if line == "Commands:":
             inside = True
-            continue
-        if inside and stripped.startswith(("╰", "+-")):
+        elif inside and not line.strip():
             inside = False
-            continue
-        if inside:
-            # A command row starts with its name right after the border; wrapped description
-            # lines start with blanks.
-            match = re.match(r"^[│|] ([a-z][a-z0-9-]*)\s", line)
+        elif inside:
+            # A command row is indented by two blanks; a wrapped description by more.
+            match = re.match(r"^  ([a-z][a-z0-9-]*)(?:\s|$)", line)
             if match:
                 names.append(match.group(1))
     return names
