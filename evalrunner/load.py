@@ -22,7 +22,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -450,6 +450,70 @@ def parse_document(
         _foreign_error(document, foreign) for foreign in _foreign_values(parsed.data, within=within)
     ]
     return sorted(problems, key=AdmissionError.sort_key) or document
+
+
+class KeyPositions(Mapping[str, tuple[int, int]]):
+    """Where an admitted case's name and each of its expectation kinds are written in its
+    fixture: ``{"name": (line, col), "expects.<kind>": ...}``, so that reports can point at
+    the check that failed.
+
+    Holds no text: the fixture file is read again and indexed on first use, which only the
+    reports of failed cases make. A file that can no longer be read gives no positions; one
+    edited since it was admitted gives those of its new text. Pickled before first use (to a
+    ``--jobs`` worker), it is the path and the keys; after, the positions found.
+    """
+
+    __slots__ = ("_found", "kinds", "name_key", "source")
+
+    def __init__(self, source: Path, name_key: str, kinds: Iterable[str]) -> None:
+        self.source = source
+        self.name_key = name_key
+        """The key the case's name is written under: ``name`` (or ``model_name``)."""
+        self.kinds = tuple(kinds)
+        self._found: dict[str, tuple[int, int]] | None = None
+
+    def _positions(self) -> dict[str, tuple[int, int]]:
+        if self._found is None:
+            paths: dict[JSONPath, str] = {(self.name_key,): "name"}
+            paths.update({("expects", kind): f"expects.{kind}" for kind in self.kinds})
+            source_map = _fixture_source_map(self.source)
+            found = {} if source_map is None else source_map.key_positions(paths)
+            self._found = {paths[path]: position for path, position in found.items()}
+        return self._found
+
+    def __getitem__(self, key: str) -> tuple[int, int]:
+        return self._positions()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._positions())
+
+    def __len__(self) -> int:
+        return len(self._positions())
+
+    def __repr__(self) -> str:
+        return repr(self._positions())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._found is not None:
+            return dict, (self._found,)
+        return KeyPositions, (self.source, self.name_key, self.kinds)
+
+
+def _fixture_source_map(path: Path) -> SourceMap | None:
+    """A source map of the fixture file at ``path`` as it is now; ``None`` when it cannot be
+    read as a fixture's text."""
+    fmt = FIXTURE_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        return None
+    try:
+        raw = read_regular_file(path, _ANY_SIZE)
+        return SourceMap(raw.decode("utf-8-sig"), fmt)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+_ANY_SIZE = 1 << 40
+"""A limit no fixture file reaches: a file is read to its end (it was admitted under the cap)."""
 
 
 # Longest first: the UTF-32 LE mark starts with the UTF-16 LE one.
