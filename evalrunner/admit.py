@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 from evalrunner.grade import KINDS, grade
 from evalrunner.grade._format import nfc, quote
 from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
-from evalrunner.load import LoadedSuite, RawDocument
+from evalrunner.load import KeyPositions, LoadedSuite, RawDocument
 from evalrunner.model import (
     AdmissionError,
     Case,
@@ -41,7 +41,6 @@ from evalrunner.model import (
     argument_json,
 )
 from evalrunner.schemas import case_validator
-from evalrunner.sourcemap import SourceMap
 from evalrunner.text import dotted, name_problem, printable, printable_path
 
 
@@ -80,9 +79,9 @@ def admit_documents(
     """Admit a stream of loaded documents (or their load errors, or cases admitted before),
     one at a time; ``remember`` hears what admitting each document gave.
 
-    Only admitted cases and errors are kept: not the parsed documents, only each admitted
-    case's text, for the positions a report may ask for (:class:`KeyPositions`; about 3 MiB
-    per 1,000 fixtures of 2 KB). Case names must be unique across the stream (SPEC §4 rule 8).
+    Only admitted cases and errors are kept, not the parsed documents nor their text (a
+    report that needs a position reads the file again: :class:`KeyPositions`). Case names
+    must be unique across the stream (SPEC §4 rule 8).
     """
     errors: list[AdmissionError] = []
     cases: list[Case] = []
@@ -226,54 +225,8 @@ def build_case(
         description=data.get("description"),
         case_class=cast("CaseClass | None", data.get("class")),
         source=document.path,
-        positions=KeyPositions(document.source_map, _name_key(data), tuple(data["expects"])),
+        positions=KeyPositions(document.path, _name_key(data), data["expects"]),
     )
-
-
-class KeyPositions(Mapping[str, tuple[int, int]]):
-    """Where the case's name and each expectation kind are written: ``{"name": (line, col),
-    "expects.<kind>": ...}``, so reports can point at the check that failed.
-
-    Found in the text on first use, not at admission: only reports of failed cases read them,
-    and indexing every admitted case's text would cost more than the rest of admitting it.
-    Once found, the source map is let go; a copy pickled before then (to a ``--jobs``
-    worker) carries the source map along and finds them there.
-    """
-
-    __slots__ = ("_found", "_kinds", "_name_key", "_source_map")
-
-    def __init__(self, source_map: SourceMap, name_key: str, kinds: tuple[str, ...]) -> None:
-        self._source_map: SourceMap | None = source_map
-        self._name_key = name_key
-        self._kinds = kinds
-        self._found: dict[str, tuple[int, int]] | None = None
-
-    def _positions(self) -> dict[str, tuple[int, int]]:
-        if self._found is None:
-            assert self._source_map is not None
-            paths: dict[JSONPath, str] = {(self._name_key,): "name"}
-            paths.update({("expects", kind): f"expects.{kind}" for kind in self._kinds})
-            found = self._source_map.key_positions(paths)
-            self._found = {paths[path]: position for path, position in found.items()}
-            self._source_map = None
-        return self._found
-
-    def __getitem__(self, key: str) -> tuple[int, int]:
-        return self._positions()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._positions())
-
-    def __len__(self) -> int:
-        return len(self._positions())
-
-    def __repr__(self) -> str:
-        return repr(self._positions())
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        if self._found is not None:
-            return dict, (self._found,)
-        return KeyPositions, (self._source_map, self._name_key, self._kinds)
 
 
 def _response(raw: Mapping[str, Any]) -> ModelResponse:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalrunner import __version__
+from evalrunner.load import KeyPositions
 from evalrunner.model import (
     AdmissionError,
     Case,
@@ -249,7 +250,13 @@ def _encode(outcome: Outcome) -> dict[str, Any]:
                 "description": outcome.description,
                 "class": outcome.case_class,
                 "source": os.fsdecode(outcome.source),
-                "positions": {k: list(v) for k, v in outcome.positions.items()},
+                # Positions are found in the file when a report asks (KeyPositions): only
+                # which key holds the name is kept, never the positions themselves.
+                "name_key": (
+                    outcome.positions.name_key
+                    if isinstance(outcome.positions, KeyPositions)
+                    else "name"
+                ),
             }
         }
     return {"errors": [[e.path, e.message, e.line, e.col, list(e.json_path)] for e in outcome]}
@@ -361,18 +368,18 @@ def _decode(data: object) -> Outcome:
     if case_class not in (None, "positive", "negative"):
         raise _Damaged(case_class)
     description = case["description"]
+    name_key = case["name_key"]
+    if name_key not in ("name", "model_name"):
+        raise _Damaged(name_key)
+    source = Path(_kind(case["source"], str))
     return Case(
         name=_kind(case["name"], str),
         turns=turns,
         expects=Expectations(**expects),
         description=None if description is None else _kind(description, str),
         case_class=case_class,
-        source=Path(_kind(case["source"], str)),
-        positions={
-            _kind(k, str): (_count(v[0]), _count(v[1]))
-            for k, v in _kind(case["positions"], dict).items()
-            if len(_kind(v, list)) == 2
-        },
+        source=source,
+        positions=KeyPositions(source, name_key, expects),
     )
 
 

@@ -7,29 +7,38 @@ positions. Nothing in a fixture is ever constructed, executed, fetched or follow
 but a regular file is ever opened: a FIFO or a device named like a fixture is refused, never
 read (reading one could block forever).
 
-Nearly every fixture is plain data, and for it loading costs about the parse itself: YAML is
-built from libyaml's events (ruamel.yaml.clib) and JSON and TOML are parsed with hooks that
-notice anything the strict checks would look at. Whatever such a fast path cannot vouch for,
-errors included, is parsed again by the full path (ruamel.yaml's pure-Python loader, the
-walk for values JSON cannot hold), which alone decides refusals, their messages and
-positions. Without ruamel.yaml.clib, every YAML fixture takes the full path.
+Each format has one parser: ``json`` with hooks for duplicate keys and numbers, ``tomllib``,
+and for YAML data built from libyaml's parser events (ruamel.yaml.clib), whose refusals the
+strict pure-Python loader words (:mod:`evalrunner.load_yaml`). What a parser lets through
+that fixtures do not hold (dates, non-finite numbers, lone surrogates, ...) is found by one
+walk over the data. Positions are looked for only when there is a refusal to place.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
-import functools
 import json
 import math
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalrunner.limits import INT_MAX as INT_MAX  # the limits, as load has always named them
+from evalrunner.limits import INT_MIN as INT_MIN
+from evalrunner.limits import MAX_DEPTH as MAX_DEPTH
+from evalrunner.limits import (
+    MAX_INT_DIGITS,
+    NO_KEY,
+    Parsed,
+    Refused,
+    out_of_range,
+    significant_digits,
+    too_large,
+)
 from evalrunner.model import AdmissionError, Format, JSONPath, JSONValue
 from evalrunner.sourcemap import LineIndex, SourceMap, json_duplicate_keys, toml_long_integers
 from evalrunner.text import printable_path
@@ -44,13 +53,6 @@ FIXTURE_SUFFIXES: dict[str, Format] = {
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 """Files larger than this are refused before parsing (SPEC §4 rule 1)."""
-
-MAX_DEPTH = 64
-"""Deepest nesting of objects and arrays a fixture may have; real fixtures need about 10."""
-
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1
-"""The integers a fixture may hold: 64-bit signed, as TOML 1.0 requires, in every format. Far
-beyond any count or index, and every JSON consumer of a report can read them exactly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,19 +439,81 @@ def parse_document(
                 col,
             )
         ]
-    # _NotPlain, or any error: the full parser below refuses the text with its message and
-    # position, or accepts it with every check of the walk below.
-    with contextlib.suppress(Exception):
-        return RawDocument(path, fmt, _PLAIN_PARSERS[fmt](text, raw), source_map)
     try:
         parsed = _PARSERS[fmt](text, printable_path(path))
-    except _Refused as refused:
+    except Refused as refused:
         return refused.errors
-    document = RawDocument(path, fmt, parsed, source_map)
+    document = RawDocument(path, fmt, parsed.data, source_map)
+    if parsed.checked:  # nothing in it for the walk to find
+        return document
     problems = [
-        _foreign_error(document, foreign) for foreign in _foreign_values(parsed, within=within)
+        _foreign_error(document, foreign) for foreign in _foreign_values(parsed.data, within=within)
     ]
     return sorted(problems, key=AdmissionError.sort_key) or document
+
+
+class KeyPositions(Mapping[str, tuple[int, int]]):
+    """Where an admitted case's name and each of its expectation kinds are written in its
+    fixture: ``{"name": (line, col), "expects.<kind>": ...}``, so that reports can point at
+    the check that failed.
+
+    Holds no text: the fixture file is read again and indexed on first use, which only the
+    reports of failed cases make. A file that can no longer be read gives no positions; one
+    edited since it was admitted gives those of its new text. Pickled before first use (to a
+    ``--jobs`` worker), it is the path and the keys; after, the positions found.
+    """
+
+    __slots__ = ("_found", "kinds", "name_key", "source")
+
+    def __init__(self, source: Path, name_key: str, kinds: Iterable[str]) -> None:
+        self.source = source
+        self.name_key = name_key
+        """The key the case's name is written under: ``name`` (or ``model_name``)."""
+        self.kinds = tuple(kinds)
+        self._found: dict[str, tuple[int, int]] | None = None
+
+    def _positions(self) -> dict[str, tuple[int, int]]:
+        if self._found is None:
+            paths: dict[JSONPath, str] = {(self.name_key,): "name"}
+            paths.update({("expects", kind): f"expects.{kind}" for kind in self.kinds})
+            source_map = _fixture_source_map(self.source)
+            found = {} if source_map is None else source_map.key_positions(paths)
+            self._found = {paths[path]: position for path, position in found.items()}
+        return self._found
+
+    def __getitem__(self, key: str) -> tuple[int, int]:
+        return self._positions()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._positions())
+
+    def __len__(self) -> int:
+        return len(self._positions())
+
+    def __repr__(self) -> str:
+        return repr(self._positions())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._found is not None:
+            return dict, (self._found,)
+        return KeyPositions, (self.source, self.name_key, self.kinds)
+
+
+def _fixture_source_map(path: Path) -> SourceMap | None:
+    """A source map of the fixture file at ``path`` as it is now; ``None`` when it cannot be
+    read as a fixture's text."""
+    fmt = FIXTURE_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        return None
+    try:
+        raw = read_regular_file(path, _ANY_SIZE)
+        return SourceMap(raw.decode("utf-8-sig"), fmt)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+_ANY_SIZE = 1 << 40
+"""A limit no fixture file reaches: a file is read to its end (it was admitted under the cap)."""
 
 
 # Longest first: the UTF-32 LE mark starts with the UTF-16 LE one.
@@ -471,7 +535,7 @@ def _byte_position(raw: bytes, offset: int) -> tuple[int, int]:
 
 
 def _foreign_error(document: RawDocument, foreign: _Foreign) -> AdmissionError:
-    if foreign.key is _NO_KEY:
+    if foreign.key is NO_KEY:
         return document.error(foreign.message, foreign.path)
     if isinstance(foreign.key, str):
         return document.error(foreign.message, foreign.path + (foreign.key,), key=True)
@@ -491,51 +555,14 @@ class _BadNumber:
     message: str
 
 
-# More significant digits than this cannot be a 64-bit integer in any base (64 binary digits).
-# Checked before int() runs: Python refuses to convert more than 4,300 decimal digits (and,
-# without that limit, would take quadratic time over a megabyte of them).
-_MAX_INT_DIGITS = 64
-
-
-def _out_of_range(literal: str) -> str:
-    digits = literal.lstrip("+-").replace("_", "")
-    if digits[:2].lower() in ("0x", "0o", "0b"):
-        digits = digits[2:]
-    shown = f"integer {literal}" if len(digits) <= 30 else f"an integer of {len(digits)} digits"
-    return (
-        f"{shown} is out of range: integers must be between {INT_MIN} and {INT_MAX} "
-        "(64 bits); quote it to make it a string"
-    )
-
-
-def _no_digits(literal: str) -> str:
-    shown = literal if len(literal) <= 30 else literal[:27] + "..."
-    return f"number {shown} has no digits; quote it to make it a string"
-
-
-def _too_large(literal: str) -> str:
-    shown = literal if len(literal) <= 30 else literal[:27] + "..."
-    return (
-        f"number {shown} is too large for a 64-bit float (at most about 1.8e308); "
-        "quote it to make it a string"
-    )
-
-
-def _significant_digits(literal: str) -> int:
-    body = literal.lstrip("+-").replace("_", "").lower()
-    if body[:2] in ("0x", "0o", "0b"):
-        body = body[2:]
-    return len(body.lstrip("0"))
-
-
 def _parse_int(literal: str) -> int | _BadNumber:
     """JSON's integer hook: the value, or a marker for one no 64-bit integer holds."""
     if len(literal) < 19:  # the common case: certainly within 64 bits
         return int(literal)
-    if _significant_digits(literal) > _MAX_INT_DIGITS:
-        return _BadNumber(_out_of_range(literal))
+    if significant_digits(literal) > MAX_INT_DIGITS:
+        return _BadNumber(out_of_range(literal))
     value = int(literal)
-    return value if INT_MIN <= value <= INT_MAX else _BadNumber(_out_of_range(literal))
+    return value if INT_MIN <= value <= INT_MAX else _BadNumber(out_of_range(literal))
 
 
 _SPECIAL_FLOATS = {"inf", "nan"}
@@ -547,18 +574,10 @@ def _parse_float(literal: str) -> float | _BadNumber:
     value = float(literal)
     if math.isfinite(value) or literal.lstrip("+-") in _SPECIAL_FLOATS:
         return value
-    return _BadNumber(_too_large(literal))
+    return _BadNumber(too_large(literal))
 
 
 # --- JSON --------------------------------------------------------------------------------------
-
-
-class _Refused(Exception):
-    """A parser's way out: the document is refused for these reasons."""
-
-    def __init__(self, errors: list[AdmissionError]) -> None:
-        super().__init__(errors)
-        self.errors = errors
 
 
 class _DuplicateKey(ValueError):
@@ -566,27 +585,58 @@ class _DuplicateKey(ValueError):
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
+    obj = dict(pairs)
+    if len(obj) != len(pairs):  # a key repeated: the dict is shorter than the pairs
+        raise _DuplicateKey
+    return obj
 
 
-def _parse_json(text: str, shown: str) -> JSONValue:
+class _Unholdable(Exception):
+    """A number or constant no fixture holds (NaN, ``1e400``, beyond 64 bits)."""
+
+
+def _holdable_int(literal: str) -> int:
+    value = _parse_int(literal)
+    if isinstance(value, _BadNumber):
+        raise _Unholdable
+    return value
+
+
+def _holdable_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _Unholdable
+    return value
+
+
+def _unholdable_constant(literal: str) -> None:
+    raise _Unholdable  # NaN, Infinity, -Infinity
+
+
+# Built once: json.loads builds a decoder per call when given hooks. The first stops at a
+# number no fixture holds; the second keeps each (NaN as a float, the others as _BadNumber
+# markers) for _foreign_values to refuse at its position, like every other format's.
+_JSON = json.JSONDecoder(
+    object_pairs_hook=_reject_duplicates,
+    parse_int=_holdable_int,
+    parse_float=_holdable_float,
+    parse_constant=_unholdable_constant,
+)
+_JSON_MARKED = json.JSONDecoder(
+    object_pairs_hook=_reject_duplicates, parse_int=_parse_int, parse_float=_parse_float
+)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _parse_json(text: str, shown: str) -> Parsed:
+    """JSON's data; checked unless a value in it may be one JSON cannot hold."""
     try:
-        # NaN and Infinity parse to floats here and are refused, with their positions, by
-        # _foreign_values like every other format's non-finite numbers; so are the numbers
-        # no 64-bit value holds, which the hooks turn into _BadNumber markers.
-        data: JSONValue = json.loads(
-            text,
-            object_pairs_hook=_reject_duplicates,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-        )
+        try:
+            data: JSONValue = _JSON.decode(text)
+        except _Unholdable:  # read again to place every such value
+            return Parsed(_JSON_MARKED.decode(text))
     except _DuplicateKey:
-        raise _Refused(
+        raise Refused(
             [
                 AdmissionError(
                     shown,
@@ -600,10 +650,12 @@ def _parse_json(text: str, shown: str) -> JSONValue:
             ]
         ) from None
     except json.JSONDecodeError as exc:
-        raise _Refused(
+        raise Refused(
             [AdmissionError(shown, _json_message(exc, text), exc.lineno, exc.colno)]
         ) from None
-    return data
+    # Every number is finite and within 64 bits, and nesting was bounded before parsing: only
+    # a \u escape into the surrogate range can leave a string that is not text.
+    return Parsed(data, checked="\\u" not in text or not _SURROGATE_ESCAPE.search(text))
 
 
 def _json_message(exc: json.JSONDecodeError, text: str) -> str:
@@ -627,20 +679,10 @@ def _json_message(exc: json.JSONDecodeError, text: str) -> str:
 # --- YAML (in evalrunner.load_yaml, imported on first use) ------------------------------------
 
 
-def _parse_yaml(text: str, shown: str) -> JSONValue:
+def _parse_yaml(text: str, shown: str) -> Parsed:
     from evalrunner.load_yaml import parse_yaml
 
     return parse_yaml(text, shown)
-
-
-def _load_yaml_c(text: str, raw: bytes) -> JSONValue:
-    from evalrunner.load_yaml import parse_plain_yaml
-
-    return parse_plain_yaml(text, raw)
-
-
-class _NotPlain(Exception):
-    """The C path met something only the pure-Python loader may judge or explain."""
 
 
 # --- TOML --------------------------------------------------------------------------------------
@@ -649,8 +691,9 @@ _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _TOML_AT_END = "(at end of document)"
 
 
-def _parse_toml(text: str, shown: str) -> JSONValue:
-    import tomllib  # here: a config read by rtoml, or a warm cache, needs no TOML parser of ours
+def _parse_toml(text: str, shown: str) -> Parsed:
+    """TOML's data, not yet checked for dates, non-finite numbers and depth."""
+    import tomllib  # here: a run whose fixtures all come from the cache parses no TOML
 
     try:
         data: JSONValue = tomllib.loads(text, parse_float=_parse_float)
@@ -665,14 +708,14 @@ def _parse_toml(text: str, shown: str) -> JSONValue:
             line, col = LineIndex(text).position(len(text))
             message = message[: -len(_TOML_AT_END)].rstrip() + " at the end of the file"
         message += _toml_hint(message, text, line)
-        raise _Refused([AdmissionError(shown, f"invalid TOML: {message}", line, col)]) from None
+        raise Refused([AdmissionError(shown, f"invalid TOML: {message}", line, col)]) from None
     except RecursionError:
-        raise _Refused([AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]) from None
+        raise Refused([AdmissionError(shown, f"nesting deeper than {MAX_DEPTH} levels")]) from None
     except ValueError:
         # tomllib converts integers with int(), which refuses more than 4,300 digits; the
         # text is valid TOML up to there, so the scanner finds every such literal.
-        raise _Refused(_long_toml_integers(text, shown)) from None
-    return data
+        raise Refused(_long_toml_integers(text, shown)) from None
+    return Parsed(data)
 
 
 def _toml_hint(message: str, text: str, line: int | None) -> str:
@@ -718,11 +761,11 @@ _INLINE_TABLE_HINT = (
 
 
 def _long_toml_integers(text: str, shown: str) -> list[AdmissionError]:
-    found = toml_long_integers(text, _MAX_INT_DIGITS)
+    found = toml_long_integers(text, MAX_INT_DIGITS)
     if not found:
         return [AdmissionError(shown, "invalid TOML: a number cannot be read", 1, 1)]
     return [
-        AdmissionError(shown, _out_of_range(literal), line, col, path)
+        AdmissionError(shown, out_of_range(literal), line, col, path)
         for path, (line, col), literal in found
     ]
 
@@ -730,150 +773,11 @@ def _long_toml_integers(text: str, shown: str) -> list[AdmissionError]:
 _PARSERS = {"json": _parse_json, "yaml": _parse_yaml, "toml": _parse_toml}
 
 
-# --- the plain-data fast path ------------------------------------------------------------------
-#
-# Nearly every fixture is plain data: no duplicate key, no number beyond 64 bits, nothing
-# non-finite, no date, no lone surrogate. For those the parse is the whole of loading, and the
-# walk of _foreign_values would find nothing. Each _plain_* parser returns the data only when a
-# cheap test proves that; otherwise it raises (_NotPlain, or the parser's own error) and the
-# document is parsed again by the full path, which says exactly what it always said.
-
-
-def _byte_classes(classes: dict[bytes, bytes]) -> bytes:
-    """A ``bytes.translate`` table sending each byte of a key to its class byte, others to a
-    space: a one-pass C scan of the raw text for the shapes below."""
-    table = bytearray(b" " * 256)
-    for members, name in classes.items():
-        for byte in members:
-            table[byte] = name[0]
-    return bytes(table)
-
-
-_HEX_DIGITS = b"0123456789abcdefABCDEF_"
-_LONG_LITERAL = _byte_classes({_HEX_DIGITS: b"x"})
-_DATE_OR_TIME = _byte_classes(
-    {b"0123456789": b"d", b":": b":", b"-": b"-", b"eE": b"e", b"+": b"+"}
-)
-"""Digits, ``:`` and ``-`` for dates and times; ``e`` and ``+`` for exponents."""
-
-
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, unless it repeats a key (the dict is then shorter than the pairs)."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _NotPlain("duplicate key")
-    return obj
-
-
-def _short_int(literal: str) -> int:
-    if len(literal) > 18:  # the shortest literal that can be out of 64-bit range has 19 digits
-        raise _NotPlain(literal)
-    return int(literal)
-
-
-def _finite_float(literal: str) -> float:
-    value = float(literal)
-    if not math.isfinite(value):
-        raise _NotPlain(literal)  # TOML's inf and nan, or an overflowing literal such as 1e400
-    return value
-
-
-def _no_constant(literal: str) -> None:
-    raise _NotPlain(literal)  # JSON's NaN, Infinity, -Infinity
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _plain_json(text: str, raw: bytes) -> JSONValue:
-    # A \\u escape into the surrogate range may leave a lone surrogate in a string.
-    if b"\\u" in raw and _SURROGATE_ESCAPE.search(text):
-        raise _NotPlain("a surrogate escape")
-    # Bracket nesting was bounded before parsing, so no container sits at MAX_DEPTH.
-    data: JSONValue = _PLAIN_JSON.decode(text)
-    return data
-
-
-# Built once: json.loads builds a decoder per call when given hooks.
-_PLAIN_JSON = json.JSONDecoder(
-    object_pairs_hook=_unique_object,
-    parse_int=_short_int,
-    parse_float=_finite_float,
-    parse_constant=_no_constant,
-)
-
-
-def _plain_toml(text: str, raw: bytes) -> JSONValue:
-    # The shortest TOML integer that can be out of 64-bit range has 16 hex, 19 decimal, 22
-    # octal or 64 binary digits: each is a run of 16 hex digits and underscores. Every date
-    # and time holds "dddd-dd" or "dd:dd".
-    if b"x" * 16 in raw.translate(_LONG_LITERAL):
-        raise _NotPlain("a long number")
-    shapes = raw.translate(_DATE_OR_TIME)
-    if b"dd:dd" in shapes or b"dddd-dd" in shapes:
-        raise _NotPlain("a date or a time")
-    # A float that is not finite is inf or nan, or has an exponent: no mantissa long enough
-    # to overflow gets this far (the long-number check above).
-    unbounded = b"inf" in raw or b"nan" in raw or any(e in shapes for e in _EXPONENTS)
-    data = _fast_toml(text, floats_unbounded=unbounded)
-    # Every level of nesting in TOML data is opened by a '[', a '{' or a '.' (in a header or a
-    # dotted key), except the first key of a line; with few of them, nothing reaches
-    # MAX_DEPTH and the walk's depth check has nothing to find.
-    brackets = text.count("[") + text.count("{") + text.count(".")
-    if brackets >= MAX_DEPTH - 1 and _reaches_max_depth(data):
-        raise _NotPlain("deep nesting")
-    return data
-
-
-_TOML_11_ESCAPES = ("\\e", "\\x")
-"""What TOML 1.1 allows in strings and 1.0 (tomllib) refuses, that rtoml reads: the ``\\e``
-and ``\\xHH`` escapes. (Its inline tables are the other difference:
-:func:`_read_otherwise_by_rtoml`.)"""
-
-
-_EXPONENTS = (b"ed", b"e+d", b"e-d")
-
-
-def _fast_toml(text: str, *, floats_unbounded: bool = True) -> JSONValue:
-    """``text`` parsed by rtoml when it is installed and the text holds nothing by which TOML
-    1.1, which rtoml reads, differs from tomllib's TOML 1.0; else by tomllib. Every float
-    must be finite (:func:`_finite_float`; ``floats_unbounded=False`` says the text can hold
-    none that is not); an error from rtoml is :class:`_NotPlain`, so that tomllib words the
-    refusal."""
-    fast = _rtoml_loads()
-    unusual = (
-        text.startswith("\ufeff")
-        or any(escape in text for escape in _TOML_11_ESCAPES)
-        # rtoml keeps a multi-line string's CRLF, where TOML (and tomllib) reads LF.
-        or ("\r" in text and ('"""' in text or "'''" in text))
-        or _read_otherwise_by_rtoml(text)
-    )
-    if fast is None or unusual:
-        import tomllib
-
-        slow: JSONValue = tomllib.loads(text, parse_float=_finite_float)
-        return slow
-    try:
-        data = fast(text)
-    except Exception as exc:  # rtoml's error, or a value it cannot convert
-        raise _NotPlain("rtoml refused it") from exc
-    if floats_unbounded and not _finite_floats(data):
-        raise _NotPlain("a float that is not finite")
-    parsed: JSONValue = data
-    return parsed
-
-
 _TOML_LINE_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?$)|\'[^\']*+(?:\'|$)|#.*')
 """The one-line strings and the comment of a line of TOML: braces in them are text. A
 string left open runs to the end of the line, so that every quote the scan meets starts a
 match and the scan is one pass (tried again from each later quote, an unclosed string full
 of escaped quotes took time quadratic in its length)."""
-
-_TOML_WORDS = frozenset({"true", "false", "inf", "nan"})
-"""Bare keys that are also values."""
-
-_TOML_HEADER = re.compile(r"\n[ \t]*\[(\[?)([^\[\]\n]*)\]")
-"""A table header, ``[a.b]`` or ``[[a.b]]``, at the start of a line after the first."""
 
 
 def _outside_strings(line: str) -> str:
@@ -887,104 +791,6 @@ def _outside_strings(line: str) -> str:
 def _trailing_comma(structure: str) -> bool:
     """Whether a line's structure closes an inline table right after a comma."""
     return ",}" in structure.replace(" ", "").replace("\t", "")
-
-
-def _read_otherwise_by_rtoml(text: str) -> bool:
-    """Whether rtoml may read ``text`` otherwise than tomllib: an inline table that TOML 1.1
-    allows and 1.0 refuses, or tables that rtoml would put in another order. (String
-    methods over the whole text where they can: a Python loop over every line cost more
-    than rtoml's whole parse.)
-
-    - An inline table that goes on past the end of its line: some line opens and closes
-      different numbers of braces, outside its strings and its comment. Only lines with a
-      ``{`` need looking at: a line that closes a table some earlier line opened is found
-      by that line. A line with braces that also starts or ends a multi-line string counts
-      as one: read alone, it cannot be told apart. (Counting the braces of the raw line, as
-      this once did, let ``a = { b = "}",`` then `` c = "{" }`` through.)
-    - An inline table with a trailing comma.
-    - A ``[table]`` header naming a table that an earlier header made implicitly (``[a.b]``
-      ... ``[c]`` ... ``[a]``): rtoml places the table at its own header, tomllib where it
-      was first made, and only the order of keys tells them apart. A header with a quoted
-      key counts as one, unread.
-    """
-    brace = text.find("{")
-    while brace != -1:
-        start = text.rfind("\n", 0, brace) + 1
-        end = text.find("\n", brace)
-        line = text[start:] if end == -1 else text[start:end]
-        if '"""' in line or "'''" in line:
-            return True
-        line = _outside_strings(line)
-        if line.count("{") != line.count("}") or _trailing_comma(line):
-            return True
-        brace = -1 if end == -1 else text.find("{", end)
-    # A line inside a multi-line string or array may look like a header. One that looks like
-    # [table] only makes this more careful; one that looks like [[array]] would make it
-    # forget. So only an [[array]] header after the last triple quote forgets (a multi-line
-    # string holding a later line would close later), and one whose keys could be values
-    # (inside an array, [[1]] is one) goes to tomllib.
-    last_triple_quote = max(text.rfind('"""'), text.rfind("'''"))
-    made: set[tuple[str, ...]] = set()  # the tables that headers so far made implicitly
-    for header in _TOML_HEADER.finditer("\n" + text):
-        array, name = header.groups()
-        if '"' in name or "'" in name:
-            return True
-        path = tuple(part.strip() for part in name.split("."))
-        if array:
-            if any(not part[:1].isalpha() or part in _TOML_WORDS for part in path):
-                return True
-            if header.start() > last_triple_quote:  # a new element: earlier ones' tables
-                made = {other for other in made if other[: len(path)] != path}
-        elif path in made:
-            return True
-        made.update(path[:end] for end in range(1, len(path)))
-    return False
-
-
-def _finite_floats(data: object) -> bool:
-    stack = [data]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                return False
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return True
-
-
-@functools.cache
-def _rtoml_loads() -> Callable[[str], Any] | None:
-    """rtoml's reader, imported when a TOML fixture is first read; ``None`` without it (no
-    wheel for the platform: tomllib reads every TOML fixture)."""
-    try:
-        import rtoml
-    except ImportError:
-        return None
-    loads: Callable[[str], Any] = rtoml.loads
-    return loads
-
-
-def _reaches_max_depth(data: JSONValue) -> bool:
-    """Whether a container sits at a path of :data:`MAX_DEPTH` or more steps."""
-    stack: list[tuple[int, JSONValue]] = [(0, data)]
-    while stack:
-        depth, value = stack.pop()
-        children = value.values() if isinstance(value, dict) else value
-        if isinstance(children, list) or isinstance(value, dict):
-            if depth >= MAX_DEPTH:
-                return True
-            stack.extend(
-                (depth + 1, item)
-                for item in children  # type: ignore[union-attr]
-                if isinstance(item, dict | list)
-            )
-    return False
-
-
-_PLAIN_PARSERS = {"json": _plain_json, "yaml": _load_yaml_c, "toml": _plain_toml}
 
 
 # --- shared checks -----------------------------------------------------------------------------
@@ -1071,16 +877,13 @@ def _certainly_shallow(text: str, fmt: Format) -> bool:
     return not brackets
 
 
-_NO_KEY = object()
-
-
 @dataclass(frozen=True, slots=True)
 class _Foreign:
     """Something in parsed data that is not plain JSON: at ``path``, or a mapping ``key`` there."""
 
     path: JSONPath
     message: str
-    key: object = _NO_KEY
+    key: object = NO_KEY
 
 
 def _foreign_values(data: object, *, within: JSONPath = ()) -> list[_Foreign]:
@@ -1139,7 +942,7 @@ def _foreign_values(data: object, *, within: JSONPath = ()) -> list[_Foreign]:
 
 def _out_of_range_value(value: int) -> str:
     if value.bit_length() <= 96:
-        return _out_of_range(str(value))
+        return out_of_range(str(value))
     digits = int(value.bit_length() * math.log10(2)) + 1
     return (
         f"an integer of about {digits} digits is out of range: integers must be between "

@@ -4,10 +4,13 @@
 apart so that a run without YAML fixtures to parse (JSON and TOML suites, a warm admission
 cache, ``--help``) never imports ruamel.yaml.
 
-- :func:`parse_plain_yaml`, the fast path: libyaml's C parser events (ruamel.yaml.clib) built
-  into data, for text it can vouch for; anything else raises and goes to
-- :func:`parse_yaml`, the full path: ruamel.yaml's pure-Python loader with a strict composer
-  and constructor, which alone decides refusals, their messages and positions.
+The data is built from libyaml's parser events (ruamel.yaml.clib), checking every rule of
+fixtures on the way; libyaml's acceptance stands. Whatever the builder refuses (a duplicate key,
+a tag, an anchor, a date, ... and libyaml's syntax errors) is read again by ruamel.yaml's
+pure-Python loader with a strict composer and constructor, which words the refusal and places
+it. That loader reads YAML 1.2, where libyaml reads 1.1: of libyaml's syntax errors it keeps
+those 1.2 agrees with. Without libyaml's C parser (PyPy, a platform without a wheel) it reads
+every document, with the same rules.
 """
 
 from __future__ import annotations
@@ -34,18 +37,19 @@ from ruamel.yaml.nodes import ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import implicit_resolvers
 
-from evalrunner.load import (
-    _MAX_INT_DIGITS,
-    _NO_KEY,
+from evalrunner.limits import (
     INT_MAX,
     INT_MIN,
     MAX_DEPTH,
-    _no_digits,
-    _NotPlain,
-    _out_of_range,
-    _Refused,
-    _significant_digits,
-    _too_large,
+    MAX_INT_DIGITS,
+    NO_KEY,
+    NotPlain,
+    Parsed,
+    Refused,
+    no_digits,
+    out_of_range,
+    significant_digits,
+    too_large,
 )
 from evalrunner.model import AdmissionError, JSONValue
 from evalrunner.sourcemap import LineIndex
@@ -136,15 +140,15 @@ class _StrictConstructor(SafeConstructor):
 
     def construct_yaml_int(self, node: Any) -> Any:
         literal = str(node.value)
-        if _significant_digits(literal) > _MAX_INT_DIGITS:
-            raise _YAMLRefused(None, None, _out_of_range(literal), node.start_mark)
+        if significant_digits(literal) > MAX_INT_DIGITS:
+            raise _YAMLRefused(None, None, out_of_range(literal), node.start_mark)
         try:
             value = super().construct_yaml_int(node)
         except (ValueError, IndexError):
             # ruamel.yaml's pattern for integers takes underscores for digits: "+_", "0x_"
-            raise _YAMLRefused(None, None, _no_digits(literal), node.start_mark) from None
+            raise _YAMLRefused(None, None, no_digits(literal), node.start_mark) from None
         if not INT_MIN <= value <= INT_MAX:
-            raise _YAMLRefused(None, None, _out_of_range(literal), node.start_mark)
+            raise _YAMLRefused(None, None, out_of_range(literal), node.start_mark)
         return value
 
     def construct_yaml_float(self, node: Any) -> Any:
@@ -152,10 +156,10 @@ class _StrictConstructor(SafeConstructor):
         try:
             value = super().construct_yaml_float(node)
         except (ValueError, IndexError):
-            raise _YAMLRefused(None, None, _no_digits(literal), node.start_mark) from None
+            raise _YAMLRefused(None, None, no_digits(literal), node.start_mark) from None
         special = literal.lstrip("+-").lower() in (".inf", ".nan")
         if not math.isfinite(value) and not special:
-            raise _YAMLRefused(None, None, _too_large(literal), node.start_mark)
+            raise _YAMLRefused(None, None, too_large(literal), node.start_mark)
         return value
 
 
@@ -191,7 +195,27 @@ def _yaml_directive(text: str) -> re.Match[str] | None:
     return None
 
 
-def parse_yaml(text: str, shown: str) -> JSONValue:
+def parse_yaml(text: str, shown: str) -> Parsed:
+    """The data of a YAML fixture, built from libyaml's events with every rule checked; or,
+    for whatever that build leaves to it, the strict loader's data, whose values JSON cannot
+    hold (dates, lone surrogates, ...) are still to be looked for. Raises :class:`Refused`
+    with the strict loader's words and positions."""
+    if _CParser is not None:
+        try:
+            return Parsed(_from_events(text), checked=True)
+        except NotPlain:
+            pass  # a rule of fixtures, or a shape the builder leaves to the strict loader
+        except YAMLError:
+            # libyaml reads YAML 1.1, whose plain scalars may not hold ': ' inside flow
+            # collections ({url: http://x}); fixtures are YAML 1.2, which the strict loader
+            # reads, so it judges libyaml's refusals (and words them when it agrees).
+            pass
+    return Parsed(_strict_load(text, shown))
+
+
+def _strict_load(text: str, shown: str) -> JSONValue:
+    """The data ruamel.yaml's pure-Python loader builds under the rules of fixtures, or
+    :class:`Refused` with its words and positions."""
     directive = _yaml_directive(text)
     if directive is not None and directive.group(1) != "1.2":
         # ruamel.yaml asserts on versions it does not know (1.3, 1.0): refuse them first.
@@ -200,15 +224,15 @@ def parse_yaml(text: str, shown: str) -> JSONValue:
             f"%YAML {printable(directive.group(1))} directive: fixtures are YAML 1.2 "
             "(remove the directive)"
         )
-        raise _Refused([AdmissionError(shown, message, line, col)])
+        raise Refused([AdmissionError(shown, message, line, col)])
     try:
         data: JSONValue = _yaml_loader().load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = _yaml_message(exc)
         if mark is None:
-            raise _Refused([AdmissionError(shown, message)]) from None
-        raise _Refused([AdmissionError(shown, message, mark.line + 1, mark.column + 1)]) from None
+            raise Refused([AdmissionError(shown, message)]) from None
+        raise Refused([AdmissionError(shown, message, mark.line + 1, mark.column + 1)]) from None
     except ReaderError as exc:
         line, col = LineIndex(text).position(max(exc.position, 0))
         character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else "a character"
@@ -216,44 +240,23 @@ def parse_yaml(text: str, shown: str) -> JSONValue:
             f"{character} is not allowed in YAML text; write control characters as escapes "
             'inside a double-quoted string (e.g. "\\u0000")'
         )
-        raise _Refused([AdmissionError(shown, message, line, col)]) from None
+        raise Refused([AdmissionError(shown, message, line, col)]) from None
     except (YAMLError, RecursionError, AssertionError) as exc:
         # AssertionError: ruamel.yaml checks some input with asserts; any left is bad input.
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise _Refused([AdmissionError(shown, f"invalid YAML: {first_line}", 1, 1)]) from None
+        raise Refused([AdmissionError(shown, f"invalid YAML: {first_line}", 1, 1)]) from None
     return data
 
 
 # --- YAML through the C parser ------------------------------------------------------------------
 
 # libyaml's parser, as ruamel.yaml.clib builds it; None where it is not installed (PyPy, a
-# platform without a wheel), and then every document takes the pure-Python path.
+# platform without a wheel), and then the strict loader reads every document.
 try:
     from _ruamel_yaml import CParser as _CParser  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # pragma: no cover - depends on the installation
     _CParser = None
 
-# Text the C path leaves to the pure-Python loader without trying: characters the two readers
-# may judge or break lines at differently (tabs, which the pure-Python scanner refuses in places
-# libyaml allows them; other controls, NEL, the Unicode line and paragraph
-# separators, a byte-order mark inside the text, non-characters), and escapes of UTF-16
-# surrogates, which only the pure-Python loader's refusal explains.
-_YAML_NOT_FOR_C = re.compile(
-    "[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]"
-    r"|\\(?:u|U0000)[dD][89a-fA-F]"
-)
-
-# libyaml takes "|#..." for a block scalar header and a comment; the pure-Python scanner
-# refuses it, so the C path must not accept it.
-_YAML_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#")
-# In a flow sequence, libyaml takes ["a":b] for a one-pair mapping; the pure-Python parser
-# refuses it (it allows the colon against a quoted key only in a flow mapping).
-_YAML_ADJACENT_VALUE = re.compile(r"[\"'][ \t]*:[^ \t\r\n]")
-# A block scalar whose first line holds only spaces: the pure-Python scanner refuses it when a
-# later leading line is indented deeper; libyaml does not check. (Any line holding '|' or '>'
-# followed by such a line is left to the pure-Python loader.)
-_YAML_BLANK_AFTER_HEADER = re.compile(r"[|>][^\n]*[\r\n] +[\r\n]")
-_PRINTABLE_ASCII = bytes([10, 13, *range(0x20, 0x7F)])
 _YAML_INT = "tag:yaml.org,2002:int"
 
 
@@ -278,7 +281,7 @@ _plain_constructor: _StrictConstructor | None = None
 
 def _resolved_scalar(tag: str, value: str) -> JSONValue:
     """The value of a plain scalar that YAML 1.2 resolves to ``tag`` (not a string), exactly as
-    the pure-Python loader builds it; :class:`_NotPlain` for everything fixtures refuse or
+    the pure-Python loader builds it; :class:`NotPlain` for everything fixtures refuse or
     JSON cannot hold (dates, merge keys, non-finite and out-of-range numbers)."""
     if tag == _YAML_INT and _PLAIN_DECIMAL.fullmatch(value):
         return int(value)  # at most 18 digits: within 64 bits, and no base prefix or sign
@@ -287,7 +290,7 @@ def _resolved_scalar(tag: str, value: str) -> JSONValue:
     if tag == "tag:yaml.org,2002:bool":
         return value.lower() == "true"
     if tag not in (_YAML_INT, "tag:yaml.org,2002:float"):
-        raise _NotPlain(tag)  # a timestamp, the merge key '<<', the value key '='
+        raise NotPlain(tag)  # a timestamp, the merge key '<<', the value key '='
     global _plain_constructor
     if _plain_constructor is None:
         _plain_constructor = _yaml_loader().constructor
@@ -299,43 +302,32 @@ def _resolved_scalar(tag: str, value: str) -> JSONValue:
             if tag == _YAML_INT
             else _plain_constructor.construct_yaml_float(node)
         )
-    except Exception as exc:
-        raise _NotPlain(tag) from exc
+    except (YAMLError, ValueError, IndexError) as exc:  # refused: the strict loader words it
+        raise NotPlain(tag) from exc
     if isinstance(number, float) and not math.isfinite(number):
-        raise _NotPlain(tag)
+        raise NotPlain(tag)
     return number
 
 
-def parse_plain_yaml(text: str, raw: bytes) -> JSONValue:
-    """The data of a YAML fixture that is plain data, built straight from libyaml's events.
+def _from_events(text: str) -> JSONValue:
+    """The data of a YAML fixture, built straight from libyaml's events.
 
-    Raises :class:`_NotPlain` (or whatever the C parser raises) for anything else, with no
-    attempt to explain: anchors, aliases, tags, directives, several documents, non-string or
-    repeated keys, nesting that reaches :data:`MAX_DEPTH`, values JSON cannot hold, syntax
-    errors. The pure-Python loader then reads the text again and refuses it with the message
-    and position it always gave, so the C path only ever decides that a document is good.
+    Raises libyaml's :class:`YAMLError` for text that is not YAML, and :class:`NotPlain` for
+    anything the rules of fixtures refuse or this builder leaves to the strict loader, with
+    no attempt to explain: anchors, aliases, tags, directives, several documents, non-string
+    or repeated keys, nesting that reaches :data:`MAX_DEPTH`, values JSON cannot hold, a
+    scalar document. The strict loader then reads the text again and words the refusal.
     """
-    if _CParser is None:
-        raise _NotPlain("no C parser")
-    # Printable ASCII (the common case) is proven in one C pass over the bytes.
-    if raw.translate(None, _PRINTABLE_ASCII) and _YAML_NOT_FOR_C.search(text):
-        raise _NotPlain("text for the pure-Python loader")
-    if b"#" in raw and _YAML_HEADER_COMMENT.search(text):
-        raise _NotPlain("a comment against a block scalar header")
-    if b"[" in raw and _YAML_ADJACENT_VALUE.search(text):
-        raise _NotPlain("a quoted key with its value against the colon")
-    if (b"|" in raw or b">" in raw) and _YAML_BLANK_AFTER_HEADER.search(text):
-        raise _NotPlain("a line of spaces opening a block scalar")
     get_event = _CParser(text).get_event
     get_event()  # stream start
     event = get_event()
     if type(event) is StreamEndEvent:
         return None  # no document: the pure-Python loader's answer too
     if type(event) is not DocumentStartEvent or event.version or event.tags:
-        raise _NotPlain("directives")
+        raise NotPlain("directives")
     root: JSONValue = None
     # Open collections, innermost last; for a mapping, the key whose value comes next
-    # (_NO_KEY while a key is due).
+    # (NO_KEY while a key is due).
     open_items: list[Any] = []
     keys: list[Any] = []
     while True:
@@ -343,7 +335,7 @@ def parse_plain_yaml(text: str, raw: bytes) -> JSONValue:
         kind = type(event)
         if kind is ScalarEvent:
             if event.anchor is not None or event.ctag is not None:
-                raise _NotPlain("anchor or tag")
+                raise NotPlain("anchor or tag")
             value: Any = event.value
             if event.implicit[0]:  # plain: resolved as the pure-Python loader resolves it
                 resolvers = _PLAIN_RESOLVERS.get(event.value[:1])
@@ -354,9 +346,9 @@ def parse_plain_yaml(text: str, raw: bytes) -> JSONValue:
                             break
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
             if event.anchor is not None or event.ctag is not None:
-                raise _NotPlain("anchor or tag")
+                raise NotPlain("anchor or tag")
             if len(open_items) >= MAX_DEPTH:
-                raise _NotPlain("too deep")
+                raise NotPlain("too deep")
             value = {} if kind is MappingStartEvent else []
         elif kind is MappingEndEvent or kind is SequenceEndEvent:
             open_items.pop()
@@ -365,12 +357,12 @@ def parse_plain_yaml(text: str, raw: bytes) -> JSONValue:
                 continue
             break
         else:
-            raise _NotPlain(kind.__name__)  # an alias; or the end of a scalar document
+            raise NotPlain(kind.__name__)  # an alias; or the end of a scalar document
         if not open_items:
             if kind is ScalarEvent:
                 # The scanners differ on a bare block scalar at the top level; and a fixture
                 # is a mapping anyway, so this is never worth a fast path.
-                raise _NotPlain("a scalar document")
+                raise NotPlain("a scalar document")
             root = value
         else:
             parent = open_items[-1]
@@ -378,18 +370,18 @@ def parse_plain_yaml(text: str, raw: bytes) -> JSONValue:
                 parent.append(value)
             else:
                 key = keys[-1]
-                if key is _NO_KEY:
+                if key is NO_KEY:
                     if type(value) is not str or value in parent:
-                        raise _NotPlain("key")  # not a string, or repeated
+                        raise NotPlain("key")  # not a string, or repeated
                     keys[-1] = value
                     continue
                 parent[key] = value
-                keys[-1] = _NO_KEY
+                keys[-1] = NO_KEY
         if kind is not ScalarEvent:
             open_items.append(value)
-            keys.append(_NO_KEY)
+            keys.append(NO_KEY)
     if type(get_event()) is not DocumentEndEvent or type(get_event()) is not StreamEndEvent:
-        raise _NotPlain("another document")
+        raise NotPlain("another document")
     return root
 
 

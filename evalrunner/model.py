@@ -177,7 +177,9 @@ class Case:
     )
     """1-based (line, column) in ``source`` of the key ``name`` (``"name"``) and of each
     expectation kind's key (``"expects.<kind>"``), where the text gives them: reports point
-    at the expectation a failed check comes from."""
+    at the expectation a failed check comes from. An admitted case holds no fixture text:
+    its positions are found in the file when first read
+    (:class:`evalrunner.load.KeyPositions`)."""
 
     @property
     def live(self) -> bool:

@@ -1,8 +1,8 @@
 """Where things are in a fixture's text: JSON paths → 1-based line and column.
 
-Parsing for data uses the fast C/safe loaders in :mod:`evalrunner.load`; positions are only
-needed when there is something to report, so each format's locator is built lazily, on the first
-error, from the same text:
+Parsing for data keeps no positions (:mod:`evalrunner.load`); they are only needed when there
+is something to place (a refusal, or a failed check a report points at), so each format's
+locator is built lazily, on the first question, from the same text:
 
 * JSON: a small scanner over the text with exact JSON semantics (stdlib string and number
   scanning), recording where each key and value starts.
@@ -17,7 +17,7 @@ import bisect
 import json
 import json.decoder
 import json.scanner
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,24 +122,10 @@ class SourceMap:
         return line + 1, col + 1
 
     def key_positions(self, paths: Iterable[JSONPath]) -> dict[JSONPath, Position]:
-        """Positions of the keys naming each of ``paths`` (objects only, one or two levels
-        deep), for the paths whose key is found; cheap enough to call on every document.
-
-        JSON and TOML read their index. YAML, whose positions come from a second, slow parse,
-        first tries a scan of block-style text (what fixtures nearly always are) and keeps it
-        only when it found each key exactly once and exactly the keys asked for under each
-        parent; anything else (flow style, odd quoting) takes the parser's positions.
-        """
+        """Positions of the keys naming each of ``paths`` (in objects), for the paths whose
+        key is found: JSON and TOML from the index of the text, YAML from the round-trip
+        parser's nodes."""
         wanted = list(paths)
-        if self.format != "yaml" and self._spots is None:
-            shallow = (
-                _json_shallow_keys(self.text, wanted)
-                if self.format == "json"
-                else _toml_shallow_keys(self.text, wanted)
-            )
-            if shallow is not None:
-                lines = self._line_index()
-                return {path: lines.position(at) for path, at in shallow.items()}
         if self.format != "yaml":
             spots = self._index()
             return {
@@ -147,9 +133,6 @@ class SourceMap:
                 for path in wanted
                 if (spot := spots.get(path)) is not None and spot.key is not None
             }
-        scanned = _yaml_block_keys(self.text, wanted)
-        if scanned is not None:
-            return scanned
         found = {}
         for path in wanted:
             node = self._yaml_node(path[:-1])
@@ -222,74 +205,6 @@ class SourceMap:
         return best[0] + 1, best[1] + 1
 
 
-# Patterns here are sources, compiled on first use by evalrunner.text.compiled: a run whose
-# fixtures come from the admission cache locates no position and compiles none of them.
-# A key of a block mapping: plain, or quoted without escapes, then ':' and a space or the end.
-_YAML_KEY = r"""(?:"([^"\\]*)"|'([^']*)'|([A-Za-z_][A-Za-z0-9_-]*))[ \t]*:(?:[ \t]|$)"""
-
-
-def _yaml_block_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, Position] | None:
-    """Key positions of ``paths`` (one or two string levels deep) read off block-style YAML
-    lines, or ``None`` when the text is not plainly that shape.
-
-    Top-level keys start in column 1; the keys of a top-level mapping are the lines at the
-    indentation of its first nested line. Block scalars and multi-line values are indented
-    deeper and skipped. Whatever else could look like a key (text inside a quoted multi-line
-    string, a flow mapping) shows up as a key found twice or one not asked for, and the
-    answer is then ``None``.
-    """
-    if any(not 1 <= len(p) <= 2 or not all(isinstance(k, str) for k in p) for p in paths):
-        return None
-    wanted = set(paths)
-    parents = {str(p[0]) for p in paths if len(p) == 2}
-    found: dict[JSONPath, Position] = {}
-    children: dict[str, set[str]] = {parent: set() for parent in parents}
-    parent: str | None = None
-    child_indent: int | None = None
-    for number, line in enumerate(text.split("\n"), 1):
-        stripped = line.lstrip(" ").rstrip("\r")
-        if not stripped or stripped.startswith("#"):
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        if indent == 0:
-            parent, child_indent = None, None
-            match = compiled(_YAML_KEY).match(stripped)
-            if match is None:
-                if stripped.startswith(("---", "%")):
-                    continue  # the document start, a directive
-                if stripped == "-" or stripped.startswith("- "):
-                    # An item of a sequence written at the indentation of the key it belongs
-                    # to (``turns:`` then ``- steps:``, as most YAML writers put it): what
-                    # follows, up to the next top-level key, is inside that sequence.
-                    parent, child_indent = None, None
-                    continue
-                return None  # not a block mapping at the top
-            key = next(g for g in match.groups() if g is not None)
-            if (key,) in found:
-                return None
-            if (key,) in wanted:
-                found[(key,)] = (number, 1)
-            parent = key if key in parents else None
-            continue
-        if parent is None:
-            continue
-        if child_indent is None:
-            child_indent = indent
-        if indent != child_indent:
-            continue
-        match = compiled(_YAML_KEY).match(stripped)
-        if match is None:
-            continue  # a sequence entry or a continued value at the same indentation
-        key = next(g for g in match.groups() if g is not None)
-        if key in children[parent] or (parent, key) not in wanted:
-            return None
-        children[parent].add(key)
-        found[(parent, key)] = (number, indent + 1)
-    if set(found) != wanted:
-        return None
-    return found
-
-
 # --- JSON --------------------------------------------------------------------------------------
 
 _WS = " \t\n\r"
@@ -360,61 +275,6 @@ class _JSONScanner:
         raise ValueError(f"unexpected character at {i}")
 
 
-_JSON_SPACE = r"[ \t\n\r]*"
-# The stdlib's C scanner, to step over a value in one call where _JSONScanner would walk it.
-_json_value_end = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-
-
-def _json_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] | None:
-    """Offsets of the keys naming ``paths`` (one or two string levels deep) in JSON text, as
-    :class:`_JSONScanner` records them, found by walking only the top object and the objects
-    the paths go into; ``None`` for other paths or text this walk does not follow."""
-    if any(not 1 <= len(p) <= 2 or not all(isinstance(k, str) for k in p) for p in paths):
-        return None
-    wanted = set(paths)
-    parents = {p[0] for p in paths if len(p) == 2}
-    found: dict[JSONPath, int] = {}
-    try:
-        i = compiled(_JSON_SPACE).match(text).end()  # type: ignore[union-attr]
-        if text[i] != "{":
-            return None
-        for key, key_at, value_at in _json_members(text, i):
-            if (key,) in wanted:
-                found[(key,)] = key_at
-            if key in parents and text[value_at] == "{":
-                for child, child_at, _ in _json_members(text, value_at):
-                    if (key, child) in wanted:
-                        found[(key, child)] = child_at
-    except (ValueError, IndexError, StopIteration, RecursionError):
-        return None
-    return found
-
-
-def _json_members(text: str, i: int) -> Iterator[tuple[str, int, int]]:
-    """Each member of the JSON object starting at ``i``: its key, the key's offset and the
-    value's offset. A value is stepped over by the C scanner unless the caller descends."""
-    space = compiled(_JSON_SPACE).match
-    i = space(text, i + 1).end()  # type: ignore[union-attr]
-    if text[i] == "}":
-        return
-    while True:
-        if text[i] != '"':
-            raise ValueError(f"expected a key at {i}")
-        key, after = _scanstring(text, i + 1)
-        colon = space(text, after).end()  # type: ignore[union-attr]
-        if text[colon] != ":":
-            raise ValueError(f"expected ':' at {colon}")
-        value_at = space(text, colon + 1).end()  # type: ignore[union-attr]
-        yield key, i, value_at
-        _, end = _json_value_end(text, value_at)
-        i = space(text, end).end()  # type: ignore[union-attr]
-        if text[i] == "}":
-            return
-        if text[i] != ",":
-            raise ValueError(f"expected ',' at {i}")
-        i = space(text, i + 1).end()  # type: ignore[union-attr]
-
-
 def json_duplicate_keys(text: str) -> list[tuple[JSONPath, Position]]:
     """Every repeated key in a JSON object, with the position of the repeat."""
     scanner = _JSONScanner(text)
@@ -424,99 +284,6 @@ def json_duplicate_keys(text: str) -> list[tuple[JSONPath, Position]]:
 
 
 # --- TOML --------------------------------------------------------------------------------------
-
-# A line giving a bare key a value; a table or array-of-tables header of bare keys, alone on
-# its line; strings and a comment on one line.
-_TOML_KEY_LINE = r"[ \t]*([A-Za-z0-9_-]+)[ \t]*="
-_TOML_HEADER = (
-    r"(\[\[?)[ \t]*([A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*)[ \t]*\]\]?[ \t]*(?:#.*)?\r?$"
-)
-_TOML_LINE_STRINGS = r""""(?:[^"\\]|\\.)*"|'[^']*'|#.*"""
-
-
-def _bracket_balance(value: str) -> int:
-    """Brackets and braces a line of TOML opens, less those it closes, outside its strings and
-    comment."""
-    if "[" not in value and "{" not in value and "]" not in value and "}" not in value:
-        return 0
-    if '"' in value or "'" in value or "#" in value:
-        value = compiled(_TOML_LINE_STRINGS).sub("", value)
-    return value.count("[") + value.count("{") - value.count("]") - value.count("}")
-
-
-def _toml_shallow_keys(text: str, paths: list[JSONPath]) -> dict[JSONPath, int] | None:
-    """Offsets of the keys naming ``paths`` (one or two string levels deep) in valid TOML
-    text, as :class:`_TOMLScanner` records them, read off its lines; ``None`` for other paths
-    or text not plainly of the shape this reads (multi-line strings, quoted or dotted keys
-    where the paths lead, headers it cannot read).
-
-    Without multi-line strings every line is TOML's own, except the lines of an array that
-    spans several, which are skipped by counting its brackets. Top-level keys come before the
-    first header; ``[P]`` opens the keys of ``P``; ``[P.k]``, ``[[P.k]]`` and deeper headers
-    name ``(P, k)`` at the header's first key, the first time (an explicit ``[P.k]`` table
-    can only be defined once).
-    """
-    if any(not 1 <= len(p) <= 2 or not all(isinstance(k, str) for k in p) for p in paths):
-        return None
-    if '"""' in text or "'''" in text:
-        return None
-    wanted = set(paths)
-    parents = {str(p[0]) for p in paths if len(p) == 2}
-    found: dict[JSONPath, int] = {}
-    table: str | None = ""  # "" at the top, a parent's name, None in any other table
-    opened: set[str] = set()
-    open_brackets = 0  # of an array that spans lines
-    offset = 0
-    for line in text.split("\n"):
-        start, offset = offset, offset + len(line) + 1
-        if open_brackets:
-            open_brackets += _bracket_balance(line)
-            continue
-        key_line = compiled(_TOML_KEY_LINE).match(line)
-        if key_line is not None:
-            open_brackets = _bracket_balance(line[key_line.end() :])
-            if table is None:
-                continue
-            key = key_line.group(1)
-            path: JSONPath = (key,) if table == "" else (table, key)
-            if path in found:
-                return None
-            if path in wanted:
-                found[path] = start + key_line.start(1)
-            continue
-        if not line.lstrip(" \t").startswith("["):
-            continue  # blank, a comment
-        header = compiled(_TOML_HEADER).match(line)
-        if header is None:
-            return None
-        parts = [part.strip(" \t") for part in header.group(2).split(".")]
-        is_array = header.group(1) == "[["
-        name_at = start + header.start(2)
-        table = None
-        if parts[0] not in parents and (parts[0],) not in wanted:
-            continue
-        if len(parts) == 1:
-            if is_array or parts[0] in opened:
-                return None
-            opened.add(parts[0])
-            table = parts[0] if parts[0] in parents else None
-            if (parts[0],) in wanted:
-                found[(parts[0],)] = name_at
-            continue
-        if (parts[0],) in wanted:
-            found.setdefault((parts[0],), name_at)
-        child = (parts[0], parts[1])
-        if len(parts) == 2 and not is_array:
-            if child in found:
-                return None
-            if child in wanted:
-                found[child] = name_at
-        elif child in wanted:
-            found.setdefault(child, name_at)
-    if set(found) != wanted:
-        return None
-    return found
-
 
 _TOML_INTEGER = r"[+-]?[0-9][0-9_]*(?![0-9_.eExob:-])"
 

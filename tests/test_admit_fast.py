@@ -4,8 +4,7 @@ Validation skips jsonschema when jsonschema-rs says a document is valid (on the 
 with Python's ``re`` for ``pattern``), so it must never say "valid" where jsonschema finds an
 error; here it must give the very same verdict, both ways, on every fixture in the repository
 and on edge values at each place of them (a NaN aside: jsonschema-rs calls it invalid, and
-jsonschema then decides). Without jsonschema-rs, admission is the same. The positions an
-admitted case carries are found only when read, and equal those found eagerly.
+jsonschema then decides). Without jsonschema-rs, admission is the same.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import pickle
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import evalrunner.admit as admission
-from evalrunner.admit import KeyPositions, admit, admit_documents
+from evalrunner.admit import admit, admit_documents
 from evalrunner.load import RawDocument, iter_documents, load_document
 from evalrunner.model import Case
 from evalrunner.schemas import SchemaValidator, case_validator, config_validator
@@ -236,63 +233,6 @@ def test_the_whole_broken_suite_is_refused_the_same(monkeypatch: pytest.MonkeyPa
     without = admit_documents(iter_documents(broken))
     assert with_fast == without
     assert with_fast.errors
-
-
-# --- positions: found when read, not when admitted ---------------------------------------------
-
-
-class _Untouchable:
-    """A source map that fails the test if admission asks it anything."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"the source map was used on the success path ({name})")
-
-
-def test_admitting_a_valid_case_never_touches_its_source_map() -> None:
-    for path in _fixture_files():
-        document = load_document(path)
-        if not isinstance(document, RawDocument):
-            continue
-        if not isinstance(admit(document), Case):
-            continue
-        untouched = replace(document, source_map=_Untouchable())  # type: ignore[arg-type]
-        assert isinstance(admit(untouched), Case)
-        assert isinstance(admit_documents([untouched]).cases[0], Case)
-
-
-def test_positions_are_found_when_read_and_as_before() -> None:
-    for path in sorted((ROOT / "evals" / "regression").iterdir()):
-        document = load_document(path)
-        if not isinstance(document, RawDocument):
-            continue
-        case = admit(document)
-        assert isinstance(case, Case)
-        data = document.data
-        assert isinstance(data, dict)
-        key = "model_name" if "model_name" in data else "name"
-        paths: dict[tuple[str | int, ...], str] = {(key,): "name"}
-        paths.update({("expects", kind): f"expects.{kind}" for kind in data["expects"]})
-        eager = load_document(path)
-        assert isinstance(eager, RawDocument)
-        found = eager.source_map.key_positions(paths)
-        expected = {paths[p]: position for p, position in found.items()}
-        assert dict(case.positions) == expected
-        assert "name" in case.positions and len(case.positions) == len(expected)
-
-
-def test_positions_survive_pickling_before_and_after_they_are_found() -> None:
-    path = ROOT / "evals" / "regression" / "failure_does_not_abort_batch.json"
-    document = load_document(path)
-    assert isinstance(document, RawDocument)
-    case = admit(document)
-    assert isinstance(case, Case)
-    assert isinstance(case.positions, KeyPositions)
-    before = pickle.loads(pickle.dumps(case))
-    expected = dict(case.positions)
-    after = pickle.loads(pickle.dumps(case))
-    assert dict(before.positions) == expected == dict(after.positions)
-    assert type(after.positions) is dict
-    assert expected["name"][0] >= 1
 
 
 # --- the argument text is what json.dumps writes ---------------------------------------------

@@ -173,13 +173,13 @@ def _tamper(project: Path, change: Any) -> None:
         lambda case: case.update(turns=[]),
         lambda case: case.update(name=5),
         lambda case: case.update(source="other.yaml"),
-        lambda case: case.update(positions={"name": ["a", None]}),
+        lambda case: case.update(name_key="title"),
         lambda case: case.update({"class": "neutral"}),
         lambda case: case["turns"][0][1].append(["calls", [], 0, 0]),
     ],
     ids=[
         "no checks", "text for a list", "text for a count", "bool for a count", "unknown kind",
-        "no turns", "number for a name", "another file", "bad position", "unknown class",
+        "no turns", "number for a name", "another file", "unknown name key", "unknown class",
         "empty tool call",
     ],
 )

@@ -1,15 +1,18 @@
-"""Admitted cases keep where their name and each expectation kind are written (for reports
-that point into the fixture): the same positions the slow, exact locator gives, found
-without a second YAML parse for block-style text."""
+"""Admitted cases know where their name and each expectation kind are written (for reports
+that point into the fixture): the positions the exact locator gives, found in the fixture
+file when first asked. A case holds no fixture text, before or after."""
 
 from __future__ import annotations
 
+import pickle
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from evalrunner.admit import admit
-from evalrunner.load import load_document
+from evalrunner.admit import admit, admit_documents
+from evalrunner.load import KeyPositions, RawDocument, load_document
 from evalrunner.model import Case, JSONPath
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +95,7 @@ ODD = {
 }
 
 
-def test_block_yaml_is_read_without_a_second_parse(tmp_path: Path) -> None:
+def test_block_yaml_positions_leave_the_document_alone(tmp_path: Path) -> None:
     fixture = tmp_path / "block.yaml"
     fixture.write_text(BLOCK, encoding="utf-8")
     document = load_document(fixture)
@@ -104,7 +107,7 @@ def test_block_yaml_is_read_without_a_second_parse(tmp_path: Path) -> None:
         "expects.response_contains": (14, 5),
         "expects.max_tool_calls": (17, 5),
     }
-    assert document.source_map._yaml_root is None  # the round-trip parser never ran
+    assert document.source_map._yaml_root is None  # positions come from the file, not it
     for key, position in case.positions.items():
         assert position == exact(fixture, key), key
 
@@ -125,3 +128,66 @@ def test_positions_do_not_take_part_in_equality(tmp_path: Path) -> None:
     a, b = admitted(tmp_path / "a.yaml"), admitted(tmp_path / "b.yaml")
     assert a.positions != b.positions
     assert a == b and hash(a) == hash(b)
+
+
+# --- found when read, from the file -----------------------------------------------------------
+
+
+class _Untouchable:
+    """A source map that fails the test if admission asks it anything."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the source map was used on the success path ({name})")
+
+
+def test_admitting_a_valid_case_never_touches_its_source_map() -> None:
+    for path in REGRESSION:
+        document = load_document(path)
+        if not isinstance(document, RawDocument):
+            continue
+        if not isinstance(admit(document), Case):
+            continue
+        untouched = replace(document, source_map=_Untouchable())  # type: ignore[arg-type]
+        assert isinstance(admit(untouched), Case)
+        assert isinstance(admit_documents([untouched]).cases[0], Case)
+
+
+def test_positions_hold_no_text_and_survive_pickling_before_and_after_they_are_found(
+    tmp_path: Path,
+) -> None:
+    path = ROOT / "evals" / "regression" / "failure_does_not_abort_batch.json"
+    fixture = tmp_path / path.name
+    fixture.write_bytes(path.read_bytes() + b" " * 50_000)  # trailing blanks: still the case
+    case = admitted(fixture)
+    assert isinstance(case.positions, KeyPositions)
+    pickled = pickle.dumps(case)
+    assert len(pickled) < 10_000  # no copy of the file's 50 KB
+    before = pickle.loads(pickled)
+    expected = dict(case.positions)
+    after = pickle.loads(pickle.dumps(case))
+    assert dict(before.positions) == expected == dict(after.positions)
+    assert type(after.positions) is dict
+    assert expected["name"][0] >= 1
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml", ".toml"])
+def test_positions_are_read_from_the_file_when_first_asked(tmp_path: Path, suffix: str) -> None:
+    source = next(p for p in REGRESSION if p.suffix == suffix)
+    fixture = tmp_path / source.name
+    fixture.write_bytes(source.read_bytes())
+    case = admitted(fixture)
+    assert isinstance(case.positions, KeyPositions)
+    keys = ["name", *(f"expects.{kind}" for kind in case.positions.kinds)]
+    before = {key: exact(fixture, key) for key in keys}
+    fixture.write_bytes(b"\n\n" + source.read_bytes())  # edited before a report asks
+    assert {key: (line + 2, col) for key, (line, col) in before.items()} == dict(case.positions)
+
+
+def test_a_fixture_gone_before_a_report_asks_has_no_positions(tmp_path: Path) -> None:
+    source = next(p for p in REGRESSION if p.suffix == ".yaml")
+    fixture = tmp_path / source.name
+    fixture.write_bytes(source.read_bytes())
+    case = admitted(fixture)
+    fixture.unlink()
+    assert dict(case.positions) == {}
+    assert case.positions.get("name") is None

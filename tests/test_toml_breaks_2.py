@@ -1,59 +1,14 @@
-"""Found by a breaker, fixed since: the TOML syntax-error hints (``load._toml_hint``) and
-the table-header tracking of the rtoml fast path (``load._read_otherwise_by_rtoml``)."""
+"""Found by a breaker, fixed since: the TOML syntax-error hints (``load._toml_hint``) and the
+string scan they read a line's structure with."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from evalrunner import load
 from evalrunner.model import AdmissionError
-
-needs_rtoml = pytest.mark.skipif(load._rtoml_loads() is None, reason="rtoml is not installed")
-
-
-def fast_path_agrees(text: str) -> None:
-    """``_plain_toml`` declines/raises, or gives tomllib's data with tomllib's key order."""
-    try:
-        fast = load._plain_toml(text, text.encode("utf-8"))
-    except Exception:
-        return
-    reference = tomllib.loads(text, parse_float=load._finite_float)
-    assert repr(fast) == repr(reference)
-
-
-# --- rtoml fast path: a line inside a multi-line value that looks like [[name]] ---------------
-
-
-@needs_rtoml
-@pytest.mark.parametrize(
-    "text",
-    [
-        # The '[[a]]' line is a string's text, not a header; it "starts a new element" of a,
-        # so the table [a.b] made implicitly is forgotten and [a] goes to rtoml, which puts
-        # a after c.
-        '[a.b]\n[c]\ns = """\n[[a]]\n"""\n[a]\nk = 1\n',
-        "[a.b]\n[c]\ns = '''\n[[a]]\n'''\n[a]\n",
-    ],
-)
-def test_a_header_like_line_in_a_multiline_string_is_not_a_new_element(text: str) -> None:
-    fast_path_agrees(text)
-
-
-@needs_rtoml
-@pytest.mark.parametrize(
-    "text",
-    [
-        # The same through a multi-line array holding an array of arrays.
-        "[1.b]\n[c]\nx = [\n[[1]]\n]\n[1]\nk = 1\n",
-        "[true.b]\n[c]\nx = [\n  [[true]],\n]\n[true]\n",
-    ],
-)
-def test_a_header_like_line_in_a_multiline_array_is_not_a_new_element(text: str) -> None:
-    fast_path_agrees(text)
-
 
 # --- quadratic scans of a line's strings -------------------------------------------------------
 
@@ -89,7 +44,6 @@ def test_every_quote_and_hash_the_string_scan_meets_starts_a_match(line: str) ->
 def test_an_unclosed_string_full_of_escaped_quotes_is_refused() -> None:
     outcome = load.parse_document(_QUOTES.encode(), "toml", Path("x.toml"))
     assert isinstance(outcome, list)
-    assert load._read_otherwise_by_rtoml(_QUOTES)
     assert load._toml_hint("Invalid initial character for a key part", _QUOTES, 1) != ""
 
 
