@@ -4,6 +4,7 @@ on stderr, never a traceback, and never the exit code of a verdict."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +15,28 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = [["run"], ["run", "--format", "json"], ["list"], ["validate"], ["config"], ["--version"]]
 
 
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the repository's suite, where a run may write beside it (its cache)."""
+    shutil.copytree(ROOT / "evals", tmp_path / "evals")
+    return tmp_path
+
+
 def evalrunner(*args: str) -> list[str]:
     return [sys.executable, "-m", "evalrunner", *args]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
-def test_a_full_disk_on_stdout_is_a_refusal_with_one_line(args: list[str]) -> None:
+def test_a_full_disk_on_stdout_is_a_refusal_with_one_line(project: Path, args: list[str]) -> None:
     with open("/dev/full", "w") as full:
         done = subprocess.run(
-            evalrunner(*args), cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+            evalrunner(*args),
+            cwd=project,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
         )
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == (
@@ -33,12 +46,18 @@ def test_a_full_disk_on_stdout_is_a_refusal_with_one_line(args: list[str]) -> No
 
 
 @pytest.mark.parametrize("args", COMMANDS[:3], ids=" ".join)
-def test_a_pipe_closed_by_its_reader_ends_the_run_quietly_with_2(args: list[str]) -> None:
+def test_a_pipe_closed_by_its_reader_ends_the_run_quietly_with_2(
+    project: Path, args: list[str]
+) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first write, as after `| head -0`
     try:
         done = subprocess.run(
-            evalrunner(*args), cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, text=True,
+            evalrunner(*args),
+            cwd=project,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
             timeout=60,
         )
     finally:
@@ -48,12 +67,16 @@ def test_a_pipe_closed_by_its_reader_ends_the_run_quietly_with_2(args: list[str]
 
 
 @pytest.mark.parametrize("args", [["--help"], [], ["run", "--help"], ["serve", "--help"]], ids=str)
-def test_help_into_a_closed_pipe_is_a_refusal_too(args: list[str]) -> None:
+def test_help_into_a_closed_pipe_is_a_refusal_too(project: Path, args: list[str]) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
         done = subprocess.run(
-            evalrunner(*args), cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, text=True,
+            evalrunner(*args),
+            cwd=project,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
             timeout=60,
         )
     finally:
@@ -62,10 +85,15 @@ def test_help_into_a_closed_pipe_is_a_refusal_too(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize("args", [["run"], ["list"], ["--version"]], ids=" ".join)
-def test_a_closed_stdout_is_refused_before_anything_runs(args: list[str]) -> None:
+def test_a_closed_stdout_is_refused_before_anything_runs(project: Path, args: list[str]) -> None:
     done = subprocess.run(
-        evalrunner(*args), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, timeout=60, preexec_fn=lambda: os.close(1),
+        evalrunner(*args),
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(1),
     )
     assert done.returncode == 2
     assert done.stderr == (
@@ -74,7 +102,9 @@ def test_a_closed_stdout_is_refused_before_anything_runs(args: list[str]) -> Non
     )
 
 
-def test_a_reader_that_leaves_mid_report_makes_the_run_a_refusal(tmp_path: Path) -> None:
+def test_a_reader_that_leaves_mid_report_makes_the_run_a_refusal(
+    project: Path, tmp_path: Path
+) -> None:
     # A report far larger than a pipe holds: the reader takes one byte and leaves, so the
     # kernel reports a short write, which must not pass for a delivered report.
     case = (ROOT / "evals" / "regression" / "multi_turn_tool_loop.toml").read_text("utf-8")
@@ -82,7 +112,9 @@ def test_a_reader_that_leaves_mid_report_makes_the_run_a_refusal(tmp_path: Path)
         named = case.replace('name = "multi-turn-tool-loop"', f'name = "case-{i:03}"')
         (tmp_path / f"c{i:03}.toml").write_text(named, "utf-8")
     process = subprocess.Popen(
-        evalrunner("run", str(tmp_path), "-v"), cwd=ROOT, stdout=subprocess.PIPE,
+        evalrunner("run", str(tmp_path), "-v"),
+        cwd=project,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     assert process.stdout is not None and process.stderr is not None
@@ -128,7 +160,10 @@ def test_what_an_agent_prints_goes_to_stderr_not_into_the_report(
     shutil.copytree(ROOT / "evals" / "regression", tmp_path / "evals")
     done = subprocess.run(
         evalrunner("run", "--format", fmt, "-j", jobs),
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert "forged" not in done.stdout and "no newline" not in done.stdout
@@ -148,7 +183,11 @@ def test_a_closed_stderr_still_runs_and_reports(tmp_path: Path, args: list[str])
 
     shutil.copytree(ROOT / "evals", tmp_path / "evals")
     done = subprocess.run(
-        evalrunner(*args), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        evalrunner(*args),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         preexec_fn=lambda: os.close(2),
     )
     assert done.returncode == 0, done.stdout
