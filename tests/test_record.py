@@ -80,7 +80,7 @@ def replays_green(cwd: Path, *args: str) -> None:
 
 
 @pytest.mark.parametrize("wire", ["openai", "openai-responses", "anthropic"])
-@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("stream", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_the_round_trip_on_every_wire(tmp_path: Path, wire: str, stream: bool) -> None:
     with ModelServer(wire, [Reply(CALL), Reply(TEXT)]) as server:
         cwd = project(tmp_path, wire, server.base_url, scripted=SCRIPTED_CASE, live=LIVE_CASE)
