@@ -59,9 +59,12 @@ def _in_a_directory_of_its_own(
     that needs the repository names it (``ROOT``). One that still leaves a cache in the
     checkout fails."""
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
-    cache = _ROOT / ".evalrunner_cache"
-    existed = cache.exists()
+    projects = [_ROOT, *(p for p in _ROOT.glob("examples/*") if p.is_dir())]
+    caches = [project / ".evalrunner_cache" for project in projects]
+    existed = {cache for cache in caches if cache.exists()}
     yield
-    if not existed and cache.exists():
+    left = [cache for cache in caches if cache not in existed and cache.exists()]
+    for cache in left:
         shutil.rmtree(cache, ignore_errors=True)
-        pytest.fail("the test left .evalrunner_cache in the checkout: give it --no-cache or cwd")
+    if left:
+        pytest.fail(f"the test left {left[0]} in the checkout: give it --no-cache or a copy")

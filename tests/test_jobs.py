@@ -88,8 +88,9 @@ def test_jobs_keep_failures_errors_and_the_exit_code(tmp_path: Path) -> None:
 
 def test_jobs_build_a_configured_python_agent_in_each_worker() -> None:
     example = ROOT / "examples" / "python-agent"
-    serial = run("--config", str(example / "evalrunner.toml"), "--format", "json")
-    parallel = run("--config", str(example / "evalrunner.toml"), "--format", "json", "-j", "2")
+    config = ("--config", str(example / "evalrunner.toml"), "--no-cache")
+    serial = run(*config, "--format", "json")
+    parallel = run(*config, "--format", "json", "-j", "2")
     assert serial[0] == parallel[0] == 0
     assert without_timings(json.loads(serial[1])) == without_timings(json.loads(parallel[1]))
 

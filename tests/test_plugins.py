@@ -4,6 +4,7 @@ their errors, async agents, and dispatches an agent forgets to report (a run err
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -223,10 +224,13 @@ def test_load_agent_factory_rejects_a_malformed_reference(project: Path) -> None
     assert "write 'package.module:name'" in caught.value.problems[0]
 
 
-def test_the_python_agent_example_passes_its_own_suite() -> None:
+def test_the_python_agent_example_passes_its_own_suite(tmp_path: Path) -> None:
+    # A copy, so the run's admission cache (written beside its config) stays out of the checkout.
+    project = tmp_path / "python-agent"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run(
         [sys.executable, "-m", "evalrunner", "run", "--format", "json"],
-        cwd=EXAMPLE,
+        cwd=project,
         capture_output=True,
         text=True,
         timeout=120,

@@ -426,6 +426,17 @@ def test_a_case_partly_run_counts_only_its_runs_that_ran() -> None:
     case = combine_runs([ran, ran, skipped])
     stats = case_stats(case)
     assert (stats.runs, stats.passes, stats.not_run) == (2, 2, 1)
-    assert stats.pass_rate == 1.0 and stats.pass_all and not stats.flaky
+    # Not every one of the 3 runs passed: one never ran, so no pass^3.
+    assert stats.pass_rate == 1.0 and not stats.pass_all and not stats.flaky
     table = render_table(SuiteReport("s", "replay", (case,), repeat=3))
-    assert "2/2 runs passed (1 not run)" in table
+    assert "2/2 runs passed (1 not run)" in table and "pass^3 no" in table
+
+
+def test_a_case_with_runs_that_never_ran_is_no_pass_hat_k() -> None:
+    # Two of three runs passed and the third never ran (the token budget stopped it): the
+    # case was not shown to pass every run, so pass^3 is "no", while pass@3 holds.
+    from evalrunner.report.stats import RepeatStats
+
+    stats = RepeatStats(runs=2, passes=2, not_run=1)
+    assert not stats.pass_all and stats.pass_any
+    assert RepeatStats(runs=3, passes=3).pass_all

@@ -62,8 +62,9 @@ class RepeatStats:
 
     @property
     def pass_all(self) -> bool:
-        """pass^k: every run passed."""
-        return self.runs > 0 and self.passes == self.runs
+        """pass^k: every one of the k runs passed; a run that never ran (skipped) was not
+        shown to pass, so a case with one is no pass^k."""
+        return self.runs > 0 and self.passes == self.runs and self.not_run == 0
 
     @property
     def pass_any(self) -> bool:
