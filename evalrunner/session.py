@@ -592,9 +592,12 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
     """The budget's sentence when it stopped something (a request refused, a case unrun)."""
     if settings.live is None or not settings.live.budget.exhausted:
         return None
+    # The budget's own sentence: "spent", or that answers carry no usage to count.
+    said = settings.live.budget.message()
     stopped = any(
-        run.skipped == SKIP_BUDGET or (run.error is not None and BUDGET_ERROR in run.error)
+        run.skipped == SKIP_BUDGET
+        or (run.error is not None and (BUDGET_ERROR in run.error or said in run.error))
         for report in reports
         for run in (report, *report.runs)
     )
-    return settings.live.budget.message() if stopped else None
+    return said if stopped else None

@@ -192,6 +192,21 @@ def test_the_budget_stops_the_run_cleanly_with_exit_3(tmp_path: Path) -> None:
     assert "token budget" in (cwd / "out.xml").read_text(encoding="utf-8")
 
 
+def test_an_answer_without_usage_stops_even_a_one_case_run_with_exit_3(tmp_path: Path) -> None:
+    # The budget cannot be enforced on answers that report no tokens: the run stops as if it
+    # were spent, whether or not another case was left to skip.
+    no_usage = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+    with ModelServer("openai", [Reply(raw=no_usage.encode())]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_total_tokens = 100\n", "utf-8")
+        done = run(cwd, "--mode", "live", "--json", "out.json")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "run stopped: live model: the model's answer carries no token usage" in done.stdout
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    assert "cannot be enforced" in report["budget_spent"]
+
+
 def test_a_wrong_key_fails_each_case_naming_the_variable(tmp_path: Path) -> None:
     refused = json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()
     with ModelServer("anthropic", [Reply(status=401, raw=refused)]) as server:
