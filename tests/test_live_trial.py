@@ -222,3 +222,35 @@ def test_a_stream_with_any_line_end_the_format_allows_is_read(end: str) -> None:
     with ModelServer("anthropic", [reply]) as server:
         live, _ = model(server, stream=True)
         assert live.complete(REQUEST) == TEXT
+
+
+HUGE_NUMBER_BODY = (
+    b'{"type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_1",'
+    b'"name":"echo","input":{"message":1e400}}],"stop_reason":"tool_use",'
+    b'"usage":{"input_tokens":3,"output_tokens":2}}'
+)
+HUGE_NUMBER_STREAM = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"usage":'
+    b'{"input_tokens":3}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+    b'"content_block":{"type":"tool_use","id":"toolu_1","name":"echo","input":{}}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"input_json_delta","partial_json":"{\\"message\\": 1e400}"}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_number_too_large_for_a_float_is_a_malformed_answer(stream: bool) -> None:
+    # 1e400 parses to infinity, which no JSON text can carry to the agent or the next request:
+    # it must be the answer's fault, named as such, never "the agent raised ValueError".
+    reply = (
+        Reply(headers={"Content-Type": "text/event-stream"}, raw=HUGE_NUMBER_STREAM)
+        if stream
+        else Reply(raw=HUGE_NUMBER_BODY)
+    )
+    with ModelServer("anthropic", [reply]) as server:
+        live, _ = model(server, stream=stream)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value).startswith("live model: the answer is malformed: "), caught.value

@@ -40,6 +40,7 @@ from evalrunner.wire.common import (
     WireResponseError,
     answer_guard,
     event_json,
+    finite_float,
     optional_string,
     reading,
     request_with_messages,
@@ -320,7 +321,9 @@ class AnthropicMessages:
             partial = str(block.pop("partial"))
             if block.get("type") == "tool_use" and partial:
                 try:
-                    block["input"] = json.loads(partial, parse_constant=_refuse_constant)
+                    block["input"] = json.loads(
+                        partial, parse_constant=_refuse_constant, parse_float=finite_float
+                    )
                 except (ValueError, RecursionError):
                     raise WireResponseError(
                         f"the streamed input of tool call block {index} is not valid JSON"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
@@ -256,7 +257,7 @@ def parse_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
 def event_json(event: SseEvent, where: str) -> dict[str, JSONValue]:
     """An event's data as a JSON object; :class:`WireResponseError` when it is not one."""
     try:
-        value = json.loads(event.data, parse_constant=_refuse_constant)
+        value = json.loads(event.data, parse_constant=_refuse_constant, parse_float=finite_float)
     except (ValueError, RecursionError):
         raise WireResponseError(f"{where} is not valid JSON: {_excerpt(event.data)}") from None
     if not isinstance(value, dict):
@@ -267,7 +268,9 @@ def event_json(event: SseEvent, where: str) -> dict[str, JSONValue]:
 def body_json(raw: bytes) -> JSONValue:
     """A response body parsed as JSON; :class:`WireResponseError` when it is not JSON."""
     try:
-        value: JSONValue = json.loads(raw, parse_constant=_refuse_constant)
+        value: JSONValue = json.loads(
+            raw, parse_constant=_refuse_constant, parse_float=finite_float
+        )
     except (ValueError, RecursionError):
         text = raw[:80].decode("utf-8", "replace")
         raise WireResponseError(f"the response body is not valid JSON: {_excerpt(text)}") from None
@@ -354,3 +357,12 @@ def _excerpt(text: str, limit: int = 60) -> str:
 
 def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
+
+
+def finite_float(text: str) -> float:
+    """A JSON number as a float, refusing one too large for a float (``1e400``): it would
+    read as infinity, which no JSON text can carry on to the agent or the next request."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for a float")
+    return value
