@@ -254,3 +254,58 @@ def test_a_number_too_large_for_a_float_is_a_malformed_answer(stream: bool) -> N
         with pytest.raises(RunError) as caught:
             live.complete(REQUEST)
     assert str(caught.value).startswith("live model: the answer is malformed: "), caught.value
+
+
+def _empty_call_bodies(field: str) -> dict[str, dict[str, object]]:
+    call = {"id": "call_1", "name": "echo"} | {field: ""}
+    return {
+        "openai": {
+            "choices": [
+                {
+                    "message": {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": call["name"], "arguments": "{}"},
+                            }
+                        ],
+                    }
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+        },
+        "openai-responses": {
+            "object": "response",
+            "status": "completed",
+            "output": [
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": call["name"],
+                    "arguments": "{}",
+                }
+            ],
+            "usage": {"input_tokens": 3, "output_tokens": 2},
+        },
+        "anthropic": {
+            "type": "message",
+            "content": [
+                {"type": "tool_use", "id": call["id"], "name": call["name"], "input": {}}
+            ],
+            "usage": {"input_tokens": 3, "output_tokens": 2},
+        },
+    }
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("field", ["id", "name"])
+def test_a_tool_call_with_an_empty_id_or_name_is_a_malformed_answer(wire: str, field: str) -> None:
+    body = json.dumps(_empty_call_bodies(field)[wire]).encode()
+    with ModelServer(wire, [Reply(raw=body)]) as server:
+        live, _ = model(server)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    message = str(caught.value)
+    assert message.startswith("live model: the answer is malformed: ") and "empty" in message

@@ -45,6 +45,7 @@ from evalrunner.wire.common import (
     reading,
     request_with_messages,
     require_list,
+    require_name,
     require_object,
     require_string,
     sse_frame,
@@ -388,8 +389,8 @@ def _response_of(blocks: list[dict[str, JSONValue]], usage: tuple[int, int]) -> 
         elif block.get("type") == "tool_use":
             calls.append(
                 ToolCall(
-                    id=require_string(block.get("id"), f"{at}.id"),
-                    name=require_string(block.get("name"), f"{at}.name"),
+                    id=require_name(block.get("id"), f"{at}.id"),
+                    name=require_name(block.get("name"), f"{at}.name"),
                     arguments=argument_json(require_object(block.get("input"), f"{at}.input")),
                 )
             )
@@ -574,8 +575,8 @@ def _assistant(content: JSONValue, where: str) -> Message:
         elif kind == "tool_use":
             calls.append(
                 ToolCall(
-                    id=require_string(block.get("id"), f"{at}.id"),
-                    name=require_string(block.get("name"), f"{at}.name"),
+                    id=require_name(block.get("id"), f"{at}.id"),
+                    name=require_name(block.get("name"), f"{at}.name"),
                     arguments=argument_json(require_object(block.get("input"), f"{at}.input")),
                 )
             )

@@ -185,6 +185,15 @@ def require_list(value: JSONValue, where: str) -> list[JSONValue]:
     return value
 
 
+def require_name(value: JSONValue, where: str) -> str:
+    """A tool call's id or name: a string that is not empty (an empty one names nothing the
+    agent could dispatch or answer); else :class:`WireRequestError`."""
+    text = require_string(value, where)
+    if not text:
+        raise WireRequestError(f"{where} must not be empty")
+    return text
+
+
 def require_string(value: JSONValue, where: str) -> str:
     """``value`` when it is a string; else :class:`WireRequestError`."""
     if not isinstance(value, str):

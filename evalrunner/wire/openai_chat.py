@@ -36,6 +36,7 @@ from evalrunner.wire.common import (
     reading,
     request_with_messages,
     require_list,
+    require_name,
     require_object,
     require_string,
     sse_frame,
@@ -391,8 +392,8 @@ def _tool_calls(value: JSONValue, where: str) -> tuple[ToolCall, ...]:
         function = require_object(call.get("function"), f"{at}.function")
         calls.append(
             ToolCall(
-                id=require_string(call.get("id"), f"{at}.id"),
-                name=require_string(function.get("name"), f"{at}.function.name"),
+                id=require_name(call.get("id"), f"{at}.id"),
+                name=require_name(function.get("name"), f"{at}.function.name"),
                 arguments=require_string(function.get("arguments"), f"{at}.function.arguments"),
             )
         )
@@ -411,7 +412,7 @@ def _tools(value: JSONValue) -> tuple[ToolSpec, ...]:
         function = require_object(tool.get("function"), f"{at}.function")
         specs.append(
             ToolSpec(
-                name=require_string(function.get("name"), f"{at}.function.name"),
+                name=require_name(function.get("name"), f"{at}.function.name"),
                 description=optional_string(
                     function.get("description"), f"{at}.function.description"
                 )

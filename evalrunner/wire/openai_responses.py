@@ -61,6 +61,7 @@ from evalrunner.wire.common import (
     optional_string,
     reading,
     require_list,
+    require_name,
     require_object,
     require_string,
     sse_frame,
@@ -571,8 +572,8 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
 
 def _function_call(item: Mapping[str, JSONValue], where: str) -> ToolCall:
     return ToolCall(
-        require_string(item.get("call_id"), f"{where}.call_id"),
-        require_string(item.get("name"), f"{where}.name"),
+        require_name(item.get("call_id"), f"{where}.call_id"),
+        require_name(item.get("name"), f"{where}.name"),
         require_string(item.get("arguments"), f"{where}.arguments"),
     )
 
