@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from evalrunner import SuiteReport, run_suite
-from evalrunner.admit import admit
 from evalrunner.config import Config, ConfigError, load_config
-from evalrunner.grade import grade
-from evalrunner.load import load_document, load_suite, parse_document
+from evalrunner.expectations import grade
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import load_document, load_suite, parse_document
 from evalrunner.model import (
     AdmissionError,
     Case,

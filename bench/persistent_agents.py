@@ -34,10 +34,10 @@ def standin() -> int:
     """The stand-in agent: start-up cost, then the reference loop over the OpenAI wire, in
     protocol 2 unless ``--per-case``."""
     time.sleep(STANDIN_START_SECS)  # what importing an SDK costs, give or take
-    from evalrunner.agent import AgentContext, ReferenceAgent
+    from evalrunner.agents.reference import AgentContext, ReferenceAgent
+    from evalrunner.boundary.observer import RecordingObserver
+    from evalrunner.boundary.tools import builtin_tools
     from evalrunner.model import ToolCallRecord
-    from evalrunner.observer import RecordingObserver
-    from evalrunner.tools import builtin_tools
     from evalrunner.wire.client import WireClient
 
     model = WireClient("openai", os.environ["OPENAI_BASE_URL"])
@@ -93,7 +93,7 @@ def standin() -> int:
 def measure(argv: list[str], rounds: int) -> tuple[float, int, int]:
     """Median seconds for the suite, and the cases passed of the total (last round)."""
     from evalrunner import SuiteReport, run_suite
-    from evalrunner.command_agent import command_agent_factory
+    from evalrunner.agents.command import command_agent_factory
 
     times: list[float] = []
     passed = total = 0

@@ -24,9 +24,9 @@ from pathlib import Path
 import tomli_w
 from ruamel.yaml import YAML
 
-from evalrunner.admit import admit_suite
-from evalrunner.grade import grade
-from evalrunner.load import load_suite
+from evalrunner.expectations import grade
+from evalrunner.fixtures.admit import admit_suite
+from evalrunner.fixtures.load import load_suite
 from evalrunner.replay import run_case
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@
 - ``docs/reference/configuration.md``: every configuration key, from the config schema
   (``schemas/config*.json``) and the environment variables of ``evalrunner.config``;
 - ``docs/reference/expectations.md``: every expectation kind, in grading order, from the kind
-  registry (``evalrunner.grade.KINDS``) and ``schemas/expects/*.schema.json``.
+  registry (``evalrunner.expectations.KINDS``) and ``schemas/expects/*.schema.json``.
 
     python docs/gen_reference.py           # write the pages
     python docs/gen_reference.py --check   # exit 1, naming them, if a committed page is stale
@@ -180,12 +180,12 @@ def configuration_page() -> str:
 
 
 def expectations_page() -> str:
-    from evalrunner.grade import KINDS
+    from evalrunner.expectations import KINDS
 
     payload = json.loads((ROOT / "schemas" / "tool-payload.schema.json").read_text("utf-8"))
     out = [
         "# Expectation kinds\n\n",
-        GENERATED.format(source="evalrunner.grade.KINDS and schemas/expects/*.schema.json"),
+        GENERATED.format(source="evalrunner.expectations.KINDS and schemas/expects/*.schema.json"),
         "The keys of a fixture's `expects`, in the order they are graded. Each entry of a "
         "list is its own check. Every kind is optional, but a case needs at least one check "
         'that fails on an empty run (no reply, no tool calls). "Dispatches" counts every '

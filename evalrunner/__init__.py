@@ -11,14 +11,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalrunner.admit import Admission, admit, admit_suite
-    from evalrunner.agent import Agent, AgentContext, AgentFactory, ReferenceAgent, reference_agent
-    from evalrunner.command_agent import command_agent_factory
+    from evalrunner.agents.command import command_agent_factory
+    from evalrunner.agents.reference import (
+        Agent,
+        AgentContext,
+        AgentFactory,
+        ReferenceAgent,
+        reference_agent,
+    )
+    from evalrunner.boundary.conformance import ConversationMonitor
+    from evalrunner.boundary.observer import Observer, RecordingObserver
+    from evalrunner.boundary.provider import ModelProvider, ReplayProvider
+    from evalrunner.boundary.tools import EchoTool, Tool, dispatch
     from evalrunner.config import Config, ConfigError, load_config
-    from evalrunner.conformance import ConversationMonitor
     from evalrunner.execution import RunSettings
-    from evalrunner.grade import KINDS, grade
-    from evalrunner.load import LoadedSuite, RawDocument, load_document, load_paths, load_suite
+    from evalrunner.expectations import KINDS, grade
+    from evalrunner.fixtures.admit import Admission, admit, admit_suite
+    from evalrunner.fixtures.load import (
+        LoadedSuite,
+        RawDocument,
+        load_document,
+        load_paths,
+        load_suite,
+    )
     from evalrunner.model import (
         AdmissionError,
         Case,
@@ -40,13 +55,10 @@ if TYPE_CHECKING:
         ToolSpec,
         Turn,
     )
-    from evalrunner.observer import Observer, RecordingObserver
     from evalrunner.plugins import PluginError, configured_agent
-    from evalrunner.provider import ModelProvider, ReplayProvider
     from evalrunner.replay import run_case
     from evalrunner.report import exit_code, render_json, render_table
     from evalrunner.session import case_verdict, evaluate_case, run_suite, settings_from_config
-    from evalrunner.tools import EchoTool, Tool, dispatch
     from evalrunner.wire.endpoint import ReplayEndpoint
 
 __version__ = "0.1.0"
@@ -114,59 +126,59 @@ __all__ = [
 ]
 
 _EXPORTS: dict[str, str] = {
-    "Admission": "evalrunner.admit",
+    "Admission": "evalrunner.fixtures.admit",
     "AdmissionError": "evalrunner.model",
-    "Agent": "evalrunner.agent",
-    "AgentContext": "evalrunner.agent",
-    "AgentFactory": "evalrunner.agent",
+    "Agent": "evalrunner.agents.reference",
+    "AgentContext": "evalrunner.agents.reference",
+    "AgentFactory": "evalrunner.agents.reference",
     "Case": "evalrunner.model",
     "CaseReport": "evalrunner.model",
     "Config": "evalrunner.config",
     "ConfigError": "evalrunner.config",
-    "ConversationMonitor": "evalrunner.conformance",
-    "EchoTool": "evalrunner.tools",
+    "ConversationMonitor": "evalrunner.boundary.conformance",
+    "EchoTool": "evalrunner.boundary.tools",
     "Expectations": "evalrunner.model",
     "GradeResult": "evalrunner.model",
-    "KINDS": "evalrunner.grade",
-    "LoadedSuite": "evalrunner.load",
+    "KINDS": "evalrunner.expectations",
+    "LoadedSuite": "evalrunner.fixtures.load",
     "Message": "evalrunner.model",
-    "ModelProvider": "evalrunner.provider",
+    "ModelProvider": "evalrunner.boundary.provider",
     "ModelRequest": "evalrunner.model",
     "ModelResponse": "evalrunner.model",
-    "Observer": "evalrunner.observer",
+    "Observer": "evalrunner.boundary.observer",
     "PayloadNeedle": "evalrunner.model",
     "PluginError": "evalrunner.plugins",
-    "RawDocument": "evalrunner.load",
-    "RecordingObserver": "evalrunner.observer",
-    "ReferenceAgent": "evalrunner.agent",
+    "RawDocument": "evalrunner.fixtures.load",
+    "RecordingObserver": "evalrunner.boundary.observer",
+    "ReferenceAgent": "evalrunner.agents.reference",
     "ReplayEndpoint": "evalrunner.wire.endpoint",
-    "ReplayProvider": "evalrunner.provider",
+    "ReplayProvider": "evalrunner.boundary.provider",
     "RunError": "evalrunner.model",
     "RunRecord": "evalrunner.model",
     "RunRefused": "evalrunner.model",
     "RunSettings": "evalrunner.execution",
     "SuiteReport": "evalrunner.model",
     "TextResponse": "evalrunner.model",
-    "Tool": "evalrunner.tools",
+    "Tool": "evalrunner.boundary.tools",
     "ToolCall": "evalrunner.model",
     "ToolCallRecord": "evalrunner.model",
     "ToolCallsResponse": "evalrunner.model",
     "ToolSpec": "evalrunner.model",
     "Turn": "evalrunner.model",
-    "admit": "evalrunner.admit",
-    "admit_suite": "evalrunner.admit",
+    "admit": "evalrunner.fixtures.admit",
+    "admit_suite": "evalrunner.fixtures.admit",
     "case_verdict": "evalrunner.session",
-    "command_agent_factory": "evalrunner.command_agent",
+    "command_agent_factory": "evalrunner.agents.command",
     "configured_agent": "evalrunner.plugins",
-    "dispatch": "evalrunner.tools",
+    "dispatch": "evalrunner.boundary.tools",
     "evaluate_case": "evalrunner.session",
     "exit_code": "evalrunner.report",
-    "grade": "evalrunner.grade",
+    "grade": "evalrunner.expectations",
     "load_config": "evalrunner.config",
-    "load_document": "evalrunner.load",
-    "load_paths": "evalrunner.load",
-    "load_suite": "evalrunner.load",
-    "reference_agent": "evalrunner.agent",
+    "load_document": "evalrunner.fixtures.load",
+    "load_paths": "evalrunner.fixtures.load",
+    "load_suite": "evalrunner.fixtures.load",
+    "reference_agent": "evalrunner.agents.reference",
     "render_json": "evalrunner.report",
     "render_table": "evalrunner.report",
     "run_case": "evalrunner.replay",
@@ -174,7 +186,8 @@ _EXPORTS: dict[str, str] = {
     "settings_from_config": "evalrunner.session",
 }
 """Where each public name lives. Imported on first use, so that ``evalrunner --version`` and
-an agent command built on :mod:`evalrunner.mutants` do not pay for schemas, YAML and HTTP."""
+an agent command built on :mod:`evalrunner.mutation.mutants` do not pay for schemas, YAML and
+HTTP."""
 
 
 def __getattr__(name: str) -> Any:

@@ -39,22 +39,22 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from evalrunner.admit import Admission
-from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
-from evalrunner.grade import grade
-from evalrunner.load import Fixture
+from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
+from evalrunner.boundary.provider import ModelProvider
+from evalrunner.boundary.tools import ToolSource
+from evalrunner.expectations import grade
+from evalrunner.fixtures.admit import Admission
+from evalrunner.fixtures.load import Fixture
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
-from evalrunner.provider import ModelProvider
 from evalrunner.repeats import expanded, grouped
 from evalrunner.replay import run_case
-from evalrunner.tools import ToolSource
 
 if TYPE_CHECKING:
     import multiprocessing.context
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing.connection import Connection
 
-    from evalrunner.wire.live import LiveModel
+    from evalrunner.live.provider import LiveModel
 
 SKIP_LIVE_CASE = (
     "live case (its turns script no steps): not run in replay mode; run it with --mode live"

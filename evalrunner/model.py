@@ -142,7 +142,7 @@ class Expectations:
     """The declared checks of a case, one field per expectation kind (``None`` = not declared).
 
     The field order is the grading order (SPEC §6). The kind registry in
-    :mod:`evalrunner.grade` must name exactly these fields; a test holds them together.
+    :mod:`evalrunner.expectations` must name exactly these fields; a test holds them together.
     """
 
     response_contains: tuple[str, ...] | None = None
@@ -179,7 +179,7 @@ class Case:
     expectation kind's key (``"expects.<kind>"``), where the text gives them: reports point
     at the expectation a failed check comes from. An admitted case holds no fixture text:
     its positions are found in the file when first read
-    (:class:`evalrunner.load.KeyPositions`)."""
+    (:class:`evalrunner.fixtures.load.KeyPositions`)."""
 
     @property
     def live(self) -> bool:

@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from evalrunner.agent import AgentFactory, reference_agent
+from evalrunner.agents.reference import AgentFactory, reference_agent
+from evalrunner.boundary.tools import Tool, ToolSource, builtin_tools
 from evalrunner.config import Config
-from evalrunner.tools import Tool, ToolSource, builtin_tools
 
 
 class PluginError(Exception):
@@ -201,7 +201,7 @@ def configured_agent(config: Config) -> tuple[AgentFactory, ToolSource | None]:
     if config.tools or not config.builtin_tools:
         tools = tool_source(config.tools, config.base_dir, include_builtin=config.builtin_tools)
     if config.agent_command is not None:
-        from evalrunner.command_agent import command_agent_factory
+        from evalrunner.agents.command import command_agent_factory
 
         try:
             cwd = config.command_dir or config.base_dir

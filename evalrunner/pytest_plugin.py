@@ -49,15 +49,15 @@ if TYPE_CHECKING:
 
     from evalrunner.config import Config
     from evalrunner.execution import RunSettings
+    from evalrunner.live.provider import LiveModel
     from evalrunner.model import Case, CaseReport
-    from evalrunner.wire.live import LiveModel
 
 ENABLE_FLAG = "--evalrunner"
 MARKER = "evalrunner"
 PLUGIN_NAME = "evalrunner-session"
 
 FIXTURE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
-"""The endings of fixture files: :data:`evalrunner.load.FIXTURE_SUFFIXES`, repeated here so
+"""The endings of fixture files: :data:`evalrunner.fixtures.load.FIXTURE_SUFFIXES`, repeated here so
 that deciding whether a file is ours imports nothing (a test holds the two together)."""
 
 
@@ -227,7 +227,7 @@ class EvalrunnerSession:
 
     @staticmethod
     def _live(config: pytest.Config, loaded: Config) -> LiveModel:
-        from evalrunner.wire.live import start_live
+        from evalrunner.live.provider import start_live
 
         option = config.option
         # pytest-xdist spreads tests with -n, or with --tx (and --dist); a worker is refused
@@ -278,7 +278,7 @@ class EvalrunnerSession:
     def _suite_files(self, suite_dir: Path) -> list[Path]:
         """The configured suite's fixtures; a missing or empty suite is a usage error, worded
         as ``run`` words it."""
-        from evalrunner.load import SuiteNotFound, discover, relative_to_cwd
+        from evalrunner.fixtures.load import SuiteNotFound, discover, relative_to_cwd
         from evalrunner.text import printable_path
 
         shown = relative_to_cwd(suite_dir)
@@ -323,7 +323,7 @@ class EvalrunnerSession:
         """Fixture names under the roots that pytest never offers to collect, because they
         lead nowhere (a dangling link, a loop of links): `evalrunner run` refuses them, so
         here they are collected too, to be refused as collection errors."""
-        from evalrunner.load import find_fixtures
+        from evalrunner.fixtures.load import find_fixtures
 
         try:
             fixtures = find_fixtures(self.roots)
@@ -338,8 +338,8 @@ class EvalrunnerSession:
     def admit(self, file_path: Path) -> tuple[Case, int | None] | list[str]:
         """The case of one fixture and the 0-based line of its name, or every problem with it,
         one ``path:line:col: message`` line each."""
-        from evalrunner.admit import admit
-        from evalrunner.load import RawDocument, load_document, relative_to_cwd
+        from evalrunner.fixtures.admit import admit
+        from evalrunner.fixtures.load import RawDocument, load_document, relative_to_cwd
         from evalrunner.model import Case
         from evalrunner.text import printable
 
@@ -396,7 +396,7 @@ def _absolute(path: Path) -> Path:
 
 
 def _is_fixture_name(name: str) -> bool:
-    # As evalrunner.load's: exported JSON Schemas (*.schema.json) are not fixtures.
+    # As evalrunner.fixtures.load's: exported JSON Schemas (*.schema.json) are not fixtures.
     return (
         not name.startswith(".")
         and not name.lower().endswith(".schema.json")

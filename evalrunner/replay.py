@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
 
-from evalrunner.agent import (
+from evalrunner.agents.reference import (
     DEFAULT_MAX_TOOL_ITERATIONS,
     AgentContext,
     AgentFactory,
     reference_agent,
 )
-from evalrunner.conformance import ConversationMonitor
+from evalrunner.boundary.conformance import ConversationMonitor
+from evalrunner.boundary.observer import RecordingObserver
+from evalrunner.boundary.provider import ModelProvider, ReplayProvider
+from evalrunner.boundary.tools import InvocationLog, ToolSource, fresh_tools, recorded_tools
 from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCallRecord
-from evalrunner.observer import RecordingObserver
-from evalrunner.provider import ModelProvider, ReplayProvider
-from evalrunner.tools import InvocationLog, ToolSource, fresh_tools, recorded_tools
 
 
 def _remove(path: Path) -> None:

@@ -20,9 +20,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from evalrunner.admit import Admission, Admitted, admit_documents
-from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
-from evalrunner.cache import AdmissionCache
+from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
+from evalrunner.boundary.provider import ModelProvider
+from evalrunner.boundary.tools import ToolSource
 from evalrunner.execution import (
     BUDGET_ERROR,
     SKIP_BUDGET,
@@ -32,7 +32,9 @@ from evalrunner.execution import (
     evaluate,
     execute,
 )
-from evalrunner.load import (
+from evalrunner.fixtures.admit import Admission, Admitted, admit_documents
+from evalrunner.fixtures.cache import AdmissionCache
+from evalrunner.fixtures.load import (
     DEFAULT_MAX_BYTES,
     IS_A_FILE,
     Fixture,
@@ -56,15 +58,13 @@ from evalrunner.model import (
     SuiteFingerprint,
     SuiteReport,
 )
-from evalrunner.provider import ModelProvider
 from evalrunner.replay import process_exit_refused
-from evalrunner.select import case_identity, ordered, take_shard
+from evalrunner.selection.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
-from evalrunner.tools import ToolSource
 
 if TYPE_CHECKING:
     from evalrunner.config import Config
-    from evalrunner.keyword_expr import Keyword
+    from evalrunner.selection.keywords import Keyword
 
 LIVE_WITHOUT_MODEL = "live mode needs a live model: RunSettings.live is not set"
 LIVE_WITH_JOBS = (
@@ -209,7 +209,8 @@ def select_cases(
     cache: AdmissionCache | None = None,
 ) -> Selection | RunRefused:
     """Discover, load and admit the fixtures of ``paths``; keep the cases ``keyword`` matches
-    and then the slice ``shard`` names, in suite order (:func:`evalrunner.select.suite_order`).
+    and then the slice ``shard`` names, in suite order
+    (:func:`evalrunner.selection.select.suite_order`).
 
     Refused (a :class:`RunRefused`) when a path cannot be read, when a file is refused and
     ``keep_going`` is false, when no case is admitted, or when ``keyword`` matches none. An
@@ -385,7 +386,7 @@ def run_suite(
     cache_dir: Path | None = None,
 ) -> SuiteReport | RunRefused:
     """Load, admit, replay and grade the cases of ``suite``: a suite directory, or fixture
-    files and directories (searched recursively, see :func:`evalrunner.load.discover`).
+    files and directories (searched recursively, see :func:`evalrunner.fixtures.load.discover`).
 
     Admission is all-or-nothing unless ``keep_going``: if any fixture is refused, no case runs
     and every problem is returned at once; with ``keep_going`` the admitted cases run and the
@@ -395,7 +396,7 @@ def run_suite(
     the signal. ``settings``, when given, replaces the keyword arguments that describe the
     run; ``on_start`` is called with the names of the cases about to run, in order, and
     ``on_case`` with each case's report as it finishes (in suite order). With ``cache_dir``,
-    admission outcomes are kept there between runs (:mod:`evalrunner.cache`); without it,
+    admission outcomes are kept there between runs (:mod:`evalrunner.fixtures.cache`); without it,
     as by default for library use, nothing is written. With ``repeat`` above 1 each case
     runs that many times and its report combines the runs (:mod:`evalrunner.repeats`). An
     agent or tool that calls ``os._exit`` fails its case instead of ending the process.

@@ -13,12 +13,12 @@ from pathlib import Path
 import jsonschema_rs
 import pytest
 
-from evalrunner.admit import admit, admit_suite
-from evalrunner.export import bundle
-from evalrunner.grade.response import compile_pattern
-from evalrunner.load import load_document, load_paths, load_suite
+from evalrunner.expectations.response import compile_pattern
+from evalrunner.fixtures.admit import admit, admit_suite
+from evalrunner.fixtures.load import load_document, load_paths, load_suite
+from evalrunner.fixtures.schemas import CASE_ID, case_validator
 from evalrunner.model import AdmissionError, Case
-from evalrunner.schemas import CASE_ID, case_validator
+from evalrunner.toolbox.export import bundle
 
 BROKEN = Path(__file__).parent / "data" / "broken"
 

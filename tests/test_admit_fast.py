@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import evalrunner.admit as admission
-from evalrunner.admit import admit, admit_documents
-from evalrunner.load import RawDocument, iter_documents, load_document
+import evalrunner.fixtures.admit as admission
+from evalrunner.fixtures.admit import admit, admit_documents
+from evalrunner.fixtures.load import RawDocument, iter_documents, load_document
+from evalrunner.fixtures.schemas import SchemaValidator, case_validator, config_validator
 from evalrunner.model import Case
-from evalrunner.schemas import SchemaValidator, case_validator, config_validator
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = settings(

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.admit import admit_suite
-from evalrunner.grade import grade
-from evalrunner.load import load_suite
+from evalrunner.expectations import grade
+from evalrunner.fixtures.admit import admit_suite
+from evalrunner.fixtures.load import load_suite
 from evalrunner.model import Case, RunRecord, ToolCallRecord
 from evalrunner.replay import run_case
 

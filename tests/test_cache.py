@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner import cache as cache_module
-from evalrunner.admit import admit
-from evalrunner.cache import CACHE_DIR_NAME, AdmissionCache, clear
-from evalrunner.load import find_fixtures, load_document
+from evalrunner.fixtures import cache as cache_module
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.cache import CACHE_DIR_NAME, AdmissionCache, clear
+from evalrunner.fixtures.load import find_fixtures, load_document
 from evalrunner.model import AdmissionError, Case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,8 +63,10 @@ def test_the_directory_is_tagged_and_ignored_by_git(tmp_path: Path) -> None:
     store = AdmissionCache(tmp_path / "c")
     store.store(store.key("a", b""), [AdmissionError("a", "bad")])
     store.save()
-    assert (tmp_path / "c" / "CACHEDIR.TAG").read_text().startswith(
-        "Signature: 8a477f597d28d172789f06886806bc55"
+    assert (
+        (tmp_path / "c" / "CACHEDIR.TAG")
+        .read_text()
+        .startswith("Signature: 8a477f597d28d172789f06886806bc55")
     )
     assert (tmp_path / "c" / ".gitignore").read_text().splitlines()[-1] == "*"
 

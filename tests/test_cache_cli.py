@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import evalrunner.admit
+import evalrunner.fixtures.admit
 from evalrunner.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,13 +31,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def admitted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The fixtures admitted afresh (not taken from the cache), by file name."""
     seen: list[str] = []
-    original = evalrunner.admit.admit
+    original = evalrunner.fixtures.admit.admit
 
     def counting(document: Any) -> Any:
         seen.append(document.path.name)
         return original(document)
 
-    monkeypatch.setattr(evalrunner.admit, "admit", counting)
+    monkeypatch.setattr(evalrunner.fixtures.admit, "admit", counting)
     return seen
 
 
@@ -99,8 +99,9 @@ def test_a_name_taken_by_a_new_file_is_refused_at_its_place_with_the_cache(
     fresh = invoke("run", "--no-cache")
     assert cached == fresh
     assert cached[0] == 2
-    assert 'evals/echo_token_roundtrip.yaml:1:7: case name "echo-token-roundtrip" is already' in (
-        cached[2]
+    assert (
+        'evals/echo_token_roundtrip.yaml:1:7: case name "echo-token-roundtrip" is already'
+        in (cached[2])
     )
 
 
@@ -178,8 +179,16 @@ def _tamper(project: Path, change: Any) -> None:
         lambda case: case["turns"][0][1].append(["calls", [], 0, 0]),
     ],
     ids=[
-        "no checks", "text for a list", "text for a count", "bool for a count", "unknown kind",
-        "no turns", "number for a name", "another file", "unknown name key", "unknown class",
+        "no checks",
+        "text for a list",
+        "text for a count",
+        "bool for a count",
+        "unknown kind",
+        "no turns",
+        "number for a name",
+        "another file",
+        "unknown name key",
+        "unknown class",
         "empty tool call",
     ],
 )

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from evalrunner.agent import AgentContext, ReferenceAgent
+from evalrunner.agents.reference import AgentContext, ReferenceAgent
 from evalrunner.model import Case, Expectations, TextResponse, Turn
 from evalrunner.replay import LazyWorkspace, _CaseThread, run_case
 from evalrunner.session import evaluate_case

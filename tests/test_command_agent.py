@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner import SuiteReport, run_suite
+from evalrunner.agents.command import command_agent_factory
 from evalrunner.cli import app
-from evalrunner.command_agent import command_agent_factory
 
 AGENT = Path(__file__).resolve().parent / "support" / "wire_agent.py"
 
@@ -106,9 +106,7 @@ def test_replying_without_the_model_leaves_the_script_unconsumed(tmp_path: Path)
 def test_a_missing_program_is_refused_once_before_any_case(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'no-such-program-here' is not an executable file"):
         command_agent_factory("no-such-program-here --x", cwd=tmp_path)
-    result = CliRunner().invoke(
-        app, ["run", "--agent-command", "no-such-program-here"], env={}
-    )
+    result = CliRunner().invoke(app, ["run", "--agent-command", "no-such-program-here"], env={})
     assert result.exit_code == 2
     assert result.stderr == (
         "agent_command: the program 'no-such-program-here' is not an executable file on PATH\n"

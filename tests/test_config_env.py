@@ -85,8 +85,15 @@ def test_config_takes_the_run_flags_and_shows_where_each_value_came_from(
     (tmp_path / "evalrunner.toml").write_text("[eval]\ncase_timeout_secs = 50\n", "utf-8")
     result = CliRunner().invoke(
         app,
-        ["config", "--config", str(tmp_path / "evalrunner.toml"), "--case-timeout", "9",
-         "--mode", "live"],
+        [
+            "config",
+            "--config",
+            str(tmp_path / "evalrunner.toml"),
+            "--case-timeout",
+            "9",
+            "--mode",
+            "live",
+        ],
         env={"EVALRUNNER_AGENT": "pkg.mod:make"},
     )
     assert result.exit_code == 0, result.output
@@ -161,6 +168,8 @@ def test_config_says_a_configured_agent_is_overridden_by_the_flag(tmp_path: Path
     )
     assert result.exit_code == 0, result.output
     assert "# agent is not used  # " in result.stdout
-    assert result.stdout.split("# agent is not used  # ")[1].split("\n")[0].endswith(
-        "evalrunner.toml:2, overridden by --agent-command"
+    assert (
+        result.stdout.split("# agent is not used  # ")[1]
+        .split("\n")[0]
+        .endswith("evalrunner.toml:2, overridden by --agent-command")
     )

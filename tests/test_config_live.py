@@ -143,7 +143,7 @@ def test_live_must_be_a_table(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(cwd=tmp_path, env={})
     assert caught.value.problems == [
-        f"{tmp_path / 'evalrunner.toml'}:2:8: eval.live must be a table, got string \"openai\""
+        f'{tmp_path / "evalrunner.toml"}:2:8: eval.live must be a table, got string "openai"'
     ]
 
 

@@ -36,12 +36,14 @@ from evalrunner import (
     TextResponse,
     ToolCallRecord,
 )
-from evalrunner.admit import admit_documents
+from evalrunner.agents.command import MAX_LINE_BYTES, command_agent_factory
+from evalrunner.boundary.conformance import ConversationMonitor
+from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.boundary.tools import dispatch, tool_spec
 from evalrunner.cli import app
-from evalrunner.command_agent import MAX_LINE_BYTES, command_agent_factory
-from evalrunner.conformance import ConversationMonitor
-from evalrunner.grade import NO_EVIDENCE
-from evalrunner.load import discover, iter_documents
+from evalrunner.expectations import NO_EVIDENCE
+from evalrunner.fixtures.admit import admit_documents
+from evalrunner.fixtures.load import discover, iter_documents
 from evalrunner.model import (
     CaseReport,
     RunError,
@@ -50,12 +52,10 @@ from evalrunner.model import (
     ToolSpec,
     Turn,
 )
-from evalrunner.mutants import IN_PROCESS, MUTANTS, PATHS
-from evalrunner.mutation import run_mutants
-from evalrunner.provider import ReplayProvider
+from evalrunner.mutation.mutants import IN_PROCESS, MUTANTS, PATHS
+from evalrunner.mutation.runner import run_mutants
 from evalrunner.replay import run_case
 from evalrunner.session import evaluate_case
-from evalrunner.tools import dispatch, tool_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "tests" / "support"
@@ -545,7 +545,7 @@ def test_framed_results_lets_an_agent_frame_or_truncate_but_not_replace() -> Non
 
 
 def test_framed_results_holds_a_truncated_result_to_its_beginning() -> None:
-    from evalrunner.conformance import _holds_result
+    from evalrunner.boundary.conformance import _holds_result
 
     long = "0123456789" * 10
     assert _holds_result(f"Result: {long}", long)
@@ -558,7 +558,7 @@ def test_framed_results_holds_a_truncated_result_to_its_beginning() -> None:
 
 EDITING_AGENT = """
 from evalrunner import ToolCallRecord
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Editing(ReferenceAgent):
@@ -584,8 +584,15 @@ def test_framed_results_is_one_config_key_and_the_json_report_shows_it(
     env = {"EVALRUNNER_FRAMED_RESULTS": "true"} if setting == "ENV" else {}
     result = CliRunner().invoke(
         app,
-        ["run", "--config", str(config), "--suite", str(ROOT / "evals" / "regression"),
-         "--json", str(out)],
+        [
+            "run",
+            "--config",
+            str(config),
+            "--suite",
+            str(ROOT / "evals" / "regression"),
+            "--json",
+            str(out),
+        ],
         env=env,
     )
     report = json.loads(out.read_text(encoding="utf-8"))
@@ -664,6 +671,7 @@ def test_a_tool_the_request_did_not_offer_must_not_run() -> None:
     report = run_python(OffersOtherNames, ECHO)
     assert report.error is not None
     assert '(it offered "mcp__echo")' in report.error, report.error
+
     # Reported as a failure, but run all the same: the tools' log shows it ran.
     class LiesAboutIt(OffersOtherNames):
         def report(self, record: ToolCallRecord) -> None:
@@ -673,17 +681,13 @@ def test_a_tool_the_request_did_not_offer_must_not_run() -> None:
 
     lying = run_python(LiesAboutIt, ECHO)
     assert lying.error is not None
-    assert 'the agent ran the echo tool for tool call "call_1" (echo)' in lying.error, (
-        lying.error
-    )
+    assert 'the agent ran the echo tool for tool call "call_1" (echo)' in lying.error, lying.error
 
 
 class ForbidsToolCalls(Conformant):
     def send(self, messages: tuple[Message, ...]) -> Any:
         offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
-        return self.context.provider.complete(
-            ModelRequest(messages, offered, tool_choice="none")
-        )
+        return self.context.provider.complete(ModelRequest(messages, offered, tool_choice="none"))
 
 
 class ForcesAnotherTool(Conformant):
@@ -934,9 +938,21 @@ def test_a_signal_ends_the_agent_commands_process_group(
         (ROOT / "evals" / "regression" / "multiline_reply_no_tools.toml").read_bytes()
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
-         f"{sys.executable} {hang}", "--case-timeout", "100"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "evalrunner",
+            "run",
+            "--suite",
+            str(suite),
+            "--agent-command",
+            f"{sys.executable} {hang}",
+            "--case-timeout",
+            "100",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     started = f"^{re.escape(sys.executable)} {re.escape(str(hang))}"  # the agent, not the run
     deadline = time.monotonic() + 30
@@ -1007,7 +1023,7 @@ def test_streamed_wires_kill_every_mutant_too() -> None:
 
 
 def test_the_mutant_table_keeps_its_columns_apart_for_every_path_name() -> None:
-    from evalrunner.mutation import MutantOutcome, MutationReport, render_mutation
+    from evalrunner.mutation.runner import MutantOutcome, MutationReport, render_mutation
 
     outcomes = tuple(
         MutantOutcome(m.name, path, () if path == "anthropic" else ("echo-token-roundtrip",))
@@ -1067,8 +1083,7 @@ def test_mutate_leaves_live_cases_out_rather_than_counting_them(tmp_path: Path) 
 def test_the_evals_readme_lists_the_catalogue_as_it_is() -> None:
     readme = (ROOT / "evals" / "README.md").read_text(encoding="utf-8")
     rows = [
-        f"| `{m.name}` | {m.breaks} | {m.hint} | "
-        f"{'command agents' if m.command_only else 'all'} |"
+        f"| `{m.name}` | {m.breaks} | {m.hint} | {'command agents' if m.command_only else 'all'} |"
         for m in MUTANTS
     ]
     table = readme.split("| mutant | the promise it breaks |", 1)[1].split("\n\n", 1)[0]

@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from evalrunner.admit import admit
 from evalrunner.cli import app
-from evalrunner.convert import Conversion, convert, rebase, schema_reference
-from evalrunner.load import load_document, parse_document
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import load_document, parse_document
+from evalrunner.fixtures.positions import SourceMap
 from evalrunner.model import Case, Format
-from evalrunner.sourcemap import SourceMap
 from evalrunner.text import name_problem
+from evalrunner.toolbox.convert import Conversion, convert, rebase, schema_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = sorted((ROOT / "evals" / "regression").iterdir())
@@ -138,7 +138,7 @@ def test_yaml_output_quotes_what_yaml_1_1_would_misread() -> None:
 def test_null_in_arguments_becomes_the_argument_text_in_toml() -> None:
     data = case_with(["a"])
     outcome = converted(json.dumps(data), "json", "toml")
-    assert "arguments = '{\"a\":[\"a\",null],\"message\":\"a\"}'" in outcome.text or (
+    assert 'arguments = \'{"a":["a",null],"message":"a"}\'' in outcome.text or (
         '{\\"a\\":[\\"a\\",null],\\"message\\":\\"a\\"}' in outcome.text
     )
     assert outcome.case == parse(json.dumps(data), "json")
@@ -217,7 +217,9 @@ def test_convert_cli_writes_atomically_and_refuses_bad_input(tmp_path: Path) -> 
     assert "must end in .toml" in wrong_suffix.stderr
 
     broken = ROOT / "tests" / "data" / "broken" / "r2_unknown_key.json"
-    refused = runner.invoke(app, ["convert", str(broken), "--to", "yaml", "-o", str(tmp_path / "b.yaml")])  # noqa: E501
+    refused = runner.invoke(
+        app, ["convert", str(broken), "--to", "yaml", "-o", str(tmp_path / "b.yaml")]
+    )
     assert refused.exit_code == 2
     assert "r2_unknown_key.json:" in refused.stderr and "unknown key" in refused.stderr
     assert not (tmp_path / "b.yaml").exists()
@@ -282,7 +284,9 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
     turns = [
         {
             "user_input": draw(non_empty.filter(lambda s: not s.isspace())),
-            "steps": [{"response": draw(responses(call_ids))} for _ in range(draw(st.integers(1, 2)))],  # noqa: E501
+            "steps": [
+                {"response": draw(responses(call_ids))} for _ in range(draw(st.integers(1, 2)))
+            ],
         }
         for _ in range(draw(st.integers(1, 2)))
     ]
@@ -447,8 +451,14 @@ def test_convert_finds_a_file_in_the_configured_suite(tmp_path: Path) -> None:
     try:
         result = CliRunner().invoke(
             app,
-            ["convert", "no_echo_here.yaml", "--to", "json", "--config",
-             str(example / "evalrunner.toml")],
+            [
+                "convert",
+                "no_echo_here.yaml",
+                "--to",
+                "json",
+                "--config",
+                str(example / "evalrunner.toml"),
+            ],
             env={},
         )
         missing = CliRunner().invoke(app, ["convert", "no_echo_here.yaml", "--to", "json"], env={})

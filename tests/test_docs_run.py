@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from evalrunner import SuiteReport, run_suite
-from evalrunner.admit import admit
 from evalrunner.config import ConfigError, load_config
-from evalrunner.load import parse_document
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import parse_document
 from evalrunner.model import Case
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,6 @@
 """The SDK examples' echo tool gives, call for call, the result text and success flag of the
-reference agent's :func:`evalrunner.tools.dispatch` (the example does not import evalrunner, so
+reference agent's :func:`evalrunner.boundary.tools.dispatch` (the example does not import
+evalrunner, so
 this is what keeps the two in step), and reports arguments as the reply schema says."""
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from types import ModuleType
 import pytest
 from jsonschema import Draft202012Validator
 
+from evalrunner.boundary.tools import builtin_tools, dispatch
 from evalrunner.model import ToolCall
-from evalrunner.tools import builtin_tools, dispatch
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -30,9 +30,9 @@ import pytest
 import tomli_w
 from ruamel.yaml import YAML
 
-from evalrunner.admit import admit
-from evalrunner.export import CASE_BUNDLE, export_files, wiring, write_export
-from evalrunner.load import load_document
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import load_document
+from evalrunner.toolbox.export import CASE_BUNDLE, export_files, wiring, write_export
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "evals" / "regression"
@@ -48,6 +48,7 @@ _NO_NODE = pytest.mark.skipif(
 def needs_node(test: Callable[..., None]) -> Callable[..., None]:
     """The ``editors`` tier, skipped without Node.js."""
     return pytest.mark.editors(_NO_NODE(test))
+
 
 BASE: dict[str, Any] = {
     "name": "broken",

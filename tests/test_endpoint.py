@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from evalrunner.agent import Agent, AgentContext, ReferenceAgent
-from evalrunner.conformance import ConversationMonitor, Dispatch
-from evalrunner.grade import NO_EVIDENCE, grade
+from evalrunner.agents.reference import Agent, AgentContext, ReferenceAgent
+from evalrunner.boundary.conformance import ConversationMonitor, Dispatch
+from evalrunner.boundary.observer import RecordingObserver
+from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.expectations import NO_EVIDENCE, grade
 from evalrunner.model import (
     Case,
     Expectations,
@@ -33,8 +35,6 @@ from evalrunner.model import (
     ToolSpec,
     Turn,
 )
-from evalrunner.observer import RecordingObserver
-from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.wire.client import WireClient
 from evalrunner.wire.endpoint import ReplayEndpoint

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from evalrunner.conformance import ConversationMonitor
+from evalrunner.boundary.conformance import ConversationMonitor
+from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.boundary.tools import builtin_tools, dispatch
 from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse, Turn
-from evalrunner.provider import ReplayProvider
-from evalrunner.tools import builtin_tools, dispatch
 from evalrunner.wire.endpoint import MAX_BODY_BYTES, ReplayEndpoint
 
 USER = "Please echo token_7f3a."

@@ -20,9 +20,10 @@ import pydantic
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
-from evalrunner.agent import AgentContext, ReferenceAgent
-from evalrunner.conformance import ConversationMonitor
-from evalrunner.grade import grade
+from evalrunner.agents.reference import AgentContext, ReferenceAgent
+from evalrunner.boundary.conformance import ConversationMonitor
+from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.expectations import grade
 from evalrunner.model import (
     Case,
     Expectations,
@@ -34,7 +35,6 @@ from evalrunner.model import (
     ToolCallsResponse,
     Turn,
 )
-from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.wire import openai_responses
 from evalrunner.wire.client import WireClient
@@ -172,7 +172,7 @@ def error_of(raw: bytes) -> dict[str, Any]:
     ("previous", "message"),
     [
         ("resp_nothing_like_it", "names no response the replay endpoint served in this case"),
-        ("resp_replay_99", "it has served \"resp_replay_1\""),
+        ("resp_replay_99", 'it has served "resp_replay_1"'),
     ],
 )
 def test_an_id_never_served_is_a_400_saying_what_would_work(previous: str, message: str) -> None:
@@ -302,7 +302,7 @@ BAD_BODIES: list[tuple[object, str]] = [
     ({"input": [USER_ITEM, None]}, "input[1] must be an object"),
     ({"input": [{"type": 3}]}, "input[0].type must be a string"),
     ({"input": [{"role": 3, "content": "x"}]}, "input[0].role must be one of"),
-    ({"input": [{"role": "tool", "content": "x"}]}, 'input[0].role must be one of'),
+    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role must be one of"),
     ({"input": [{"role": "user"}]}, "input[0].content must be a string or an array"),
     ({"input": [{"role": "user", "content": 3}]}, "input[0].content must be a string"),
     ({"input": [{"role": "user", "content": {}}]}, "input[0].content must be a string"),
@@ -317,7 +317,7 @@ BAD_BODIES: list[tuple[object, str]] = [
     ),
     (
         {"input": [{"role": "user", "content": [{"type": "bogus", "text": "x"}]}]},
-        'input[0].content[0].type must be one of input_audio, input_file, input_image, '
+        "input[0].content[0].type must be one of input_audio, input_file, input_image, "
         'input_text, output_text, refusal (got "bogus")',
     ),
     (

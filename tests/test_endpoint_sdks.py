@@ -16,9 +16,11 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from evalrunner.agent import AgentContext
-from evalrunner.conformance import ConversationMonitor, Dispatch
-from evalrunner.grade import NO_EVIDENCE, grade
+from evalrunner.agents.reference import AgentContext
+from evalrunner.boundary.conformance import ConversationMonitor, Dispatch
+from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.boundary.tools import EchoTool
+from evalrunner.expectations import NO_EVIDENCE, grade
 from evalrunner.model import (
     Case,
     Expectations,
@@ -30,9 +32,7 @@ from evalrunner.model import (
     ToolCallsResponse,
     Turn,
 )
-from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
-from evalrunner.tools import EchoTool
 from evalrunner.wire.endpoint import ReplayEndpoint
 
 OPENAI_TOOLS: Any = [
@@ -386,7 +386,14 @@ def test_openai_sdk_responses_tool_loop(how: str, previous: bool) -> None:
     last = endpoint.requests[-1].messages
     assert last[0].content == "You echo."
     assert [m.role for m in last[1:]] == [
-        "user", "assistant", "tool", "tool", "assistant", "user", "assistant", "tool"
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
     ]
 
 

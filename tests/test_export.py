@@ -14,7 +14,16 @@ from referencing.jsonschema import DRAFT202012
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.export import (
+from evalrunner.fixtures.load import load_document
+from evalrunner.fixtures.schemas import (
+    BASE_URI,
+    CASE_ID,
+    CONFIG_ID,
+    SchemaTree,
+    case_validator,
+    schema_tree,
+)
+from evalrunner.toolbox.export import (
     CASE_BUNDLE,
     CONFIG_BUNDLE,
     DRAFT7,
@@ -24,8 +33,6 @@ from evalrunner.export import (
     export_files,
     wiring,
 )
-from evalrunner.load import load_document
-from evalrunner.schemas import BASE_URI, CASE_ID, CONFIG_ID, SchemaTree, case_validator, schema_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner import SuiteReport, exit_code, run_suite
+from evalrunner.boundary.tools import EchoTool
 from evalrunner.cli import app
 from evalrunner.model import JSONValue, RunInterrupted
-from evalrunner.tools import EchoTool
 
 HERE = Path(__file__).resolve().parent
 

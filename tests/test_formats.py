@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.admit import admit
-from evalrunner.load import load_document
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import load_document
 from evalrunner.model import AdmissionError, Case, PayloadNeedle, TextResponse, ToolCallsResponse
 
 SAME_JSON = r"""{

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from evalrunner.admit import admit
-from evalrunner.load import load_suite, parse_document
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import load_suite, parse_document
+from evalrunner.fixtures.schemas import case_validator
 from evalrunner.model import AdmissionError, Case, Format
-from evalrunner.schemas import case_validator
 
 pytestmark = pytest.mark.fuzz
 

@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from evalrunner.cache import CACHE_DIR_NAME
 from evalrunner.cli import app
+from evalrunner.fixtures.cache import CACHE_DIR_NAME
 
 pytestmark = pytest.mark.fuzz
 

@@ -13,7 +13,7 @@ import pytest
 
 from evalrunner import SuiteReport, exit_code, run_suite
 from evalrunner.config import DEFAULT_SUITE_DIR, load_config
-from evalrunner.load import discover
+from evalrunner.fixtures.load import discover
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "evals" / "regression"
@@ -55,7 +55,7 @@ def test_gated_suite_covers_formats_classes_and_every_kind() -> None:
     classes = [c.case_class for c in outcome.cases]
     assert classes.count("positive") >= 3 and classes.count("negative") >= 3
     used = {g.check.split("(", 1)[0] for c in outcome.cases for g in c.grades}
-    from evalrunner.grade import KINDS
+    from evalrunner.expectations import KINDS
 
     assert used == {kind.name for kind in KINDS}
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.admit import admit_suite
-from evalrunner.grade import KINDS, grade
-from evalrunner.grade._format import listing, quote
-from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
-from evalrunner.load import load_suite
+from evalrunner.expectations import KINDS, grade
+from evalrunner.expectations._format import listing, quote
+from evalrunner.expectations.response import PatternError, compile_pattern, matches_every_text
+from evalrunner.fixtures.admit import admit_suite
+from evalrunner.fixtures.load import load_suite
 from evalrunner.model import (
     Case,
     Expectations,

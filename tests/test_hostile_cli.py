@@ -271,7 +271,7 @@ def test_output_that_cannot_be_a_report_is_exit_2_and_writes_nothing(
 
 HOSTILE_AGENT = '''
 from evalrunner import Message, ModelRequest, TextResponse
-from evalrunner.tools import dispatch, tool_spec
+from evalrunner.boundary.tools import dispatch, tool_spec
 
 FORGED = "\\x1b[2K\\r\\x1b[32m\\u2713\\x1b[0m forged (a.yaml)  4/4 checks\\n1/1 cases passed"
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from evalrunner import AgentContext, Message, ModelRequest, TextResponse, ToolCallRecord
-from evalrunner.admit import admit_documents
-from evalrunner.load import discover, iter_documents
+from evalrunner.boundary.tools import tool_spec
+from evalrunner.fixtures.admit import admit_documents
+from evalrunner.fixtures.load import discover, iter_documents
 from evalrunner.session import evaluate_case
-from evalrunner.tools import tool_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {

@@ -76,9 +76,7 @@ def test_jobs_keep_failures_errors_and_the_exit_code(tmp_path: Path) -> None:
     failing["expects"]["response_contains"] = ["not in the reply"]
     (suite / "zz_fail.json").write_text(json.dumps(failing), encoding="utf-8")
     erroring = dict(failing, name="made-to-error")
-    erroring["turns"] = [
-        dict(failing["turns"][0], steps=failing["turns"][0]["steps"] * 2)
-    ]
+    erroring["turns"] = [dict(failing["turns"][0], steps=failing["turns"][0]["steps"] * 2)]
     (suite / "zz_error.json").write_text(json.dumps(erroring), encoding="utf-8")
     serial = run("--suite", str(suite), "--format", "json")
     parallel = run("--suite", str(suite), "--format", "json", "-j", "2")
@@ -128,7 +126,7 @@ def test_a_signal_stops_the_workers_and_reports_the_finished_cases(
 
 FORGETFUL = '''
 from evalrunner import Message, ModelRequest, TextResponse
-from evalrunner.tools import dispatch, tool_spec
+from evalrunner.boundary.tools import dispatch, tool_spec
 
 
 class Forgetful:
@@ -253,9 +251,21 @@ def test_a_fifo_report_whose_reader_never_reads_does_not_make_the_run_deaf(
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, and never read
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--format",
-             "json", "--output", str(fifo)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "evalrunner",
+                "run",
+                "--suite",
+                str(suite),
+                "--format",
+                "json",
+                "--output",
+                str(fifo),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         time.sleep(3)  # not a timing assertion: only gives the run time to block on the FIFO
         process.send_signal(signal.SIGTERM)
@@ -269,7 +279,7 @@ CRASHING_AGENT = """\
 import ctypes
 import os
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Crashing(ReferenceAgent):
@@ -315,7 +325,7 @@ def test_a_case_that_kills_its_worker_errors_alone_and_the_run_reports(
 EXITING_AGENT = """\
 import os
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Exiting(ReferenceAgent):
@@ -337,7 +347,10 @@ def test_an_agent_calling_os_exit_fails_its_case_and_never_passes_the_run(
     shutil.copytree(REGRESSION, tmp_path / "evals")
     done = subprocess.run(
         [sys.executable, "-m", "evalrunner", "run", "-j", jobs, "--json", "r.json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 1, done.stderr
     report = json.loads((tmp_path / "r.json").read_text("utf-8"))

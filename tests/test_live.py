@@ -14,6 +14,14 @@ from pathlib import Path
 import pytest
 
 from evalrunner.config import LiveConfig
+from evalrunner.live.provider import (
+    MAX_RETRY_AFTER_SECS,
+    BudgetSpent,
+    LiveModel,
+    TokenBudget,
+    _retry_after,
+)
+from evalrunner.live.redact import KEY_FRAGMENT_CHARS
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -22,14 +30,6 @@ from evalrunner.model import (
     ToolCall,
     ToolCallsResponse,
     ToolSpec,
-)
-from evalrunner.redact import KEY_FRAGMENT_CHARS
-from evalrunner.wire.live import (
-    MAX_RETRY_AFTER_SECS,
-    BudgetSpent,
-    LiveModel,
-    TokenBudget,
-    _retry_after,
 )
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -285,7 +285,7 @@ def test_httpx2_is_not_imported_until_a_live_request() -> None:
     import subprocess
 
     code = (
-        "import sys, evalrunner.cli, evalrunner.session, evalrunner.wire.live;"
+        "import sys, evalrunner.cli, evalrunner.session, evalrunner.live.provider;"
         "print('httpx2' in sys.modules)"
     )
     done = subprocess.run(

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.admit import admit_documents
-from evalrunner.conformance import ConversationMonitor, TurnScripted
+from evalrunner.boundary.conformance import ConversationMonitor, TurnScripted
 from evalrunner.execution import SKIP_LIVE_CASE
-from evalrunner.load import load_document
+from evalrunner.fixtures.admit import admit_documents
+from evalrunner.fixtures.load import load_document
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -102,7 +102,7 @@ def test_the_first_request_must_carry_the_user_input() -> None:
     model = FakeLive(TextResponse("x"))
     monitor = watch(model, "go")
     monitor.begin_turn(0)
-    with pytest.raises(RunError, match="the turn's user_input \"go\" verbatim"):
+    with pytest.raises(RunError, match='the turn\'s user_input "go" verbatim'):
         monitor.complete(ModelRequest((Message("user", "went"),)))
     assert model.asked == 0
 

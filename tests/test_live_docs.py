@@ -52,7 +52,12 @@ def test_the_live_mode_section_runs_as_written(tmp_path: Path) -> None:
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         for command, (code, needle) in EXPECTED.items():
             done = subprocess.run(
-                command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
+                command,
+                shell=True,
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
                 timeout=120,
             )
             assert done.returncode == code, (command, done.stdout, done.stderr)

@@ -16,9 +16,9 @@ from support.live_project import CALL, TEXT, WIRE_AGENT, cli, project
 from support.model_server import ModelServer, Reply
 
 from evalrunner.config import LiveConfig
+from evalrunner.live.provider import LiveModel
 from evalrunner.model import Message, ModelRequest
 from evalrunner.wire.anthropic import AnthropicMessages
-from evalrunner.wire.live import LiveModel
 from evalrunner.wire.openai_chat import OpenAIChat
 from evalrunner.wire.openai_responses import OpenAIResponses
 from evalrunner.wire.params import live_options

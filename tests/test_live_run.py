@@ -108,7 +108,7 @@ def test_a_python_factory_gets_the_live_provider(tmp_path: Path) -> None:
     with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
         cwd = project(tmp_path, "openai", server.base_url, 'agent = "my_agent:make"')
         (cwd / "my_agent.py").write_text(
-            "from evalrunner.agent import reference_agent\n"
+            "from evalrunner.agents.reference import reference_agent\n"
             "SEEN = []\n"
             "def make(context):\n"
             "    SEEN.append(type(context.provider).__name__)\n"

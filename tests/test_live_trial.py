@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from evalrunner.config import LiveConfig
+from evalrunner.live.provider import MAX_LINE_BYTES, BudgetSpent, LiveModel, unsendable_key
 from evalrunner.model import Message, ModelRequest, RunError, TextResponse
-from evalrunner.wire.live import MAX_LINE_BYTES, BudgetSpent, LiveModel, unsendable_key
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from support.model_server import WIRES as SERVER_WIRES
@@ -291,9 +291,7 @@ def _empty_call_bodies(field: str) -> dict[str, dict[str, object]]:
         },
         "anthropic": {
             "type": "message",
-            "content": [
-                {"type": "tool_use", "id": call["id"], "name": call["name"], "input": {}}
-            ],
+            "content": [{"type": "tool_use", "id": call["id"], "name": call["name"], "input": {}}],
             "usage": {"input_tokens": 3, "output_tokens": 2},
         },
     }

@@ -24,14 +24,14 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.merge import read_report
 from evalrunner.session import run_exit_code
+from evalrunner.toolbox.merge import read_report
 
 AGENT = """\
 import os
 from pathlib import Path
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Agent(ReferenceAgent):
@@ -338,11 +338,11 @@ def test_mutate_fails_loudly_when_the_baseline_passes_no_case(tmp_path: Path) ->
 def test_mutate_grades_with_the_projects_trimmed_history(trimmed: bool) -> None:
     """A project that lets its agent trim history does not call a trimming mutant killed:
     the mutant passes that project's gate."""
-    from evalrunner.admit import admit
-    from evalrunner.load import load_document
+    from evalrunner.fixtures.admit import admit
+    from evalrunner.fixtures.load import load_document
     from evalrunner.model import Case
-    from evalrunner.mutants import IN_PROCESS
-    from evalrunner.mutation import run_mutants
+    from evalrunner.mutation.mutants import IN_PROCESS
+    from evalrunner.mutation.runner import run_mutants
 
     root = Path(__file__).resolve().parent.parent
     document = load_document(root / "evals" / "regression" / "multi_turn_tool_loop.toml")

@@ -130,7 +130,7 @@ import os
 import subprocess
 import sys
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Chatty(ReferenceAgent):

@@ -23,7 +23,7 @@ import pytest
 from support.tiers import first_by_default
 
 from evalrunner import CaseReport, SuiteReport, run_suite
-from evalrunner.command_agent import OFFER_VARIABLE, command_agent_factory
+from evalrunner.agents.command import OFFER_VARIABLE, command_agent_factory
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "tests" / "support" / "persistent_agent.py"
@@ -264,8 +264,8 @@ def test_an_error_line_fails_the_turn_and_the_process_serves_on(run: object) -> 
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ('error=17', "printed an error line for turn 1 that is not valid: {\"error\": 17}"),
-        ("error=null", "that is not valid: {\"error\": null}"),
+        ("error=17", 'printed an error line for turn 1 that is not valid: {"error": 17}'),
+        ("error=null", 'that is not valid: {"error": null}'),
         ('error=""', "that is not valid"),
         ('error="  "', "that is not valid"),
         ('error={"x": 1}', "that is not valid"),
@@ -317,7 +317,7 @@ def test_not_ending_the_case_in_time_kills_the_process(run: object) -> None:
     ("mode", "message"),
     [
         ("stray-request", "sent a model request, refused: no case is running"),
-        ("print-between", "printed '{\"stray\": \"between cases\"}'"),
+        ("print-between", 'printed \'{"stray": "between cases"}\''),
         ("exit-between", "exited with code 0"),
     ],
 )
@@ -390,7 +390,7 @@ def test_model_requests_before_the_handshake_fail_the_case(run: object) -> None:
         ('{"evalrunner": ' + "9" * 5000 + "}", "not a reply line"),
         ('{"evalrunner": 2' + "0" * 300 + "}", "asking for protocol 2000"),
         ('{"evalrunner": "\\u0000\\u001b[31m"}', 'asking for protocol "\\u0000\\u001b[31m"'),
-        ('{"evalrunner": 2, "resume": true}', "unknown field(s) [\"resume\"]"),
+        ('{"evalrunner": 2, "resume": true}', 'unknown field(s) ["resume"]'),
         ('{"evalrunner": 2, "evalrunner": 2}', "not a reply line"),
         ('{"evalrunner": NaN}', "not a reply line"),
         ('"evalrunner"', "not a reply line"),
@@ -415,7 +415,7 @@ def test_a_bad_handshake_is_refused_with_a_clear_error(
         ('["a"]', 'naming case ["a"], not this one'),
         ('{"case": 1}', 'naming case {"case": 1}, not this one'),
         ('"\\u0000\\u001b[2J"', 'naming case "\\u0000\\u001b[2J", not this one'),
-        ('"' + "x" * 100000 + '"', "naming case \"xxxxxxxx"),
+        ('"' + "x" * 100000 + '"', 'naming case "xxxxxxxx'),
         ("true", "naming case true, not this one"),
     ],
 )
@@ -475,9 +475,24 @@ def test_the_command_line_ends_every_process_at_the_end_of_the_run(
     marker = f"ignore-eof-jobs-{jobs}"
     command = shlex.join(argv("openai", "ignore-eof")) + f" {marker}"
     done = subprocess.run(
-        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
-         command, "--jobs", jobs, "--format", "json"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "evalrunner",
+            "run",
+            "--suite",
+            str(suite),
+            "--agent-command",
+            command,
+            "--jobs",
+            jobs,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
         env={**os.environ, "PERSISTENT_AGENT_LOG": str(log)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -500,9 +515,21 @@ def test_a_signal_ends_the_persistent_processes(tmp_path: Path, sig: signal.Sign
     marker = f"hang-second-signal-{int(sig)}"
     command = shlex.join(argv("openai", "hang-second")) + f" {marker}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
-         command, "--case-timeout", "100"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "evalrunner",
+            "run",
+            "--suite",
+            str(suite),
+            "--agent-command",
+            command,
+            "--case-timeout",
+            "100",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PERSISTENT_AGENT_LOG": str(log)},
     )
     deadline = time.monotonic() + 60
@@ -514,4 +541,3 @@ def test_a_signal_ends_the_persistent_processes(tmp_path: Path, sig: signal.Sign
     process.communicate(timeout=60)
     assert process.returncode == 128 + sig
     assert no_process_left(marker)
-

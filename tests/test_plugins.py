@@ -37,7 +37,7 @@ expects:
 
 AGENTS = '''
 from evalrunner import Message, ModelRequest, TextResponse, ToolCallRecord
-from evalrunner.tools import dispatch, tool_spec
+from evalrunner.boundary.tools import dispatch, tool_spec
 
 closed = []
 

@@ -29,9 +29,19 @@ def slow_run(tmp_path: Path, stderr: int) -> subprocess.Popen[bytes]:
     agent = tmp_path / "slow_agent.py"
     agent.write_text(SLOW_AGENT, encoding="utf-8")
     return subprocess.Popen(
-        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
-         f"{sys.executable} {agent}"],
-        stdout=subprocess.PIPE, stderr=stderr, env={**os.environ, "COLUMNS": "120"},
+        [
+            sys.executable,
+            "-m",
+            "evalrunner",
+            "run",
+            "--suite",
+            str(suite),
+            "--agent-command",
+            f"{sys.executable} {agent}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env={**os.environ, "COLUMNS": "120"},
     )
 
 

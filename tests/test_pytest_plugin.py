@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.load import FIXTURE_SUFFIXES
+from evalrunner.fixtures.load import FIXTURE_SUFFIXES
 from evalrunner.pytest_plugin import FIXTURE_SUFFIXES as PLUGIN_SUFFIXES
 
 pytest_plugins = ["pytester"]
@@ -528,7 +528,7 @@ def make(context):
 
 FORGETFUL_AGENT = """\
 from evalrunner import Message, ModelRequest, TextResponse
-from evalrunner.tools import dispatch, tool_spec
+from evalrunner.boundary.tools import dispatch, tool_spec
 
 
 class Forgetful:
@@ -755,7 +755,8 @@ def test_a_broken_file_with_an_odd_name_is_a_clean_collection_error(
 
 
 def test_the_plugin_and_discovery_agree_on_what_is_a_fixture() -> None:
-    from evalrunner import load, pytest_plugin
+    from evalrunner import pytest_plugin
+    from evalrunner.fixtures import load
 
     names = [
         "a.json",
@@ -781,7 +782,7 @@ def test_the_plugin_and_discovery_agree_on_what_is_a_fixture() -> None:
 EXITING_AGENT = """\
 import os
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Exits(ReferenceAgent):
@@ -792,7 +793,7 @@ class Exits(ReferenceAgent):
 FLAKY_AGENT = """\
 import itertools
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 RUNS = itertools.count()
 

@@ -28,10 +28,10 @@ from support.live_project import (
 )
 from support.model_server import ModelServer, Reply
 
-from evalrunner.load import load_document
+from evalrunner.fixtures.load import load_document
+from evalrunner.live.redact import REDACTED, Redactor
 from evalrunner.model import RunRecord, TextResponse, ToolCall, ToolCallsResponse
-from evalrunner.record import Provenance, RecordSettings, _arguments, recorded_data
-from evalrunner.redact import REDACTED, Redactor
+from evalrunner.toolbox.record import Provenance, RecordSettings, _arguments, recorded_data
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "tok_ABCDEF123456"
@@ -151,7 +151,7 @@ def test_a_command_agent_records_and_replays(tmp_path: Path, agent: str) -> None
 
 
 FACTORY = """\
-from evalrunner.agent import reference_agent
+from evalrunner.agents.reference import reference_agent
 
 def make(context):
     return reference_agent(context)
@@ -185,7 +185,7 @@ def test_json_output_and_kept_ids(tmp_path: Path) -> None:
 NONDETERMINISTIC = """\
 import os
 from pathlib import Path
-from evalrunner.agent import reference_agent
+from evalrunner.agents.reference import reference_agent
 from evalrunner.model import ModelRequest, Message
 
 MARK = Path(os.environ.get("MARK_FILE", "mark"))

@@ -110,7 +110,7 @@ def test_an_out_that_cannot_be_made_is_refused_before_any_request(tmp_path: Path
 
 FILE_APPEARS = """\
 from pathlib import Path
-from evalrunner.agent import reference_agent
+from evalrunner.agents.reference import reference_agent
 
 class Agent:
     def __init__(self, context):
@@ -145,7 +145,7 @@ def test_a_fixture_that_appears_during_the_run_is_not_replaced_without_overwrite
 
 EDITS_ITS_CASE = """\
 from pathlib import Path
-from evalrunner.agent import reference_agent
+from evalrunner.agents.reference import reference_agent
 
 class Agent:
     def __init__(self, context):
@@ -238,7 +238,7 @@ def test_a_target_that_is_a_directory_is_refused_before_any_request(tmp_path: Pa
 def test_striking_a_long_key_finds_every_piece_in_one_pass() -> None:
     # OpenAI project keys are ~164 characters; every piece of 8 or more is struck, wherever
     # it is, and strings that hold none are left as they are.
-    from evalrunner.redact import REDACTED, Redactor, strike_key
+    from evalrunner.live.redact import REDACTED, Redactor, strike_key
 
     key = "sk-proj-" + "".join(f"{n:02d}xY" for n in range(40))
     redactor = Redactor().striking(lambda text: strike_key(text, key))

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from evalrunner.admit import admit
-from evalrunner.grade import KINDS
-from evalrunner.load import parse_document
-from evalrunner.model import Case, Expectations
-from evalrunner.schemas import (
+from evalrunner.expectations import KINDS
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import parse_document
+from evalrunner.fixtures.schemas import (
     AGENT_REPLY_ID,
     BASE_URI,
     CASE_ID,
@@ -23,6 +22,7 @@ from evalrunner.schemas import (
     SchemaValidator,
     schema_tree,
 )
+from evalrunner.model import Case, Expectations
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -69,7 +69,7 @@ def test_every_ref_resolves_offline_and_ids_mirror_paths() -> None:
 def test_a_dangling_ref_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
     import shutil
 
-    import evalrunner.schemas as schemas
+    import evalrunner.fixtures.schemas as schemas
 
     copy = tmp_path / "schemas"
     shutil.copytree(ROOT / "schemas", copy)
@@ -90,7 +90,7 @@ def test_a_dangling_ref_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
 
 
 def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
-    from evalrunner.schemas import check_schemas
+    from evalrunner.fixtures.schemas import check_schemas
 
     check_schemas(schema_tree())
 
@@ -98,7 +98,7 @@ def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
 def test_a_schema_that_breaks_its_metaschema_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
     import shutil
 
-    import evalrunner.schemas as schemas
+    import evalrunner.fixtures.schemas as schemas
 
     copy = tmp_path / "schemas"
     shutil.copytree(ROOT / "schemas", copy)

@@ -18,11 +18,11 @@ from typer.testing import CliRunner
 from evalrunner import run_suite
 from evalrunner.cli import app
 from evalrunner.config import ConfigError, load_config
+from evalrunner.fixtures.schemas import report_validator
 from evalrunner.model import CaseReport, GradeResult, SuiteReport
 from evalrunner.repeats import combine_runs
 from evalrunner.report import render_table
 from evalrunner.report.stats import RepeatStats, case_stats, suite_stats, wilson_interval
-from evalrunner.schemas import report_validator
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"
@@ -40,7 +40,13 @@ def flaky_run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     state = tmp_path / "flaky.state"
     state.unlink(missing_ok=True)
     return cli(
-        "run", str(FLAKY / "evals"), "--repeat", "5", "--agent-command", command, *args,
+        "run",
+        str(FLAKY / "evals"),
+        "--repeat",
+        "5",
+        "--agent-command",
+        command,
+        *args,
         env={"FLAKY_AGENT_STATE": str(state)},
     )
 
@@ -99,7 +105,7 @@ def test_pass_hat_k_pass_at_k_and_flaky(
 
 def test_a_case_shows_its_first_failed_run_and_passes_only_when_every_run_did() -> None:
     def run(passed: bool, detail: str, ms: int) -> CaseReport:
-        grade = GradeResult("response_contains(\"x\")", passed, detail)
+        grade = GradeResult('response_contains("x")', passed, detail)
         return CaseReport("c", "c.yaml", None, (grade,), llm_calls=1, duration_ms=ms)
 
     runs = [run(True, "", 1), run(False, "second", 2), run(False, "third", 4)]
@@ -144,16 +150,28 @@ def test_a_flaky_agent_is_reported_flaky_with_its_numbers_in_every_format(
     data = json.loads(report.read_text("utf-8"))
     assert not list(report_validator().iter_errors(data))
     assert data["repeat"] == {
-        "k": 5, "runs": 5, "passes": 3, "not_run": 0, "pass_rate": 0.6,
+        "k": 5,
+        "runs": 5,
+        "passes": 3,
+        "not_run": 0,
+        "pass_rate": 0.6,
         "wilson_95": [0.230724, 0.882379],
-        "pass_hat_k": 0.0, "pass_at_k": 1.0, "cases_pass_hat_k": 0, "cases_pass_at_k": 1,
+        "pass_hat_k": 0.0,
+        "pass_at_k": 1.0,
+        "cases_pass_hat_k": 0,
+        "cases_pass_at_k": 1,
         "flaky": 1,
     }
     (case,) = data["cases"]
     assert case["repeat"] == {
-        "runs": 5, "passes": 3, "not_run": 0, "pass_rate": 0.6,
+        "runs": 5,
+        "passes": 3,
+        "not_run": 0,
+        "pass_rate": 0.6,
         "wilson_95": [0.230724, 0.882379],
-        "pass_hat_k": False, "pass_at_k": True, "flaky": True,
+        "pass_hat_k": False,
+        "pass_at_k": True,
+        "flaky": True,
     }
     verdicts = [run["passed"] for run in case["runs"]]
     assert verdicts.count(True) == 3
@@ -183,7 +201,7 @@ def test_a_flaky_agent_is_reported_flaky_with_its_numbers_in_every_format(
 
 
 def test_a_flaky_python_agent_is_flaky_in_the_library_too() -> None:
-    from evalrunner.agent import reference_agent
+    from evalrunner.agents.reference import reference_agent
 
     calls = iter(range(1000))
 
@@ -218,8 +236,15 @@ def test_repeat_1_leaves_every_report_as_it_was(tmp_path: Path) -> None:
     for extra in ([], ["--repeat", "1"]):
         junit = tmp_path / f"r{len(reports)}.xml"
         code, out, _ = cli(
-            "run", "--suite", str(REGRESSION), "--format", "json", "--junit-xml", str(junit),
-            *extra, env={"EVALRUNNER_REPEAT": ""},
+            "run",
+            "--suite",
+            str(REGRESSION),
+            "--format",
+            "json",
+            "--junit-xml",
+            str(junit),
+            *extra,
+            env={"EVALRUNNER_REPEAT": ""},
         )
         assert code == 0
         reports.append((json.loads(out), re.sub(r'time="[^"]*"', "", junit.read_text("utf-8"))))
@@ -255,8 +280,24 @@ def test_a_failing_case_fails_every_run_and_is_not_flaky(tmp_path: Path) -> None
 
 # --- hostile values ---------------------------------------------------------------------------
 
-BAD = ["0", "-1", "1001", "99999999999", "1.5", "1e3", "1_0", "²", "١٢", " ", "", "5 5", "x",
-       "\x1b[31m", "0x10", "+5"]
+BAD = [
+    "0",
+    "-1",
+    "1001",
+    "99999999999",
+    "1.5",
+    "1e3",
+    "1_0",
+    "²",
+    "١٢",
+    " ",
+    "",
+    "5 5",
+    "x",
+    "\x1b[31m",
+    "0x10",
+    "+5",
+]
 
 
 @pytest.mark.parametrize("value", BAD)
@@ -284,7 +325,7 @@ def test_a_bad_repeat_variable_is_refused_naming_it(tmp_path: Path, value: str) 
         ("-3", "eval.repeat must be at least 1, got integer -3"),
         ("1001", "eval.repeat must be at most 1000, got integer 1001"),
         ("99999999999", "eval.repeat must be at most 1000, got integer 99999999999"),
-        ('"5"', 'eval.repeat must be a whole number (written without a decimal point), got string'),
+        ('"5"', "eval.repeat must be a whole number (written without a decimal point), got string"),
         ("5.0", "eval.repeat must be a whole number (written without a decimal point), got float"),
         ("true", "eval.repeat must be a whole number (written without a decimal point), got bool"),
         ("[5]", "eval.repeat must be a whole number (written without a decimal point), got array"),
@@ -323,8 +364,15 @@ def test_the_shards_of_a_repeated_run_merge_into_the_unsharded_report(tmp_path: 
     for index in (1, 2, 3):
         path = tmp_path / f"shard-{index}.json"
         code, _, err = cli(
-            "run", "--suite", str(REGRESSION), "--repeat", "2", "--shard", f"{index}/3",
-            "--json", str(path),
+            "run",
+            "--suite",
+            str(REGRESSION),
+            "--repeat",
+            "2",
+            "--shard",
+            f"{index}/3",
+            "--json",
+            str(path),
         )
         assert code == 0, err
         shards.append(str(path))
@@ -342,8 +390,17 @@ def test_shards_of_different_repeat_counts_are_not_merged(tmp_path: Path) -> Non
     paths = []
     for index, repeat in ((1, "2"), (2, "1")):
         path = tmp_path / f"shard-{index}.json"
-        cli("run", "--suite", str(REGRESSION), "--repeat", repeat, "--shard", f"{index}/2",
-            "--json", str(path))
+        cli(
+            "run",
+            "--suite",
+            str(REGRESSION),
+            "--repeat",
+            repeat,
+            "--shard",
+            f"{index}/2",
+            "--json",
+            str(path),
+        )
         paths.append(str(path))
     code, out, err = cli("merge", *paths)
     assert code == 2 and out == ""
@@ -355,8 +412,17 @@ def test_a_repeated_report_whose_runs_do_not_add_up_is_not_merged(tmp_path: Path
     paths = []
     for index in (1, 2):
         path = tmp_path / f"shard-{index}.json"
-        cli("run", "--suite", str(REGRESSION), "--repeat", "2", "--shard", f"{index}/2",
-            "--json", str(path))
+        cli(
+            "run",
+            "--suite",
+            str(REGRESSION),
+            "--repeat",
+            "2",
+            "--shard",
+            f"{index}/2",
+            "--json",
+            str(path),
+        )
         paths.append(path)
     data = json.loads(paths[0].read_text("utf-8"))
     data["cases"][0]["runs"][1]["passed"] = False  # a run edited to fail, the case still passed
@@ -370,7 +436,6 @@ def test_a_repeated_report_whose_runs_do_not_add_up_is_not_merged(tmp_path: Path
     code, _, err = cli("merge", *map(str, paths))
     assert code == 2
     assert ".runs: 3 run(s), but each case ran 2 times" in err
-
 
 
 # --- runs that never ran ----------------------------------------------------------------------

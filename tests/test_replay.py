@@ -9,9 +9,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from evalrunner.admit import admit, argument_text
-from evalrunner.agent import AgentContext, ReferenceAgent
-from evalrunner.load import parse_document
+from evalrunner.agents.reference import AgentContext, ReferenceAgent
+from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.boundary.tools import EchoTool, Tool, builtin_tools
+from evalrunner.fixtures.admit import admit, argument_text
+from evalrunner.fixtures.load import parse_document
 from evalrunner.model import (
     Case,
     Expectations,
@@ -27,11 +29,9 @@ from evalrunner.model import (
     ToolCallsResponse,
     Turn,
 )
-from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
 from evalrunner.report import render_json, render_table, write_atomic
 from evalrunner.session import evaluate_case, run_suite
-from evalrunner.tools import EchoTool, Tool, builtin_tools
 
 # --- building cases -----------------------------------------------------------------------------
 

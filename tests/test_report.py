@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from evalrunner.fixtures.schemas import report_validator
 from evalrunner.model import (
     AdmissionError,
     CaseReport,
@@ -33,7 +34,6 @@ from evalrunner.report import (
     write_atomic,
 )
 from evalrunner.report.outcome import duration
-from evalrunner.schemas import report_validator
 from evalrunner.session import run_suite
 
 REGRESSION = Path(__file__).resolve().parent.parent / "evals" / "regression"

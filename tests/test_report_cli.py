@@ -14,7 +14,7 @@ import xmlschema
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.schemas import report_validator
+from evalrunner.fixtures.schemas import report_validator
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = xmlschema.XMLSchema(ROOT / "tests" / "data" / "jenkins-junit.xsd")
@@ -313,10 +313,12 @@ def test_quiet_and_verbose(tmp_path: Path) -> None:
 def test_the_agent_is_named(tmp_path: Path) -> None:
     suite = make_suite(tmp_path, {"a.yaml": PASSING})
     config = tmp_path / "evalrunner.toml"
-    config.write_text('[eval]\nagent = "evalrunner.agent:reference_agent"\n', encoding="utf-8")
+    config.write_text(
+        '[eval]\nagent = "evalrunner.agents.reference:reference_agent"\n', encoding="utf-8"
+    )
     code, out, _ = invoke("--config", str(config), "--suite", str(suite), "--format", "json")
     assert code == 0
-    assert json.loads(out)["agent"] == "python:evalrunner.agent:reference_agent"
+    assert json.loads(out)["agent"] == "python:evalrunner.agents.reference:reference_agent"
 
 
 def test_a_hostile_case_name_stays_inside_its_annotation(tmp_path: Path) -> None:

@@ -251,7 +251,7 @@ def test_times_are_seconds_with_three_decimals(ms: int) -> None:
 def test_what_the_agent_raised_is_in_the_text_of_its_testcase() -> None:
     from dataclasses import replace
 
-    trace = 'Traceback (most recent call last):\n  File "agent.py", line 3\nKeyError: \'x\'\n'
+    trace = "Traceback (most recent call last):\n  File \"agent.py\", line 3\nKeyError: 'x'\n"
     errored = replace(ERRORED, tracebacks=(trace,))
     failing = replace(FAILING, tracebacks=(trace, trace))
     root = parsed(render_junit(report(failing, errored)))

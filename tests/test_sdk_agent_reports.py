@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from evalrunner.admit import admit
-from evalrunner.command_agent import command_agent_factory
-from evalrunner.load import load_document, load_suite
+from evalrunner.agents.command import command_agent_factory
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import load_document, load_suite
 from evalrunner.model import Case, ToolCallRecord
 from evalrunner.replay import run_case
 

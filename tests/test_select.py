@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalrunner.model import Shard
-from evalrunner.select import (
+from evalrunner.selection.select import (
     MAX_KEYWORD_LENGTH,
     MAX_KEYWORD_NESTING,
     MAX_SHARDS,
@@ -272,7 +272,7 @@ def test_shards_are_the_same_on_every_machine() -> None:
 
 def test_shards_do_not_depend_on_pythons_string_hash() -> None:
     program = (
-        "from evalrunner.select import take_shard, case_identity\n"
+        "from evalrunner.selection.select import take_shard, case_identity\n"
         "from evalrunner.model import Shard\n"
         "names = [f'c-{i:02d}' for i in range(10)]\n"
         "print(take_shard(names, Shard(1, 3), lambda n: case_identity('dir/a.yaml', n)))\n"

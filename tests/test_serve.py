@@ -337,9 +337,7 @@ def test_serve_exits_2_when_the_port_is_taken(fixture_file: Path) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
 
 
-ASSERTS_SUCCESS = FIXTURE.replace(
-    "expects:\n", "expects:\n  all_tools_succeeded: true\n"
-)
+ASSERTS_SUCCESS = FIXTURE.replace("expects:\n", "expects:\n  all_tools_succeeded: true\n")
 
 
 def test_serve_does_not_claim_run_refuses_all_tools_succeeded(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_a_plain_run_imports_none_of_what_it_does_not_use(bundled: Path, cache: 
 def test_a_run_without_k_does_not_import_the_k_parser(bundled: Path) -> None:
     modules, code = modules_of(["run"], bundled)
     assert code == 0
-    assert "evalrunner.keyword_expr" not in modules
+    assert "evalrunner.selection.keywords" not in modules
 
 
 def test_a_run_from_a_warm_cache_imports_no_toml_parser(bundled: Path) -> None:
@@ -63,9 +63,9 @@ def test_an_agent_command_is_still_split_as_a_shell_would(bundled: Path) -> None
 def test_k_and_shard_work_where_they_are_imported(bundled: Path) -> None:
     modules, code = modules_of(["run", "-k", "unicode or tool", "--shard", "1/2"], bundled)
     assert code == 0
-    assert {"evalrunner.keyword_expr", "hashlib"} <= modules
-    from evalrunner.keyword_expr import Keyword
-    from evalrunner.select import parse_keyword
+    assert {"evalrunner.selection.keywords", "hashlib"} <= modules
+    from evalrunner.selection.keywords import Keyword
+    from evalrunner.selection.select import parse_keyword
 
     assert isinstance(parse_keyword("a and not b"), Keyword)  # still served by select
 
@@ -86,7 +86,7 @@ def test_what_a_plain_run_leaves_out_is_there_when_asked_for(bundled: Path) -> N
 def test_the_cache_digest_is_sha256_whichever_module_computes_it() -> None:
     import hashlib
 
-    from evalrunner import cache
+    from evalrunner.fixtures import cache
 
     data = b"evalrunner \xff\x00 fixture"
     assert cache.sha256(data).digest() == hashlib.sha256(data).digest()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalrunner import tools
+from evalrunner.boundary import tools
 from evalrunner.model import ToolCall
 
 _JSON = st.recursive(

@@ -11,7 +11,7 @@ from evalrunner.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
-MODULE = '''
+MODULE = """
 def helper():
     raise ValueError("the agent tripped over its own feet")
 
@@ -35,7 +35,7 @@ class Broken:
 
     def call(self, arguments):
         raise ConnectionError("echo backend unreachable")
-'''
+"""
 
 
 def project(tmp_path: Path, table: str) -> Path:
@@ -69,9 +69,7 @@ def test_without_the_flag_one_line_says_it_is_there(tmp_path: Path) -> None:
 
 
 def test_a_tools_traceback_is_shown_under_the_case_it_failed(tmp_path: Path) -> None:
-    config = project(
-        tmp_path, 'tools = ["user_code:Broken"]\nbuiltin_tools = false\n'
-    )
+    config = project(tmp_path, 'tools = ["user_code:Broken"]\nbuiltin_tools = false\n')
     code, out = run(config, "-k", "echo-token-roundtrip", "--traceback")
     assert code == 1
     assert "    | ConnectionError: echo backend unreachable" in out

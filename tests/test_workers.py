@@ -33,7 +33,7 @@ import os
 from functools import partial
 from pathlib import Path
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Marking(ReferenceAgent):
@@ -183,7 +183,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from evalrunner.agent import ReferenceAgent
+from evalrunner.agents.reference import ReferenceAgent
 
 
 class Traps(ReferenceAgent):
@@ -218,7 +218,7 @@ def trap_project(tmp_path: Path, tokens: list[str]) -> Path:
 
 def test_forked_workers_that_stand_down_leave_by_themselves(tmp_path: Path) -> None:
     from evalrunner.execution import ForkedWorkers, RunSettings
-    from evalrunner.load import find_fixtures
+    from evalrunner.fixtures.load import find_fixtures
     from evalrunner.session import admit_fixtures
 
     suite = project(tmp_path, count=6)

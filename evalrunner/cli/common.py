@@ -32,12 +32,12 @@ from evalrunner.report import (
     EXIT_REFUSED,
     exit_code,
 )
-from evalrunner.select import SelectionError, parse_shard
+from evalrunner.selection.select import SelectionError, parse_shard
 from evalrunner.text import printable
 
 if TYPE_CHECKING:
-    from evalrunner.keyword_expr import Keyword
-    from evalrunner.wire.live import LiveModel
+    from evalrunner.live.provider import LiveModel
+    from evalrunner.selection.keywords import Keyword
 
 
 class FixtureFormat(StrEnum):
@@ -178,7 +178,7 @@ def parse_selection(
         # A blank -k selects everything, as no -k does: the run (and its report) is the same.
         blank = keyword is not None and not keyword.strip()
         if keyword is not None and not blank:
-            from evalrunner.keyword_expr import parse_keyword  # only a run given -k needs it
+            from evalrunner.selection.keywords import parse_keyword  # only a run given -k needs it
 
             parsed_keyword = parse_keyword(keyword)
     except SelectionError as exc:
@@ -250,7 +250,7 @@ NoCacheOption = Annotated[
 
 def cache_directory(settings: Config, no_cache: bool) -> Path | None:
     """Where this project keeps its admission cache (``None``: not used)."""
-    from evalrunner.cache import CACHE_DIR_NAME
+    from evalrunner.fixtures.cache import CACHE_DIR_NAME
 
     return None if no_cache else settings.base_dir / CACHE_DIR_NAME
 
@@ -258,7 +258,7 @@ def cache_directory(settings: Config, no_cache: bool) -> Path | None:
 def live_model(settings: Config, workers: int) -> "LiveModel":
     """The run's live model, or exit 2 saying what is missing (a model name, the httpx2
     extra, a single process). Imported here: a replay run never loads the live client."""
-    from evalrunner.wire.live import start_live
+    from evalrunner.live.provider import start_live
 
     if workers > 1:
         from evalrunner.session import LIVE_WITH_JOBS

@@ -19,7 +19,7 @@ from evalrunner.cli.common import (
     load_settings,
 )
 from evalrunner.config import LIVE_KEYS, Config
-from evalrunner.load import relative_to_cwd
+from evalrunner.fixtures.load import relative_to_cwd
 from evalrunner.text import printable, printable_path
 
 
@@ -56,7 +56,7 @@ def show_config(
     # The key's variable is named, never read: the key itself is read only when a live
     # request is sent, so no output of evalrunner can hold it.
     typer.echo("[eval.live]")
-    from evalrunner.redact import shown_url
+    from evalrunner.live.redact import shown_url
 
     for key in LIVE_KEYS:
         value = getattr(settings.live, key)

@@ -11,7 +11,6 @@ from typing import Annotated
 import typer
 
 from evalrunner import report as formats  # JUnit, GitHub, JSON, report files: on first use
-from evalrunner.admit import admit_suite
 from evalrunner.cli.common import (
     PATHS_HELP,
     ConfigOption,
@@ -26,7 +25,8 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
-from evalrunner.load import (
+from evalrunner.fixtures.admit import admit_suite
+from evalrunner.fixtures.load import (
     SuiteNotFound,
     load_paths,
     relative_to_cwd,
@@ -85,9 +85,9 @@ def list_cases(
     """List the cases a run would take (name, file, class, turns, expectation kinds), in run
     order, without running anything: exit 0, or 2 if a fixture is refused or -k matches
     nothing."""
-    from evalrunner.cache import AdmissionCache
-    from evalrunner.listing import render_list_json, render_list_table
+    from evalrunner.fixtures.cache import AdmissionCache
     from evalrunner.session import select_cases, suite_paths
+    from evalrunner.toolbox.listing import render_list_json, render_list_table
 
     chosen_by, slice_ = parse_selection(keyword, shard)
     settings = load_settings(config)
@@ -131,7 +131,7 @@ def new_fixture(
     config: ConfigOption = None,
 ) -> None:
     """Create a fixture to fill in; it is refused until its expectation is filled in."""
-    from evalrunner.scaffold import ScaffoldError, file_name, scaffold, schema_reference_for
+    from evalrunner.toolbox.scaffold import ScaffoldError, file_name, scaffold, schema_reference_for
 
     target_dir = (
         directory if directory is not None else relative_to_cwd(load_settings(config).suite_dir)
@@ -186,8 +186,8 @@ def convert_fixture(
     A FILE that is not there as given, relative to the working directory, is looked up in
     the configured suite (so `convert echo.yaml --to toml` works from anywhere in a project).
     """
-    from evalrunner.convert import ConversionError, convert
-    from evalrunner.load import FIXTURE_SUFFIXES, load_document
+    from evalrunner.fixtures.load import FIXTURE_SUFFIXES, load_document
+    from evalrunner.toolbox.convert import ConversionError, convert
 
     fmt = to.as_format()
     if output is not None and FIXTURE_SUFFIXES.get(output.suffix.lower()) != fmt:

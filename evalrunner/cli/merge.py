@@ -18,7 +18,7 @@ from evalrunner.cli.common import (
     suite_exit_code,
     write_reports,
 )
-from evalrunner.load import relative_to_cwd
+from evalrunner.fixtures.load import relative_to_cwd
 from evalrunner.report import render_table
 
 
@@ -52,7 +52,7 @@ def merge(
     one failed, 2 if the shards are refused: unreadable, overlapping, missing, or of
     different runs (suite, mode, agent, -k, shard count).
     """
-    from evalrunner.merge import MergeRefused, ShardReport, merge_reports, read_report
+    from evalrunner.toolbox.merge import MergeRefused, ShardReport, merge_reports, read_report
 
     report_files = {"--json": json_out, "--junit-xml": junit_out}
     prepare_report_paths(report_files)

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from evalrunner.admit import admit_documents
 from evalrunner.cli.common import (
     ConfigOption,
     emit,
@@ -16,7 +15,8 @@ from evalrunner.cli.common import (
     load_settings,
     refusal_summary,
 )
-from evalrunner.load import (
+from evalrunner.fixtures.admit import admit_documents
+from evalrunner.fixtures.load import (
     SuiteNotFound,
     discover,
     iter_documents,
@@ -60,8 +60,8 @@ def mutate(
     kill nothing there. The configured agent and agent_command are not used: mutate tests
     the suite, not the agent.
     """
-    from evalrunner.mutants import PATHS
-    from evalrunner.mutation import ProjectTools, render_mutation, run_mutants
+    from evalrunner.mutation.mutants import PATHS
+    from evalrunner.mutation.runner import ProjectTools, render_mutation, run_mutants
 
     chosen = path or list(PATHS)
     unknown = [p for p in chosen if p not in PATHS]

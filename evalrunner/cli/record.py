@@ -25,7 +25,7 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
-from evalrunner.load import relative_to_cwd
+from evalrunner.fixtures.load import relative_to_cwd
 from evalrunner.model import RunRefused
 from evalrunner.plugins import PluginError
 from evalrunner.report import EXIT_REFUSED
@@ -83,7 +83,9 @@ def record(
     start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
     143 on SIGINT or SIGTERM (what was recorded stays written).
     """
-    from evalrunner.record import (
+    from evalrunner.live.redact import Redactor
+    from evalrunner.session import select_cases, suite_name
+    from evalrunner.toolbox.record import (
         NotRecorded,
         Provenance,
         Recorded,
@@ -92,8 +94,6 @@ def record(
         plan_targets,
         recording_date,
     )
-    from evalrunner.redact import Redactor
-    from evalrunner.session import select_cases, suite_name
 
     chosen_by, _ = parse_selection(keyword, None)
     settings = load_settings(config, None, None, case_timeout, agent_command)
@@ -137,7 +137,7 @@ def record(
         Redactor(settings.record.redact),
         keep_ids=keep_ids,
     )
-    from evalrunner.recording_files import record_and_write
+    from evalrunner.toolbox.recording_files import record_and_write
 
     try:
         with agent_output_to_stderr():

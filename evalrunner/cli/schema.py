@@ -9,12 +9,12 @@ from typing import Annotated
 import typer
 
 from evalrunner.cli.common import ConfigOption, fail, load_settings
-from evalrunner.load import relative_to_cwd
+from evalrunner.fixtures.load import relative_to_cwd
 
 
 def schema_list() -> None:
     """Print each expectation kind and the $id of its schema."""
-    from evalrunner.schemas import schema_tree
+    from evalrunner.fixtures.schemas import schema_tree
 
     kinds = schema_tree().kinds()
     width = max(len(kind) for kind in kinds)
@@ -34,7 +34,7 @@ def schema_export(
     config: ConfigOption = None,
 ) -> None:
     """Write the schema tree and the single-file bundle editors use; print how to wire them."""
-    from evalrunner.export import export_files, wiring, write_export
+    from evalrunner.toolbox.export import export_files, wiring, write_export
 
     files = export_files()  # all rendered before anything is written
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from evalrunner.model import CaseReport, SuiteReport
 from evalrunner.report.stats import RepeatStats, case_stats, suite_stats
-from evalrunner.select import report_fields
+from evalrunner.selection.select import report_fields
 from evalrunner.text import encodable, encodable_path
 
 REPORT_SCHEMA = "evalrunner/report/v1"

@@ -7,7 +7,7 @@
 - :mod:`~evalrunner.wire.endpoint`: the replay endpoint a command agent talks to;
 - :mod:`~evalrunner.wire.serve`: ``evalrunner serve``, the endpoint on its own;
 - :mod:`~evalrunner.wire.client`: a standard-library client for all three wires;
-- :mod:`~evalrunner.wire.live`: live mode's provider, on httpx2 (the ``live`` extra).
+- :mod:`~evalrunner.live.provider`: live mode's provider, on httpx2 (the ``live`` extra).
 
 Nothing here knows about grading. Importing the package imports none of its modules, so an
 agent command that needs only the client starts fast.

@@ -3,8 +3,9 @@
 The request bodies it writes and the answers it reads (a JSON body, or a server-sent event
 stream) are the client side of :mod:`evalrunner.wire.openai_chat`,
 :mod:`evalrunner.wire.openai_responses` and :mod:`evalrunner.wire.anthropic`, the same code the
-live provider (:mod:`evalrunner.wire.live`) uses. Standard library only, so that an agent
-command built on it (the mutants run as command agents, :mod:`evalrunner.mutants`) starts fast.
+live provider (:mod:`evalrunner.live.provider`) uses. Standard library only, so that an agent
+command built on it (the mutants run as command agents, :mod:`evalrunner.mutation.mutants`) starts
+fast.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def client_wire(api: str) -> ClientWire:
 
 
 class WireClient:
-    """A :class:`~evalrunner.provider.ModelProvider` over HTTP.
+    """A :class:`~evalrunner.boundary.provider.ModelProvider` over HTTP.
 
     ``api`` is one of :data:`~evalrunner.wire.common.WIRES`; ``base_url`` is what the
     API's SDK takes (``.../v1`` for both OpenAI APIs, the host root for Anthropic). The whole

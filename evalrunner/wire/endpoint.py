@@ -4,7 +4,8 @@ A loopback server (127.0.0.1 only, a free port by default) that speaks OpenAI ch
 (``POST /v1/chat/completions``), the OpenAI Responses API (``POST /v1/responses``) and
 Anthropic messages (``POST /v1/messages``), streaming or not. It only translates: each request
 is decoded into a neutral :class:`~evalrunner.model.ModelRequest` and handed to the case's
-:class:`~evalrunner.conformance.ConversationMonitor`, which checks it against the run so far
+:class:`~evalrunner.boundary.conformance.ConversationMonitor`, which checks it against the run so
+far
 and answers it from the script (the same per-turn queues, run errors, ids and argument text as
 in-process) or, in live mode, from the live model it forwards the request to. The monitor
 keeps every request and the evidence: results fed back, with Anthropic's ``is_error`` as their
@@ -43,7 +44,7 @@ from types import TracebackType
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
-from evalrunner.conformance import ConversationMonitor
+from evalrunner.boundary.conformance import ConversationMonitor
 from evalrunner.model import (
     JSONValue,
     Message,

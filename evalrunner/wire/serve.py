@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalrunner.admit import admit
-from evalrunner.conformance import ConversationMonitor, Dispatch
-from evalrunner.load import load_document
+from evalrunner.boundary.conformance import ConversationMonitor, Dispatch
+from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.fixtures.admit import admit
+from evalrunner.fixtures.load import load_document
 from evalrunner.model import AdmissionError, Case, ToolCall
-from evalrunner.provider import ReplayProvider
 from evalrunner.wire.endpoint import Exchange, ReplayEndpoint
 
 

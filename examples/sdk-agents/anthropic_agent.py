@@ -95,5 +95,6 @@ def main() -> None:
     # --per-case declines protocol 2 (one process per case, as before), for comparison.
     agent_protocol.serve(start_case, persistent="--per-case" not in sys.argv[1:])
 
+
 if __name__ == "__main__":
     main()

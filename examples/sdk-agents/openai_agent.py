@@ -42,11 +42,15 @@ def complete(client: OpenAI, messages: list[dict[str, Any]], stream: bool) -> An
     """One model call; the assistant message of its answer."""
     if stream:
         with client.chat.completions.stream(
-            model=MODEL, messages=messages, tools=TOOLS  # type: ignore[arg-type]
+            model=MODEL,
+            messages=messages,
+            tools=TOOLS,  # type: ignore[arg-type]
         ) as events:
             return events.get_final_completion().choices[0].message
     answer = client.chat.completions.create(
-        model=MODEL, messages=messages, tools=TOOLS  # type: ignore[arg-type]
+        model=MODEL,
+        messages=messages,
+        tools=TOOLS,  # type: ignore[arg-type]
     )
     return answer.choices[0].message
 
@@ -96,6 +100,7 @@ def main() -> None:
 
     # --per-case declines protocol 2 (one process per case, as before), for comparison.
     agent_protocol.serve(start_case, persistent="--per-case" not in sys.argv[1:])
+
 
 if __name__ == "__main__":
     main()

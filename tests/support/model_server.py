@@ -150,9 +150,7 @@ class ModelServer:
             return
         wire = WIRES[self.wire]
         if isinstance(body, dict) and body.get("stream"):
-            frames = wire.stream_events(
-                reply.response, response_id="r1", model="m", usage=True
-            )
+            frames = wire.stream_events(reply.response, response_id="r1", model="m", usage=True)
             handler.send_response(200)
             handler.send_header("Content-Type", "text/event-stream")
             handler.send_header("Connection", "close")

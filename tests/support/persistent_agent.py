@@ -48,10 +48,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalrunner.agent import AgentContext, ReferenceAgent
+from evalrunner.agents.reference import AgentContext, ReferenceAgent
+from evalrunner.boundary.observer import RecordingObserver
+from evalrunner.boundary.tools import builtin_tools
 from evalrunner.model import Message, ModelRequest, RunError, ToolCallRecord
-from evalrunner.observer import RecordingObserver
-from evalrunner.tools import builtin_tools
 from evalrunner.wire.client import WireClient
 
 WIRE, MODE = sys.argv[1], sys.argv[2]

@@ -1,0 +1,1 @@
+"""Agents the runner ships: the reference agent loop and agents run as commands."""

@@ -1,0 +1,846 @@
+"""An agent in any language, run as a command, replayed over HTTP (``[eval] agent_command``).
+
+Per case, the runner starts a :class:`~evalrunner.wire.endpoint.ReplayEndpoint` serving the case's
+script in the OpenAI (chat completions and Responses) and Anthropic wire formats, then launches
+the command with these in its environment:
+
+* ``OPENAI_BASE_URL`` (``http://127.0.0.1:PORT/v1``, under which both OpenAI APIs are served)
+  and ``ANTHROPIC_BASE_URL`` (``http://127.0.0.1:PORT``), which the official SDKs read;
+* ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` set to a dummy value (nothing checks them);
+* ``EVALRUNNER_WORKSPACE``, the case's private directory; ``NO_PROXY`` covering loopback.
+
+The conversation is a small line protocol (``schemas/agent-command/``): for each turn the
+runner writes one JSON object on the command's stdin, ``{"turn": 1, "user_input": "..."}``, and
+reads one JSON object back from its stdout, ``{"reply": "..."}``. After the last turn stdin is
+closed and the command should exit. Its stdout is reserved for reply lines (log to stderr). A
+command that exits before replying, prints anything else, or outlives the case timeout fails
+the case with an error saying so, with the end of its stderr.
+
+Protocol 2 (persistent, opted into by the command): one process serves many cases. The
+runner offers it in ``EVALRUNNER_PROTOCOLS`` (``1,2``). The first line a process reads is
+always a protocol-1 turn line (the opening line); a command taking up protocol 2 answers it
+with ``{"evalrunner": 2}`` instead of a reply, without acting on it. From then on every line
+names its case by a per-case token: ``{"case": T, "turn": N, "user_input": ..., "workspace":
+...}`` is answered with ``{"case": T, "reply": ..., "tool_calls"?: [...]}`` or
+``{"case": T, "error": "..."}``; after the final reply (or a failure) ``{"case": T, "end":
+true}`` is answered with ``{"case": T, "ended": true}``, and the process waits for the next
+case; stdin closes at the end of the run. The endpoint keeps one address for the process's
+life and serves the case under way. A line or a request belonging to another case, anything
+printed or requested between cases (reported by the next case), and any exit fail a case; a
+process is reused after a failed case only when it ended that case cleanly, never after a
+broken line, a crash or a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import multiprocessing.util
+import os
+import secrets
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final, cast
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
+from evalrunner.agents.reference import AgentContext
+from evalrunner.boundary.conformance import ConversationMonitor
+from evalrunner.config import DEFAULT_AGENT_EXIT_GRACE_SECS
+from evalrunner.fixtures.admit import argument_text
+from evalrunner.fixtures.schemas import agent_reply_validator
+from evalrunner.model import RunError, ToolCallRecord, render_json_path
+from evalrunner.wire.endpoint import ReplayEndpoint
+
+STOP_GRACE_SECS: Final = DEFAULT_AGENT_EXIT_GRACE_SECS
+"""The default ``agent_exit_grace_secs``: how long a command may take to exit after its stdin
+is closed (after its final reply, or at the end of the run in protocol 2), or in protocol 2
+to answer the end line of a case, before it is killed; not doing it in time fails the case."""
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""The longest reply line read from a command; a longer one fails the case (memory stays
+bounded whatever the command prints)."""
+
+PROTOCOLS: Final = (1, 2)
+"""The agent-command protocol versions this runner speaks; 2 is the persistent one."""
+
+PERSISTENT: Final = 2
+"""The protocol version in which one process serves many cases."""
+
+OFFER_VARIABLE: Final = "EVALRUNNER_PROTOCOLS"
+"""The environment variable that tells a command which protocol versions it may use."""
+
+
+def split_command(command: str) -> list[str]:
+    """Split a command line like a POSIX shell would, without running a shell."""
+    return shlex.split(command)
+
+
+def command_agent_factory(
+    command: str | Sequence[str], *, cwd: Path, exit_grace: float = STOP_GRACE_SECS
+) -> CommandAgentFactory:
+    """A factory that runs ``command`` (from ``cwd``) as the agent of each case; it gets
+    ``exit_grace`` seconds to exit once its stdin is closed (``agent_exit_grace_secs``)."""
+    argv = split_command(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise ValueError("agent_command is empty")
+    program = argv[0]
+    # Checked once, before any case: a missing program would otherwise fail every case alike.
+    if os.sep in program:
+        found = (cwd / program).is_file() and os.access(cwd / program, os.X_OK)
+    else:
+        found = shutil.which(program) is not None
+    if not found:
+        where = f"relative to {cwd}" if os.sep in program else "on PATH"
+        raise ValueError(f"the program {program!r} is not an executable file {where}")
+    return CommandAgentFactory(argv, cwd, exit_grace)
+
+
+class CommandAgentFactory:
+    """Builds each case's :class:`CommandAgent`, and keeps the processes that took up
+    protocol 2 between cases, one per thread of work (so each ``--jobs`` worker has its own).
+
+    Those processes end when :meth:`close` is called, when the factory is garbage-collected,
+    or when the (worker) process exits, whichever comes first: their stdin is closed, and
+    their process groups are killed after ``exit_grace`` seconds. Usable as a context
+    manager. Pickles as its command (a copy starts processes of its own).
+    """
+
+    def __init__(self, argv: Sequence[str], cwd: Path, exit_grace: float = STOP_GRACE_SECS) -> None:
+        self.argv = tuple(argv)
+        self.cwd = cwd
+        self.exit_grace = exit_grace
+        self._pool = _Pool()
+        weakref.finalize(self, self._pool.close)
+
+    def __call__(self, context: AgentContext) -> CommandAgent:
+        return CommandAgent(
+            context, list(self.argv), cwd=self.cwd, pool=self._pool, exit_grace=self.exit_grace
+        )
+
+    def close(self) -> None:
+        """End the processes waiting for a next case (idempotent; the factory stays usable)."""
+        self._pool.close()
+
+    def __enter__(self) -> CommandAgentFactory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[CommandAgentFactory], tuple[tuple[str, ...], Path, float]]:
+        return (CommandAgentFactory, (self.argv, self.cwd, self.exit_grace))
+
+
+class CommandAgent:
+    """Drives an external agent process through the turns of one case.
+
+    The process runs in a session (and process group) of its own, so that ending it ends
+    whatever it started. It runs its own tools (``runs_own_tools``); whether it reports its
+    dispatches is decided by each reply line (``reports_dispatches``). With a ``pool``, a
+    process that took up protocol 2 is taken from it, checked for anything it did between
+    cases, and given back after a clean end of the case.
+    """
+
+    runs_own_tools = True
+
+    def __init__(
+        self,
+        context: AgentContext,
+        argv: list[str],
+        *,
+        cwd: Path,
+        pool: _Pool | None = None,
+        exit_grace: float = STOP_GRACE_SECS,
+    ) -> None:
+        if not isinstance(context.provider, ConversationMonitor):
+            raise RunError("a command agent needs the runner's conversation monitor as provider")
+        self._monitor = context.provider
+        self._turn = 0
+        self._observer = context.observer
+        self._workspace = context.workspace
+        self._pool = pool
+        # Per case and unguessable: a reply or end carrying another case's token is a leak.
+        self._case = secrets.token_hex(8)
+        self.reports_dispatches = False
+        self._awaiting = False  # a line is being read: close() then kills without grace
+        self._lock = threading.Lock()
+        self._closed = False
+        leased = pool.lease() if pool is not None else None
+        if leased is None:
+            self._proc = _AgentProcess(argv, cwd, self._monitor, context.workspace, exit_grace)
+            return
+        self._proc = leased
+        problem = self._between_cases(leased)
+        if problem is not None:
+            leased.retire()
+            raise RunError(
+                f"the agent command (protocol {PERSISTENT}), after its previous case ended and "
+                f"before this one began, {problem}; later cases get a fresh process"
+            )
+        leased.reset_stderr()  # the tail an error shows is this case's
+
+    # --- turns ----------------------------------------------------------------------------
+
+    def respond(self, user_input: str) -> str:
+        """Send one turn's input line and read the reply line."""
+        self._turn += 1
+        proc = self._proc
+        if proc.protocol is None:
+            # The opening line: a turn line of protocol 1, which a command taking up protocol
+            # 2 answers with the handshake (and otherwise ignores) instead of a reply.
+            answer = self._exchange({"turn": self._turn, "user_input": user_input})
+            message = _strict_json(answer)
+            if not (isinstance(message, dict) and "evalrunner" in message):
+                proc.protocol = 1
+                return self._reply(answer, message)
+            self._accept_handshake(message)
+            proc.protocol = PERSISTENT
+        if proc.protocol == 1:
+            answer = self._exchange({"turn": self._turn, "user_input": user_input})
+            return self._reply(answer, _strict_json(answer))
+        line = {
+            "case": self._case,
+            "turn": self._turn,
+            "user_input": user_input,
+            "workspace": str(self._workspace),
+        }
+        answer = self._exchange(line)
+        return self._reply(answer, _strict_json(answer), case=self._case)
+
+    def _exchange(self, line: dict[str, object]) -> str:
+        """Write one line, read the answer line."""
+        proc = self._proc
+        if not proc.write_line(line):
+            raise self._failure(f"stopped reading its input before turn {self._turn}")
+        self._awaiting = True
+        try:
+            answer = proc.read_line()
+        finally:
+            self._awaiting = False
+        if self._monitor.error is not None:
+            raise RunError(self._monitor.error)
+        if not answer:
+            if not proc.closing.is_set() and not proc.exits_soon():
+                raise self._failure(f"closed its stdout before replying to turn {self._turn}")
+            raise self._failure(f"exited before replying to turn {self._turn}")
+        if len(answer) > MAX_LINE_BYTES:
+            raise self._failure(
+                f"printed a line of over {MAX_LINE_BYTES} bytes for turn {self._turn}; a "
+                "reply line is one JSON object"
+            )
+        return answer.decode("utf-8", errors="replace")
+
+    def _accept_handshake(self, message: dict[str, Any]) -> None:
+        version = message.get("evalrunner")
+        if type(version) is not int or version != PERSISTENT:
+            raise self._failure(
+                f"answered the opening line with the handshake {_shown(message)}, asking for "
+                f"protocol {_shown(version)}; this evalrunner takes up protocol {PERSISTENT} "
+                f'with {{"evalrunner": {PERSISTENT}}} (or speaks protocol 1 to a command that '
+                "replies to the opening line)"
+            )
+        if len(message) != 1:
+            extra = sorted(key for key in message if key != "evalrunner")
+            raise self._failure(
+                f"answered the opening line with a handshake holding unknown field(s) "
+                f"{_shown(extra)}; the handshake is exactly "
+                f'{{"evalrunner": {PERSISTENT}}}'
+            )
+        if self._monitor.requests:
+            raise self._failure(
+                "sent model requests before its handshake; in protocol 2 the opening line "
+                "only asks which protocol to speak, and the case begins with the next line"
+            )
+
+    def _reply(self, answer: str, message: object, *, case: str | None = None) -> str:
+        if not isinstance(message, dict):
+            shown = answer.strip()
+            shown = shown if len(shown) <= 200 else shown[:197] + "..."
+            raise self._failure(
+                f"printed {shown!r} for turn {self._turn}, not a reply line; stdout is for one "
+                'JSON object per turn, {"reply": "..."} (log to stderr instead; see '
+                "schemas/agent-command/reply.schema.json)"
+            )
+        if case is not None:
+            message = dict(message)
+            self._check_case(message.pop("case", None), "reply line", case)
+            if "error" in message:
+                raise self._reported_error(message)
+        problem = None if agent_reply_validator().is_valid(message) else _reply_error(message)
+        if problem is not None:
+            where = render_json_path(tuple(problem.absolute_path))
+            raise self._failure(
+                f"printed a reply line for turn {self._turn} that is not valid: at {where}: "
+                f"{_reply_problem(problem)} (see schemas/agent-command/reply.schema.json)"
+            )
+        reported = message.get("tool_calls")
+        self.reports_dispatches = reported is not None
+        for entry in reported or ():
+            self._observer.on_tool_call(_record(entry))
+        return str(message["reply"])
+
+    def _reported_error(self, message: dict[str, Any]) -> RunError:
+        """Protocol 2's ``{"case": T, "error": "..."}``: the command failed the turn and
+        lives on; the case fails with its words."""
+        text = message["error"]
+        if not isinstance(text, str) or not text.strip() or len(message) != 1:
+            return self._failure(
+                f"printed an error line for turn {self._turn} that is not valid: "
+                f'{_shown(message)}; it is {{"case": "{self._case}", "error": '
+                '"<what went wrong>"} and nothing else'
+            )
+        return RunError(f"the agent command failed turn {self._turn}: {_shown(text, 500)}")
+
+    def _check_case(self, token: object, what: str, case: str) -> None:
+        if token == case:
+            return
+        if token is None:
+            raise self._failure(
+                f'printed a {what} for turn {self._turn} without "case"; in protocol '
+                f"{PERSISTENT} every line names the case it answers, "
+                f'{{"case": "{case}", ...}}'
+            )
+        if token == self._proc.previous_case:
+            raise self._failure(
+                f"printed a {what} for turn {self._turn} naming the previous case "
+                f"({_shown(token)}), not this one ({case}): the previous case leaked into "
+                "this one"
+            )
+        raise self._failure(
+            f"printed a {what} for turn {self._turn} naming case {_shown(token)}, not this "
+            f"one ({case}); a line answers the case of the line it was sent"
+        )
+
+    def _failure(self, what: str) -> RunError:
+        proc = self._proc
+        proc.stop(grace=1.0)
+        code = proc.process.returncode
+        status = f" (it {_exit_status(code)})" if code is not None else ""
+        return RunError(f"the agent command {what}{status}{proc.stderr_note()}")
+
+    # --- between cases ----------------------------------------------------------------------
+
+    def _between_cases(self, proc: _AgentProcess) -> str | None:
+        """What a pooled process did while it had no case, that only a leak explains."""
+        strays = proc.endpoint.attach(self._monitor)
+        code = proc.process.poll()
+        if code is not None:
+            return f"{_exit_status(code)}{proc.stderr_note()}"
+        if strays:
+            more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+            return f"sent a model request{more}, refused: {strays[0]}"
+        extra = proc.read_available()
+        if extra:
+            return f"printed {_shown_bytes(extra)}"
+        return None
+
+    def _end_case(self, proc: _AgentProcess) -> str | None:
+        """Protocol 2's end of a case: the end line, answered with the ended line; then the
+        process waits in the pool for the next case. None when that went cleanly."""
+        error_before = self._monitor.error
+        if not proc.write_line({"case": self._case, "end": True}):
+            proc.exits_soon()
+            return self._ended_badly(proc, "")
+        self._awaiting = True
+        try:
+            answer = proc.read_line(deadline=time.monotonic() + proc.exit_grace)
+        finally:
+            self._awaiting = False
+        if answer is None:
+            proc.retire()
+            return (
+                f"did not answer the end of the case within {proc.exit_grace:g}s after its "
+                f'final reply (with {{"case": "{self._case}", "ended": true}}); it was killed'
+            )
+        if not answer:
+            proc.exits_soon()
+            return self._ended_badly(proc, "")
+        # At once: a request sent after the ended line is a stray, for the next case to report
+        # (one sent before it had been answered before the line was printed).
+        proc.endpoint.detach()
+        if self._monitor.error != error_before:  # e.g. a model request after its final reply
+            proc.retire()
+            return None
+        message = _strict_json(answer.decode("utf-8", errors="replace"))
+        if message != {"case": self._case, "ended": True} or len(answer) > MAX_LINE_BYTES:
+            if isinstance(message, dict) and "ended" in message:
+                proc.retire()
+                return (
+                    f"answered the end of the case with {_shown_bytes(answer)}, not "
+                    f'{{"case": "{self._case}", "ended": true}}' + proc.stderr_note()
+                )
+            return self._ended_badly(
+                proc, f"printed more after its final reply: {_shown_bytes(answer)}"
+            )
+        extra = proc.read_available()
+        if extra:
+            return self._ended_badly(
+                proc, f"printed more after ending the case: {_shown_bytes(extra)}"
+            )
+        proc.previous_case = self._case
+        if self._pool is None or not self._pool.give_back(proc):
+            proc.retire()
+        return None
+
+    def _ended_badly(self, proc: _AgentProcess, what: str) -> str:
+        proc.retire()
+        if not what:
+            code = proc.process.returncode
+            what = f"{_exit_status(code)} after its final reply"
+        return what + proc.stderr_note()
+
+    # --- the end ----------------------------------------------------------------------------
+
+    def abort(self) -> None:
+        """Stop at once (the case timed out or the run was interrupted): the process group
+        is killed now, whatever a close() in progress is waiting for."""
+        proc = getattr(self, "_proc", None)
+        if proc is not None:
+            proc.closing.set()
+            proc.kill_group()
+
+    def close(self) -> None:
+        """End the case on the process.
+
+        Protocol 1: after the final reply the command must exit by itself within its exit
+        grace (``agent_exit_grace_secs``) once its stdin is closed, with exit code 0, printing
+        nothing more. Protocol 2: it must answer the end line within that time, having printed
+        nothing more; it then waits for the next case. Otherwise a :class:`RunError` says
+        which. While a reply is awaited (a timeout), or after the case failed, the process
+        group is killed at once.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        proc = self._proc
+        problem: str | None = None
+        if proc.protocol == PERSISTENT:
+            if self._awaiting or proc.closing.is_set() or proc.process.returncode is not None:
+                proc.retire()  # the case has its error already; its process is not reused
+            else:
+                # Even after a run error (a refused request, an error line): a command that
+                # ends the case cleanly has kept the protocol, and the next case is checked
+                # on its own.
+                problem = self._end_case(proc)
+        else:
+            proc.closing.set()
+            problem = self._end(proc)
+            proc.release()
+        if problem is not None:
+            raise RunError(f"the agent command {problem}")
+
+    def _end(self, proc: _AgentProcess) -> str | None:
+        process = proc.process
+        if process.returncode is not None and process.stdout is not None and process.stdout.closed:
+            return None  # ended already
+        if self._awaiting:
+            proc.kill_group()
+            process.wait()
+            return None  # the reading thread gives up at its next poll
+        exited = process.returncode is not None or proc.stop(grace=proc.exit_grace)
+        proc.kill_group()
+        extra = proc.rest_of_stdout()
+        if not exited:
+            return (
+                f"did not exit within {proc.exit_grace:g}s after its stdin was closed (after "
+                "its final reply; agent_exit_grace_secs gives it longer); it was killed"
+            )
+        if extra:
+            return f"printed more after its final reply: {_shown_bytes(extra)}" + (
+                proc.stderr_note()
+            )
+        if process.returncode != 0:
+            return f"{_exit_status(process.returncode)} after its final reply" + proc.stderr_note()
+        return None
+
+
+class _AgentProcess:
+    """One run of the command: its process group, its replay endpoint (one address for the
+    process's whole life, so that an SDK client made at start-up serves every case), its
+    stderr and what was read past the last line of its stdout."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: Path,
+        monitor: ConversationMonitor,
+        workspace: Path,
+        exit_grace: float = STOP_GRACE_SECS,
+    ) -> None:
+        self.protocol: int | None = None  # known from the answer to the opening line
+        self.exit_grace = exit_grace
+        self.previous_case: str | None = None
+        self.closing = threading.Event()  # set once the process is being ended: reads give up
+        self.pending = b""  # bytes read past the last line
+        self.endpoint = ReplayEndpoint(monitor)
+        self.endpoint.start()
+        # Unlinked, outside the case's workspace: it outlives cases and leaves nothing behind.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by release())
+        fd = self._stderr.fileno()
+        # Appending, so that emptying it at a case's start cannot leave the command writing
+        # past the end.
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+        self._released = False
+        env = {
+            **os.environ,
+            **self.endpoint.agent_environment(),
+            "EVALRUNNER_WORKSPACE": str(workspace),
+            OFFER_VARIABLE: ",".join(str(version) for version in PROTOCOLS),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self.endpoint.close()
+            self._stderr.close()
+            raise RunError(
+                f"cannot start agent command {shlex.join(argv)!r}: {exc.strerror or exc}"
+            ) from None
+        _track(self)
+
+    # --- lines ------------------------------------------------------------------------------
+
+    def write_line(self, line: dict[str, object]) -> bool:
+        """Write one JSON line; False when the command no longer reads its stdin."""
+        data = json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n"
+        stdin = cast(IO[bytes], self.process.stdin)
+        try:
+            stdin.write(data)
+            stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        return True
+
+    def read_line(self, deadline: float | None = None) -> bytes | None:
+        """One line from the command (at most :data:`MAX_LINE_BYTES` + 1 bytes), what was
+        read when it hung up, or None once ``deadline`` (monotonic) has passed. Polls, so
+        that a kill from another thread (a timeout) ends the wait even while some process
+        it left behind holds the pipe open."""
+        stdout = cast(IO[bytes], self.process.stdout)
+        buffer = self.pending
+        while b"\n" not in buffer and len(buffer) <= MAX_LINE_BYTES:
+            if self.closing.is_set():
+                return b""
+            if deadline is not None and time.monotonic() >= deadline:
+                self.pending = buffer
+                return None
+            try:
+                ready, _, _ = select.select([stdout.fileno()], [], [], 0.05)
+                if not ready:
+                    continue
+                chunk = os.read(stdout.fileno(), 1 << 16)
+            except (OSError, ValueError):
+                chunk = b""
+            if not chunk:
+                self.pending = b""
+                return buffer
+            buffer += chunk
+        line, newline, rest = buffer.partition(b"\n")
+        self.pending = rest
+        return line + newline if newline else buffer
+
+    def read_available(self) -> bytes:
+        """What the command has printed and nobody has read (without waiting)."""
+        data, self.pending = self.pending, b""
+        stdout = self.process.stdout
+        if stdout is None:
+            return data
+        with contextlib.suppress(OSError, ValueError):
+            while len(data) <= MAX_LINE_BYTES:
+                ready, _, _ = select.select([stdout.fileno()], [], [], 0)
+                chunk = os.read(stdout.fileno(), 1 << 16) if ready else b""
+                if not chunk:
+                    break
+                data += chunk
+        return data
+
+    def rest_of_stdout(self) -> bytes:
+        """What the command printed after its last reply line (the writers are gone)."""
+        stdout = self.process.stdout
+        if stdout is None or stdout.closed:
+            return b""
+        data = self.pending
+        with contextlib.suppress(OSError, ValueError):  # nothing more to read is no error
+            os.set_blocking(stdout.fileno(), False)
+            data += os.read(stdout.fileno(), 64 * 1024)
+        with contextlib.suppress(OSError):
+            stdout.close()
+        return data
+
+    # --- stderr -----------------------------------------------------------------------------
+
+    def reset_stderr(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            os.ftruncate(self._stderr.fileno(), 0)
+
+    def stderr_note(self) -> str:
+        tail = self._stderr_tail()
+        return f"; its stderr ends:\n{tail}" if tail else ""
+
+    def _stderr_tail(self, lines: int = 5) -> str:
+        try:
+            fd = self._stderr.fileno()
+            size = os.fstat(fd).st_size
+            start = max(0, size - 64 * 1024)  # the end is what is shown
+            text = os.pread(fd, size - start, start).decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    # --- ending -----------------------------------------------------------------------------
+
+    def exits_soon(self) -> bool:
+        """After its stdout ended: is the command exiting (its end is not reaped at once)?"""
+        try:
+            self.process.wait(timeout=self.exit_grace)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+
+    def stop(self, grace: float) -> bool:
+        """Close stdin and wait up to ``grace`` seconds; kill the process group if it lingers.
+        True when the process exited by itself."""
+        self.close_stdin()
+        exited = True
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            exited = False
+        self.kill_group()
+        if not exited:
+            self.process.wait()
+        return exited
+
+    def kill_group(self) -> None:
+        """End everything the command started (its session's process group)."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def retire(self) -> None:
+        """End the process now (it is not reused) and release what it holds."""
+        self.closing.set()
+        self.close_stdin()
+        self.kill_group()
+        self.process.wait()
+        self.release()
+
+    def release(self) -> None:
+        """Close the endpoint, the pipes and the stderr file (idempotent)."""
+        if self._released:
+            return
+        self._released = True
+        self.endpoint.close()
+        stdout = self.process.stdout
+        if stdout is not None:
+            with contextlib.suppress(OSError):
+                stdout.close()
+        with contextlib.suppress(OSError):
+            self._stderr.close()
+        _untrack(self)
+
+
+def _end_together(processes: Sequence[_AgentProcess]) -> None:
+    """The end of the run for processes waiting between cases: their stdin is closed (they
+    should exit), then after at most the longest of their exit graces for them all, their
+    process groups are killed."""
+    for proc in processes:
+        proc.closing.set()
+        proc.close_stdin()
+    grace = max((proc.exit_grace for proc in processes), default=0.0)
+    deadline = time.monotonic() + grace
+    for proc in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        proc.kill_group()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.process.wait(timeout=1.0)
+        proc.release()
+
+
+class _Pool:
+    """The processes of one factory that wait for a next case, in this (worker) process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_AgentProcess] = []
+        _POOLS.add(self)
+
+    def lease(self) -> _AgentProcess | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def give_back(self, proc: _AgentProcess) -> bool:
+        with self._lock:
+            self._idle.append(proc)
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        _end_together(idle)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's processes are not this process's to use or end."""
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+_POOLS: weakref.WeakSet[_Pool] = weakref.WeakSet()
+_LIVE: set[_AgentProcess] = set()
+_LIVE_LOCK = threading.Lock()
+_EXIT_HOOK_PID: int | None = None
+
+
+def _track(proc: _AgentProcess) -> None:
+    global _EXIT_HOOK_PID
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+        if os.getpid() != _EXIT_HOOK_PID:
+            _EXIT_HOOK_PID = os.getpid()
+            # multiprocessing's exit hook, not atexit: a --jobs worker ends with os._exit,
+            # after running these, and never runs atexit.
+            multiprocessing.util.Finalize(None, _end_all, exitpriority=10)
+
+
+def _untrack(proc: _AgentProcess) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(proc)
+
+
+def _end_all() -> None:
+    """At exit: no agent process (and nothing it started) outlives the run."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    _end_together(live)
+
+
+def _forget_the_parents_agents() -> None:
+    global _LIVE_LOCK, _EXIT_HOOK_PID
+    _LIVE_LOCK = threading.Lock()
+    _LIVE.clear()
+    _EXIT_HOOK_PID = None
+    for pool in list(_POOLS):
+        pool.forget()
+
+
+os.register_at_fork(after_in_child=_forget_the_parents_agents)
+
+
+def _strict_json(text: str) -> object:
+    """The JSON value of a line, or None when it is not strict JSON (duplicate keys, NaN)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A value from a command, quoted for an error: JSON, escaped, cut short."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _shown_bytes(data: bytes) -> str:
+    shown = data.decode("utf-8", "replace").strip()
+    shown = shown if len(shown) <= 200 else shown[:197] + "..."
+    return repr(shown)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):  # {"reply": "a", "reply": "b"} must not grade either one
+        raise ValueError("a key appears twice")
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _exit_status(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+def _reply_error(message: object) -> ValidationError | None:
+    """The most telling thing wrong with a reply line, as jsonschema words it."""
+    from jsonschema.exceptions import best_match
+
+    found: ValidationError | None = best_match(agent_reply_validator().iter_errors(message))
+    return found
+
+
+def _reply_problem(error: ValidationError) -> str:
+    """A reply-line schema error in words: what is wrong, what would be right."""
+    value = json.dumps(error.instance, ensure_ascii=False)
+    value = value if len(value) <= 60 else value[:57] + "..."
+    if error.validator == "type":
+        wanted = _TYPE_WORDS.get(str(error.validator_value), str(error.validator_value))
+        return f"{value} is not {wanted}"
+    if error.validator == "required":
+        return f"a required field is missing ({error.message.split(' is a required')[0]})"
+    if error.validator == "additionalProperties":
+        return f"unknown field: {error.message.split('(')[-1].rstrip(')')}"
+    if error.validator == "minLength":
+        return "must not be empty"
+    return error.message
+
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "an array",
+    "object": "an object",
+    "['object', 'string']": "an object or a string",
+}
+
+
+def _record(entry: dict[str, Any]) -> ToolCallRecord:
+    """One reported dispatch of a reply line (already schema-valid) as a record; arguments
+    given as an object become the same compact JSON text a fixture's object becomes."""
+    return ToolCallRecord(
+        name=entry["name"],
+        arguments=argument_text(entry["arguments"]),
+        result=entry["result"],
+        success=entry["success"],
+        id=entry["id"],
+    )

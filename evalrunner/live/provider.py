@@ -1,0 +1,671 @@
+"""The live provider: each model request sent to a real OpenAI- or Anthropic-compatible API.
+
+:class:`LiveModel` is one run's connection to the model (an HTTP client, the concurrency cap,
+the token budget); :class:`LiveProvider` is one case's
+:class:`~evalrunner.boundary.provider.ModelProvider`
+on it, which keeps every exchange (request and response, in order) so that a recorder can turn
+a live run into a fixture. Bodies are written and read by the wire modules
+(:mod:`evalrunner.wire.openai_chat`, :mod:`evalrunner.wire.anthropic`), the same code the
+replay endpoint and the standard-library client use.
+
+HTTP goes through httpx2, imported only here and only when a live run starts (the
+``evalrunner[live]`` extra). Retries: an answer 429 or 5xx, a timeout or a dropped connection
+is tried again, up to ``max_retries`` times, after ``Retry-After`` when the answer gives one
+(seconds or an HTTP date, capped at :data:`MAX_RETRY_AFTER_SECS`), else after an exponential
+backoff; any other 4xx is final.
+
+The API key is read from the environment when a request is sent, and put in its header only.
+No message this module writes holds it: every error text is built here, from status codes and
+the server's own error message, with the key struck out of that message too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import math
+import os
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from evalrunner.config import LiveConfig
+from evalrunner.live.redact import shown_url, strike_key, strike_url_secrets
+from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
+from evalrunner.text import printable
+from evalrunner.wire.client import ClientWire, client_wire
+from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
+from evalrunner.wire.params import live_options
+
+if TYPE_CHECKING:
+    import httpx2
+
+MAX_RETRY_AFTER_SECS = 60.0
+"""The longest wait a ``Retry-After`` can ask for; a longer one is cut to this."""
+BACKOFF_BASE_SECS = 0.5
+"""The wait before the first retry without ``Retry-After``; it doubles on each retry."""
+BACKOFF_CAP_SECS = 8.0
+MAX_ERROR_CHARS = 300
+"""How much of a server's error message a run error quotes."""
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""The longest line a streamed answer may send; a longer one is a malformed answer (a stream
+that never ends its line would otherwise grow in memory until the deadline)."""
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The most bytes one answer (a body or a whole stream) may hold."""
+
+INSTALL_HINT = (
+    "live mode needs the httpx2 HTTP client, which is not installed: pip install 'evalrunner[live]'"
+)
+
+
+def start_live(config: LiveConfig) -> LiveModel | list[str]:
+    """The run's live model; or, before anything is sent, what keeps it from starting (no
+    model name, the httpx2 extra not installed)."""
+    problems = config.problems()
+    if problems:
+        return problems
+    try:
+        import httpx2  # noqa: F401  (only to refuse the run now, not at its first request)
+    except ImportError:
+        return [INSTALL_HINT]
+    return LiveModel(config)
+
+
+STOPPED = "live model: the run was stopped; no further request is sent"
+GIVEN_UP = "live model: the case was given up (it timed out); its request was cut"
+
+
+class _Connection:
+    """An HTTP client made when first needed, and the requests sent on it, that can be given
+    up from another thread: :meth:`close` makes each request waiting in :meth:`call` fail at
+    once. (Closing an HTTP client does not interrupt a read already blocked on its socket,
+    so each request is sent on a thread of its own, and a given-up one is left to end by its
+    own timeout, unseen.)"""
+
+    def __init__(self, model: LiveModel) -> None:
+        self._model = model
+        self._lock = threading.Lock()
+        self._http: httpx2.Client | None = None
+        self._waiting: set[threading.Event] = set()
+        self.closed = threading.Event()
+
+    def client(self) -> httpx2.Client:
+        with self._lock:
+            if self.closed.is_set():
+                raise RunError(GIVEN_UP)
+            if self._http is None:
+                self._http = self._model._client()
+            return self._http
+
+    def call(self, send: Callable[[], ModelResponse]) -> ModelResponse:
+        """``send()``'s answer, or :class:`RunError` as soon as the connection is closed."""
+        done = threading.Event()
+        with self._lock:
+            if self.closed.is_set():
+                raise RunError(GIVEN_UP)
+            self._waiting.add(done)
+        outcome: list[ModelResponse | BaseException] = []
+
+        def work() -> None:
+            try:
+                outcome.append(send())
+            except BaseException as exc:  # handed to the waiting thread, which raises it
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="evalrunner live request", daemon=True).start()
+        try:
+            done.wait()
+        finally:
+            with self._lock:
+                self._waiting.discard(done)
+        if not outcome:
+            raise RunError(STOPPED if self._model.stopped else GIVEN_UP)
+        answer = outcome[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed.set()
+            http, self._http = self._http, None
+            waiting = list(self._waiting)
+        for done in waiting:
+            done.set()
+        if http is not None:
+            http.close()
+
+
+class BudgetSpent(RunError):
+    """The run's token budget (``max_total_tokens``) is spent: no request is sent."""
+
+
+class TokenBudget:
+    """The run's budget of input + output tokens, shared by every case (thread-safe)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self._spent = 0
+        self._blind = False
+        self._lock = threading.Lock()
+
+    @property
+    def spent(self) -> int:
+        """Tokens used so far."""
+        with self._lock:
+            return self._spent
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether no further request may be sent."""
+        with self._lock:
+            return self.limit is not None and (self._blind or self._spent >= self.limit)
+
+    def check(self) -> None:
+        """Raise :class:`BudgetSpent` when the budget is spent."""
+        if self.exhausted:
+            raise BudgetSpent(self.message())
+
+    def message(self) -> str:
+        """The sentence that says the budget stopped the run."""
+        if self._blind:
+            return NO_USAGE
+        return (
+            f"the token budget is spent ({self.spent} of max_total_tokens = {self.limit} "
+            "tokens used): no further model request was sent"
+        )
+
+    def add(self, response: ModelResponse) -> None:
+        """Count a response's usage.
+
+        With a budget set, an answer that reports no usage (no tokens at all) is refused, as
+        :class:`BudgetSpent`, and no further request is sent: a budget is a promise about
+        spending, and one that silently counts nothing would let a run spend without bound.
+        So the run stops as it would with the budget spent, saying why (:data:`NO_USAGE`)."""
+        tokens = response.input_tokens + response.output_tokens
+        with self._lock:
+            self._spent += tokens
+            if self.limit is None or tokens > 0:
+                return
+            self._blind = True
+        raise BudgetSpent(NO_USAGE)
+
+
+NO_USAGE = (
+    "live model: the model's answer carries no token usage, so max_total_tokens cannot be "
+    "enforced: no further model request is sent; use a server that reports usage, or remove "
+    "max_total_tokens from [eval.live]"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request the live model answered, and its answer (for a recorder)."""
+
+    request: ModelRequest
+    response: ModelResponse
+
+
+class _Retry(Exception):
+    """This attempt failed in a way worth another (``wait``: what the server asked for)."""
+
+    def __init__(self, reason: str, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait = wait
+
+
+class LiveModel:
+    """One run's connection to the live model (see the module docstring).
+
+    ``environ`` is where the key is read from, when each request is sent; ``sleep`` waits
+    between retries (default: a wait that :meth:`stop` cuts short; tests pass one that
+    records and returns); ``transport`` replaces httpx2's own (tests). Close it when the run
+    ends.
+    """
+
+    def __init__(
+        self,
+        config: LiveConfig,
+        *,
+        budget: TokenBudget | None = None,
+        environ: Mapping[str, str] | None = None,
+        sleep: Callable[[float], object] | None = None,
+        transport: Any = None,
+    ) -> None:
+        if config.model is None:
+            raise ValueError(config.problems()[0])
+        self.config = config
+        self.model = config.model
+        self.wire: ClientWire = client_wire(config.wire)
+        self.budget = budget if budget is not None else TokenBudget(config.max_total_tokens)
+        self._environ = environ if environ is not None else os.environ
+        self._stopped = threading.Event()
+        self._sleep = sleep if sleep is not None else self._stopped.wait
+        self._transport = transport
+        self._slots = threading.BoundedSemaphore(config.max_concurrency)
+        self._lock = threading.Lock()
+        self._own = _Connection(self)
+        self._open: set[_Connection] = set()
+
+    def provider(self) -> LiveProvider:
+        """A fresh provider for one case, on a connection of its own (so that giving the
+        case up cuts its request in flight, and no other case's)."""
+        connection = _Connection(self)
+        with self._lock:
+            self._open.add(connection)
+        return LiveProvider(self, connection)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped.is_set()
+
+    def stop(self) -> None:
+        """Refuse every request from now on, and cut those in flight (an interrupted run):
+        each fails its case at once, rather than running on to its timeout."""
+        self._stopped.set()
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection (a request in flight on one fails)."""
+        with self._lock:
+            connections = [self._own, *self._open]
+            self._open.clear()
+        for connection in connections:
+            connection.close()
+
+    def _forget(self, connection: _Connection) -> None:
+        with self._lock:
+            self._open.discard(connection)
+        connection.close()
+
+    def _client(self) -> httpx2.Client:
+        try:
+            import httpx2  # only a live run pays for importing it
+        except ImportError:
+            raise RunError(INSTALL_HINT) from None
+        return httpx2.Client(
+            timeout=httpx2.Timeout(self.config.timeout_secs),
+            transport=self._transport,
+            trust_env=False,  # no proxy or .netrc from the environment: it goes where
+            # base_url says, and nowhere may the key be sent that config did not name
+            follow_redirects=False,
+        )
+
+    def _key(self) -> str:
+        name = self.config.api_key_env
+        key = self._environ.get(name, "")
+        if not key.strip():
+            raise RunError(
+                f"live mode: the environment variable {name} (api_key_env in [eval.live]) is "
+                "not set or empty; export the API key there"
+            )
+        problem = unsendable_key(key)
+        if problem is not None:
+            raise RunError(
+                f"live mode: the API key in {name} holds {problem}, which no HTTP header can "
+                f"carry; nothing was sent: fix the value of {name}"
+            )
+        return key
+
+    def without_secrets(self, text: str) -> str:
+        """``text`` without the key (:func:`evalrunner.live.redact.strike_key`), when its variable
+        is set, and without what ``base_url`` may hold secret (its user, password and query
+        values); reports and recordings pass everything a live run put in them through
+        this."""
+        text = strike_key(text, self._environ.get(self.config.api_key_env, ""))
+        return strike_url_secrets(text, self.config.base_url)
+
+    def complete(
+        self, request: ModelRequest, connection: _Connection | None = None
+    ) -> ModelResponse:
+        """Send ``request`` (retrying as configured) and read the answer; every failure is
+        a :class:`RunError` whose text names what went wrong, never the key. ``connection``
+        is a case's own (its provider's); without it, the model's."""
+        via = connection if connection is not None else self._own
+        # The slot is held by the case's thread, not the request's: a case given up frees it
+        # at once, though its abandoned request may still be on the wire (its tokens, if it
+        # is answered, still count towards the budget).
+        with self._slots:
+            self._check_running(via)
+            self.budget.check()  # after the wait for a slot, in which it may have been spent
+            if connection is None:
+                return self._send(request, via)
+            return via.call(lambda: self._send(request, via))
+
+    def _send(self, request: ModelRequest, via: _Connection) -> ModelResponse:
+        key = self._key()
+        body = self.wire.request_body(
+            request,
+            model=self.model,
+            stream=self.config.stream,
+            options=self._options(request),
+        )
+        data = wire_json(body).encode("utf-8")
+        headers = {"Content-Type": "application/json", **self.wire.auth_headers(key)}
+        attempts = self.config.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            self._check_running(via)
+            try:
+                response = self._attempt(via, data, headers, key)
+            except _Retry as retry:
+                self._check_running(via)
+                if attempt == attempts:
+                    tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+                    raise RunError(f"live model: {retry.reason}{tried}") from None
+                self._sleep(_backoff(attempt, retry.wait))
+                continue
+            except Exception:
+                self._check_running(via)  # its connection closed under it: say so
+                raise
+            self.budget.add(response)
+            return response
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _struck(self, text: str, key: str) -> str:
+        return strike_url_secrets(strike_key(text, key), self.config.base_url)
+
+    def _check_running(self, via: _Connection) -> None:
+        if self._stopped.is_set():
+            raise RunError(STOPPED)
+        if via.closed.is_set():
+            raise RunError(GIVEN_UP)
+
+    def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
+        """The request's parameters: the agent's own (a command agent's, as it sent them),
+        over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those."""
+        return live_options(
+            self.wire.name,
+            request.parameters,
+            request.api,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            pin=self.config.pin,
+        )
+
+    def _attempt(
+        self, via: _Connection, data: bytes, headers: dict[str, str], key: str
+    ) -> ModelResponse:
+        import httpx2
+
+        url = self.wire.request_url(self.config.base_url)
+        timeout = self.config.timeout_secs
+        # httpx2's timeout bounds each phase (connect, each read); a server that trickles
+        # bytes would never trip it, so a watchdog cuts the attempt's socket at its deadline
+        # (started once the client is made: making it is not the server's time).
+        client = via.client()
+        watchdog = _Watchdog(timeout)
+        try:
+            with client.stream(
+                "POST", url, content=data, headers=headers, extensions={"trace": watchdog.trace}
+            ) as reply:
+                watchdog.watch(reply.extensions.get("network_stream"))
+                status = reply.status_code
+                if 300 <= status < 400:  # a redirect (301, 302, 307, 308, ...)
+                    raise self._redirect(status, reply.headers.get("location"), key)
+                if status >= 400:
+                    raw = _body(reply)
+                    raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
+                if self.config.stream:
+                    return self.wire.read_stream(parse_sse(_lines(reply)))
+                return self.wire.read_response(body_json(_body(reply)))
+        except (httpx2.TimeoutException, httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
+            if watchdog.fired or isinstance(exc, httpx2.TimeoutException):
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
+            raise _Retry(f"the connection broke ({type(exc).__name__})") from None
+        except httpx2.ConnectError:
+            if watchdog.fired:
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
+            raise _Retry(f"cannot connect to {shown_url(self.config.base_url)}") from None
+        except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
+            if watchdog.fired:
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
+            raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
+        except WireResponseError as exc:
+            if watchdog.fired:  # the stream was cut at the deadline, mid-answer
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
+            problem = self._struck(str(exc), key)
+            raise RunError(f"live model: the answer is malformed: {problem}") from None
+        except UnicodeEncodeError:
+            # Only the key is not ASCII-checked before this point; the exception holds it.
+            raise RunError(
+                f"live model: the key in {self.config.api_key_env} holds characters an HTTP "
+                "header cannot carry (not ASCII)"
+            ) from None
+        except UnicodeDecodeError:
+            raise RunError("live model: the answer is not UTF-8 text") from None
+        finally:
+            watchdog.cancel()
+
+    def _redirect(self, status: int, location: str | None, key: str) -> RunError:
+        target = (
+            _quoted(self._struck(shown_url(location), key)) if location else "no Location given"
+        )
+        return RunError(
+            f"live model: HTTP {status}, a redirect to {target}; redirects are not followed "
+            f"(the key is sent to base_url only): set base_url in [eval.live] to where the "
+            "API answers"
+        )
+
+    def _status_error(
+        self, status: int, raw: bytes, retry_after: str | None, key: str
+    ) -> Exception:
+        try:
+            message = self.wire.error_message(body_json(raw))
+        except WireResponseError:
+            message = None
+        said = f": {_quoted(self._struck(message, key))}" if message else ""
+        if status in (401, 403):
+            return RunError(
+                f"live model: the API refused the key in {self.config.api_key_env} "
+                f"(HTTP {status}){said}; check that variable holds a valid key for "
+                f"{shown_url(self.config.base_url)}"
+            )
+        if status == 429 or status >= 500:
+            return _Retry(f"HTTP {status}{said}", _retry_after(retry_after))
+        return RunError(f"live model: HTTP {status}{said} (not retried: a 4xx is final)")
+
+
+class LiveProvider:
+    """One case's view of the live model: a :class:`~evalrunner.boundary.provider.ModelProvider`
+    that keeps every exchange in order (:attr:`exchanges`), for a recorder."""
+
+    def __init__(self, model: LiveModel, connection: _Connection) -> None:
+        self._model = model
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._exchanges: list[Exchange] = []
+        self.stopped_by_budget = False
+        """Whether a request of this case was refused because the budget was spent."""
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """The live model's answer to ``request``."""
+        try:
+            response = self._model.complete(request, self._connection)
+        except BudgetSpent:
+            self.stopped_by_budget = True
+            raise
+        with self._lock:
+            self._exchanges.append(Exchange(request, response))
+        return response
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run was stopped (:meth:`LiveModel.stop`): a case still running then
+        gives itself up."""
+        return self._model.stopped
+
+    def abort(self) -> None:
+        """The case is given up (a timeout): its request in flight is cut, and no other is
+        sent."""
+        self._connection.close()
+
+    def close(self) -> None:
+        """The case is over: its connection is closed."""
+        self._model._forget(self._connection)
+
+    @property
+    def exchanges(self) -> tuple[Exchange, ...]:
+        """Every request answered so far, with its answer."""
+        with self._lock:
+            return tuple(self._exchanges)
+
+
+class _Watchdog:
+    """One attempt's deadline: when it passes, every socket the attempt opened (seen through
+    httpx2's ``trace`` extension and the response's ``network_stream``) is shut down, which
+    wakes a read blocked on it; :attr:`fired` then tells the failed read from a broken one."""
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._streams: list[Any] = []
+        self._fired = threading.Event()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    @property
+    def fired(self) -> bool:
+        """Whether the deadline passed."""
+        return self._fired.is_set()
+
+    def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpx2's trace callback: a new connection's stream is watched."""
+        if name.endswith("connect_tcp.complete"):
+            self.watch(info.get("return_value"))
+
+    def watch(self, stream: Any) -> None:
+        """Cut ``stream`` at the deadline (at once if it has passed)."""
+        if stream is None:
+            return
+        with self._lock:
+            self._streams.append(stream)
+        if self.fired:
+            _cut(stream)
+
+    def cancel(self) -> None:
+        """The attempt is over."""
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        self._fired.set()
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            _cut(stream)
+
+
+def _cut(stream: Any) -> None:
+    sock = stream.get_extra_info("socket")
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _lines(reply: Any) -> Iterator[str]:
+    """The lines of a streamed answer, read as bytes arrive so that a line that never ends is
+    still cut at the deadline, and refused past :data:`MAX_LINE_BYTES`. A line ends in CRLF,
+    LF or CR, as server-sent events allow; each is yielded ending in LF."""
+    parts: list[bytes] = []  # the line being read, in the pieces it came in
+    size = total = 0
+    after_cr = False  # the last chunk ended in CR: an LF opening this one belongs to it
+    for chunk in reply.iter_bytes():
+        total += len(chunk)
+        if total > MAX_ANSWER_BYTES:
+            raise WireResponseError(f"the stream is longer than {MAX_ANSWER_BYTES} bytes")
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        after_cr = chunk.endswith(b"\r")
+        start = 0
+        for end in _LINE_END.finditer(chunk):
+            if size + end.start() - start > MAX_LINE_BYTES:
+                raise WireResponseError(_LONG_LINE)
+            parts.append(chunk[start : end.start()])
+            yield b"".join(parts).decode("utf-8") + "\n"
+            parts, size, start = [], 0, end.end()
+        parts.append(chunk[start:])
+        size += len(chunk) - start
+        if size > MAX_LINE_BYTES:
+            raise WireResponseError(_LONG_LINE)
+    if size:
+        yield b"".join(parts).decode("utf-8")
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_LONG_LINE = f"a line of the stream is longer than {MAX_LINE_BYTES} bytes (the most one may hold)"
+
+
+def _body(reply: Any) -> bytes:
+    chunks = []
+    total = 0
+    for chunk in reply.iter_bytes():
+        total += len(chunk)
+        if total > MAX_ANSWER_BYTES:
+            raise WireResponseError(
+                f"the response body is longer than {MAX_ANSWER_BYTES} bytes (the most one may hold)"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def unsendable_key(key: str) -> str | None:
+    """What in ``key`` no HTTP header value can carry, as a class of character (never the
+    key or the character itself); ``None`` when it can be sent."""
+    for char in key:
+        if char in "\r\n":
+            return (
+                "a line break (\\r or \\n: a CRLF line end from an env file or a copy leaves one)"
+            )
+        if char == " " or char == "\t":
+            continue
+        if ord(char) < 0x20 or ord(char) == 0x7F:
+            return "a control character"
+        if not char.isascii():
+            return "a character outside ASCII"
+    if key != key.strip(" \t"):
+        return "a space or tab at its start or end"
+    return None
+
+
+def _backoff(attempt: int, asked: float | None) -> float:
+    """The wait before retry ``attempt`` (1-based): what the server asked for, else
+    exponential."""
+    if asked is not None:
+        return asked
+    return float(min(BACKOFF_CAP_SECS, BACKOFF_BASE_SECS * 2 ** (attempt - 1)))
+
+
+def _retry_after(value: str | None, now: Callable[[], datetime] | None = None) -> float | None:
+    """A ``Retry-After`` header as seconds to wait, capped; ``None`` when absent or unreadable.
+
+    It is either a number of seconds or an HTTP date (RFC 9110 §10.2.3).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isascii() and text.replace(".", "", 1).isdigit():
+        seconds = float(text)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        current = now() if now is not None else datetime.now(UTC)
+        seconds = (when - current).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return min(MAX_RETRY_AFTER_SECS, max(0.0, seconds))
+
+
+def _quoted(text: str) -> str:
+    shown = text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+    return printable(shown)

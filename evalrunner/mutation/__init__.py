@@ -1,0 +1,1 @@
+"""Proof that a suite catches broken agent machinery: the mutant catalogue and its runner."""

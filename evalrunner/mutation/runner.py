@@ -1,0 +1,249 @@
+"""``evalrunner mutate``: run a suite against every mutant agent, on every agent path.
+
+For each path the unmutated reference agent runs first (the baseline): a case it does not pass
+on that path cannot tell a mutant from a working agent there, so it kills nothing. Then each
+mutant runs the suite; every baseline-passing case that fails or errors against it kills it.
+Every case is graded as ``evalrunner run`` grades it (:func:`evalrunner.session.case_verdict`),
+with the project's tools, limits and ``trimmed_history``. Pure rendering is kept apart
+(:func:`render_mutation`); the exit code is 1 when a mutant survives on some path, and 2 when
+the baseline cannot run: it passes no case on a path, or the agent or a project tool ended the
+process (``os._exit``), which no mutant's verdict could then be told from.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from evalrunner.agents.command import command_agent_factory
+from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
+from evalrunner.execution import RunSettings, ended_its_process
+from evalrunner.model import Case, CaseReport
+from evalrunner.mutation.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
+from evalrunner.plugins import tool_source
+from evalrunner.session import case_verdict
+
+
+@dataclass(frozen=True, slots=True)
+class MutantOutcome:
+    """One mutant on one path: the cases that killed it (empty: it survived)."""
+
+    mutant: str
+    path: str
+    killed_by: tuple[str, ...]
+    hint: str = ""
+
+    @property
+    def survived(self) -> bool:
+        """No case killed it."""
+        return not self.killed_by
+
+
+@dataclass(frozen=True, slots=True)
+class MutationReport:
+    """Every mutant on every path, with the baseline's failures per path."""
+
+    cases: tuple[str, ...]
+    paths: tuple[str, ...]
+    outcomes: tuple[MutantOutcome, ...]
+    baseline_failures: tuple[tuple[str, str, str], ...] = ()
+    """(path, case, why) for each case the unmutated reference agent does not pass."""
+    first_kill: bool = False
+    live_cases: tuple[str, ...] = ()
+    """Live cases of the suite, left out: mutants break scripted runs, and they have none."""
+    baseline_broken: tuple[str, ...] = ()
+    """Why the baseline cannot run, one line each: a path on which it passes no case, a case
+    whose agent or tool ended the process. Nothing is then concluded (exit 2)."""
+
+    @property
+    def survivors(self) -> tuple[MutantOutcome, ...]:
+        """The mutants some path let through."""
+        return tuple(o for o in self.outcomes if o.survived)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every mutant was killed on every path, 1 when one survived, 2 when the
+        baseline cannot run (:attr:`baseline_broken`)."""
+        if self.baseline_broken:
+            return 2
+        return 1 if self.survivors else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectTools:
+    """The tools a project configures (``[eval] tools``, ``builtin_tools``), which the
+    mutants, like the reference agent they break, are given on every path."""
+
+    references: tuple[str, ...] = ()
+    base_dir: Path = Path()
+    builtin: bool = True
+
+
+def path_factory(
+    mutant: Mutant | None, path: str, *, stream: bool = False, tools: ProjectTools | None = None
+) -> AgentFactory:
+    """The agent factory for ``mutant`` (``None``: the unmutated reference) on ``path``."""
+    if path == IN_PROCESS:
+        return reference_agent if mutant is None else mutant.factory
+    argv = [sys.executable, "-m", "evalrunner.mutation.mutants", "--wire", path]
+    if stream:
+        argv.append("--stream")
+    if tools is not None:
+        argv += ["--tools-from", str(tools.base_dir.resolve())]
+        argv += [f"--tool={reference}" for reference in tools.references]
+        if not tools.builtin:
+            argv.append("--no-builtin-tools")
+    argv.append((mutant or REFERENCE).name)
+    return command_agent_factory(shlex.join(argv), cwd=Path.cwd())
+
+
+def _why(report: CaseReport) -> str:
+    """Why the reference agent did not pass a case, in a few words."""
+    if report.error is not None:
+        return report.error if len(report.error) <= 160 else report.error[:157] + "..."
+    failed = [g.check for g in report.grades if not g.passed]
+    return "failed " + ", ".join(failed[:3]) + (" ..." if len(failed) > 3 else "")
+
+
+def run_mutants(
+    cases: Sequence[Case],
+    *,
+    paths: Sequence[str],
+    stream: bool = False,
+    first_kill: bool = False,
+    case_timeout: float = 60.0,
+    tools: ProjectTools | None = None,
+    trimmed_history: bool = False,
+    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
+    on_outcome: Callable[[MutantOutcome], None] | None = None,
+) -> MutationReport:
+    """Run ``cases`` against the baseline and every mutant on each path.
+
+    With ``first_kill`` a mutant stops at the first case that kills it (faster; the per-case
+    list then shows only those kills). ``tools`` are the project's tools (default: echo);
+    ``trimmed_history`` and ``max_tool_iterations`` the project's settings, as its runs use
+    them. When the baseline cannot run on a path, no mutant runs (the report says why).
+    """
+    outcomes: list[MutantOutcome] = []
+    failing: list[tuple[str, str, str]] = []
+    broken: list[str] = []
+    live_cases = tuple(case.name for case in cases if case.live)
+    cases = [case for case in cases if not case.live]
+    project = RunSettings(
+        tools=None
+        if tools is None
+        else tool_source(tools.references, tools.base_dir, include_builtin=tools.builtin),
+        max_tool_iterations=max_tool_iterations,
+        case_timeout=case_timeout,
+        trimmed_history=trimmed_history,
+    )
+
+    def evaluate(case: Case, factory: AgentFactory) -> CaseReport:
+        return case_verdict(case, replace(project, agent_factory=factory))
+
+    for path in paths:
+        baseline = path_factory(None, path, stream=stream, tools=tools)
+        usable = []
+        for case in cases:
+            report = evaluate(case, baseline)
+            if report.passed:
+                usable.append(case)
+            else:
+                failing.append((path, case.name, _why(report)))
+                if ended_its_process(report):
+                    broken.append(
+                        f"the reference agent's run of {case.name!r} on the {path} path ended "
+                        f"its process: {_why(report)}; fix the agent's tools, then mutate"
+                    )
+        if cases and not usable:
+            broken.append(
+                f"the reference agent passes no case on the {path} path, so no mutant can be "
+                "told from it; fix the suite or the project's tools (see the notes), then mutate"
+            )
+        if broken:
+            break
+        for mutant in MUTANTS:
+            if mutant.command_only and path == IN_PROCESS:
+                continue
+            factory = path_factory(mutant, path, stream=stream, tools=tools)
+            killers: list[str] = []
+            for case in usable:
+                report = evaluate(case, factory)
+                if not report.passed:
+                    killers.append(case.name)
+                    if first_kill:
+                        break
+            outcome = MutantOutcome(mutant.name, path, tuple(killers), mutant.hint)
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+    return MutationReport(
+        cases=tuple(case.name for case in cases),
+        paths=tuple(paths),
+        outcomes=tuple(outcomes),
+        baseline_failures=tuple(failing),
+        first_kill=first_kill,
+        live_cases=live_cases,
+        baseline_broken=tuple(broken),
+    )
+
+
+def render_mutation(report: MutationReport) -> str:
+    """The mutant table (a row per mutant, a column per path: kills, or SURVIVED with a
+    hint), then, per case, the mutants it kills."""
+    lines: list[str] = []
+    for case in report.live_cases:
+        lines.append(
+            f"note: {case!r} is a live case (no scripted steps), left out: mutants break "
+            "scripted runs"
+        )
+    for path, case, why in report.baseline_failures:
+        lines.append(
+            f"note: the reference agent does not pass {case!r} on the {path} path, so it "
+            f"kills nothing there: {why}"
+        )
+    if report.baseline_broken:
+        lines += [f"error: {line}" for line in report.baseline_broken]
+        lines.append("mutate: the baseline cannot run; no mutant was judged")
+        return "\n".join(lines) + "\n"
+    names = [m.name for m in MUTANTS]
+    width = max(len(n) for n in names) + 2
+    # A column fits its path's name (openai-responses is longer than a cell's text).
+    columns = {path: max(14, len(path) + 2) for path in report.paths}
+    header = "".join(path.ljust(columns[path]) for path in report.paths)
+    lines.append(("mutant".ljust(width) + header).rstrip())
+    by_key = {(o.mutant, o.path): o for o in report.outcomes}
+    for name in names:
+        cells = []
+        for path in report.paths:
+            outcome = by_key.get((name, path))
+            if outcome is None:
+                cell = "n/a"
+            elif outcome.survived:
+                cell = "SURVIVED"
+            else:
+                cell = f"killed ({len(outcome.killed_by)})"
+            cells.append(cell.ljust(columns[path]))
+        lines.append(name.ljust(width) + "".join(cells).rstrip())
+    for outcome in report.survivors:
+        lines.append(
+            f"survivor: {outcome.mutant} on {outcome.path}; a case that would kill it: "
+            f"{outcome.hint}"
+        )
+    lines.append("")
+    if report.first_kill:
+        lines.append("cases and the mutants they killed first (--first-kill: a partial list):")
+    else:
+        lines.append("cases and the mutants they kill on some path (kills: mutant-path pairs):")
+    for case in report.cases:
+        killed = [o for o in report.outcomes if case in o.killed_by]
+        names = sorted({o.mutant for o in killed})
+        shown = ", ".join(names) if names else "(none)"
+        lines.append(f"  {case} ({len(killed)} kills): {shown}")
+    total = len(report.outcomes)
+    lines.append("")
+    lines.append(f"{total - len(report.survivors)}/{total} mutant runs killed")
+    return "\n".join(lines) + "\n"

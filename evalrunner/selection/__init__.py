@@ -1,0 +1,1 @@
+"""Which cases a run takes: -k expressions, shards, the suite order."""

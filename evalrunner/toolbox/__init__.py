@@ -1,0 +1,1 @@
+"""Commands around the run: record, convert, new, schema export, merge, list."""
