@@ -746,7 +746,7 @@ def _explain(
         instance = _Withheld(type(instance))
     if rel[-2:] == ("live", "base_url") and isinstance(instance, str):
         # A refused URL may still carry a gateway's key (user:password@, ?key=...).
-        from evalrunner.live.redact import shown_url
+        from evalrunner.redact import shown_url
 
         instance = shown_url(instance)
     if keyword == "additionalProperties" and isinstance(instance, dict):
@@ -824,7 +824,7 @@ def _bad_redactions(
 ) -> list[AdmissionError]:
     """Each ``redact`` pattern compiles as RE2, or is refused at its place: a pattern that
     cannot match would leave the text it was meant to strike in every recorded fixture."""
-    from evalrunner.live.redact import RedactionError, compile_redaction
+    from evalrunner.redact import RedactionError, compile_redaction
 
     patterns = record.get("redact")
     if not isinstance(patterns, list):

@@ -21,7 +21,6 @@ from evalrunner.live.provider import (
     TokenBudget,
     _retry_after,
 )
-from evalrunner.live.redact import KEY_FRAGMENT_CHARS
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -31,6 +30,7 @@ from evalrunner.model import (
     ToolCallsResponse,
     ToolSpec,
 )
+from evalrunner.redact import KEY_FRAGMENT_CHARS
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from support.model_server import ModelServer, Reply, cut_stream

@@ -29,8 +29,8 @@ from support.live_project import (
 from support.model_server import ModelServer, Reply
 
 from evalrunner.fixtures.load import load_document
-from evalrunner.live.redact import REDACTED, Redactor
 from evalrunner.model import RunRecord, TextResponse, ToolCall, ToolCallsResponse
+from evalrunner.redact import REDACTED, Redactor
 from evalrunner.toolbox.record import Provenance, RecordSettings, _arguments, recorded_data
 
 ROOT = Path(__file__).resolve().parent.parent

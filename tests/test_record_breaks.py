@@ -238,7 +238,7 @@ def test_a_target_that_is_a_directory_is_refused_before_any_request(tmp_path: Pa
 def test_striking_a_long_key_finds_every_piece_in_one_pass() -> None:
     # OpenAI project keys are ~164 characters; every piece of 8 or more is struck, wherever
     # it is, and strings that hold none are left as they are.
-    from evalrunner.live.redact import REDACTED, Redactor, strike_key
+    from evalrunner.redact import REDACTED, Redactor, strike_key
 
     key = "sk-proj-" + "".join(f"{n:02d}xY" for n in range(40))
     redactor = Redactor().striking(lambda text: strike_key(text, key))

@@ -56,7 +56,7 @@ def show_config(
     # The key's variable is named, never read: the key itself is read only when a live
     # request is sent, so no output of evalrunner can hold it.
     typer.echo("[eval.live]")
-    from evalrunner.live.redact import shown_url
+    from evalrunner.redact import shown_url
 
     for key in LIVE_KEYS:
         value = getattr(settings.live, key)

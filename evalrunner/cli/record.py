@@ -83,7 +83,7 @@ def record(
     start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
     143 on SIGINT or SIGTERM (what was recorded stays written).
     """
-    from evalrunner.live.redact import Redactor
+    from evalrunner.redact import Redactor
     from evalrunner.session import select_cases, suite_name
     from evalrunner.toolbox.record import (
         NotRecorded,

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from evalrunner.config import LiveConfig
-from evalrunner.live.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
+from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
@@ -316,7 +316,7 @@ class LiveModel:
         return key
 
     def without_secrets(self, text: str) -> str:
-        """``text`` without the key (:func:`evalrunner.live.redact.strike_key`), when its variable
+        """``text`` without the key (:func:`evalrunner.redact.strike_key`), when its variable
         is set, and without what ``base_url`` may hold secret (its user, password and query
         values); reports and recordings pass everything a live run put in them through
         this."""

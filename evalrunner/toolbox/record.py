@@ -13,7 +13,7 @@ replay too. Otherwise the run becomes a fixture:
   object gives the agent (compact JSON, keys sorted); any other argument text verbatim, as a
   string, so that the agent and every check read in replay the very text the model sent;
 * a closed ``recorded`` block: wire, model, date, evalrunner version (no key, no headers);
-* every string redacted by the configured patterns (:mod:`evalrunner.live.redact`), the keys of
+* every string redacted by the configured patterns (:mod:`evalrunner.redact`), the keys of
   argument objects too.
 
 Before it is handed back, the fixture's text is parsed and admitted as any fixture would be,
@@ -45,7 +45,6 @@ from evalrunner.fixtures.load import (
     load_document,
     parse_document,
 )
-from evalrunner.live.redact import Redactor
 from evalrunner.model import (
     AdmissionError,
     Case,
@@ -57,6 +56,7 @@ from evalrunner.model import (
     TextResponse,
     argument_json,
 )
+from evalrunner.redact import Redactor
 from evalrunner.text import dotted, printable
 from evalrunner.toolbox.convert import SUFFIXES, ConversionError, convert, rebase, schema_reference
 
