@@ -1,2 +1,1 @@
-"""Live mode: a real model behind the provider interface, its budget, and redaction of what is
-recorded."""
+"""Live mode: a real model behind the provider interface, its concurrency cap and token budget."""
