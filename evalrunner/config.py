@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 
-from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS
 from evalrunner.fixtures.load import (
     NotARegularFile,
     RawDocument,
@@ -33,7 +32,7 @@ from evalrunner.fixtures.load import (
     relative_to_cwd,
 )
 from evalrunner.fixtures.schemas import config_validator
-from evalrunner.model import AdmissionError, JSONPath
+from evalrunner.model import DEFAULT_MAX_TOOL_ITERATIONS, AdmissionError, JSONPath
 from evalrunner.repeats import MAX_REPEAT
 from evalrunner.text import compiled, dotted, printable, printable_path
 from evalrunner.wire import WIRES as WIRES

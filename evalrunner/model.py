@@ -189,6 +189,10 @@ class Case:
 
 # --- runs -------------------------------------------------------------------------------------
 
+DEFAULT_MAX_TOOL_ITERATIONS = 10
+"""Model calls per turn the reference agent makes before it gives up (``max_tool_iterations``)."""
+
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:

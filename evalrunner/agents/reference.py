@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from evalrunner.boundary.observer import Observer
 from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import Tool, dispatch, tool_spec
+from evalrunner.model import DEFAULT_MAX_TOOL_ITERATIONS as DEFAULT_MAX_TOOL_ITERATIONS
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -25,8 +26,6 @@ from evalrunner.model import (
     ToolCall,
     ToolCallRecord,
 )
-
-DEFAULT_MAX_TOOL_ITERATIONS = 10
 
 
 @runtime_checkable
