@@ -13,13 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalrunner.model import Shard
+from evalrunner.selection import SelectionError
+from evalrunner.selection.keywords import MAX_KEYWORD_LENGTH, MAX_KEYWORD_NESTING, parse_keyword
 from evalrunner.selection.select import (
-    MAX_KEYWORD_LENGTH,
-    MAX_KEYWORD_NESTING,
     MAX_SHARDS,
-    SelectionError,
     case_identity,
-    parse_keyword,
     parse_shard,
     suite_order,
     take_shard,

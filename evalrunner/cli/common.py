@@ -32,7 +32,8 @@ from evalrunner.report import (
     EXIT_REFUSED,
     exit_code,
 )
-from evalrunner.selection.select import SelectionError, parse_shard
+from evalrunner.selection import SelectionError
+from evalrunner.selection.select import parse_shard
 from evalrunner.text import printable
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evalrunner.selection.select import SelectionError
+from evalrunner.selection import SelectionError
 from evalrunner.text import printable
 
 MAX_KEYWORD_LENGTH = 4096

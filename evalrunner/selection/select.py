@@ -1,8 +1,7 @@
 """Which cases a run takes: ``-k`` expressions, ``--shard`` slices, and the suite order.
 
-``-k`` expressions (pytest's grammar) are parsed by :mod:`evalrunner.selection.keywords`, imported
-when a run is given one; its names are served from here too (:func:`parse_keyword`,
-:class:`Keyword`).
+``-k`` expressions (pytest's grammar) are parsed by :mod:`evalrunner.selection.keywords`, which a
+run imports only when it is given one.
 
 A shard is a deterministic slice: the selected cases are ordered by the SHA-256 of their
 identity (fixture path and name, as the report shows them) and dealt round-robin, so every
@@ -11,38 +10,16 @@ machine and Python version computes the same slices, and their sizes differ by a
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from evalrunner.model import AdmissionError, Shard, SuiteFingerprint, SuiteReport
+from evalrunner.selection import SelectionError as SelectionError
 from evalrunner.text import encodable, encodable_path, printable
-
-if TYPE_CHECKING:
-    from evalrunner.selection.keywords import MAX_KEYWORD_LENGTH as MAX_KEYWORD_LENGTH
-    from evalrunner.selection.keywords import MAX_KEYWORD_NESTING as MAX_KEYWORD_NESTING
-    from evalrunner.selection.keywords import Keyword as Keyword
-    from evalrunner.selection.keywords import parse_keyword as parse_keyword
-
-_ON_FIRST_USE = frozenset({"MAX_KEYWORD_LENGTH", "MAX_KEYWORD_NESTING", "Keyword", "parse_keyword"})
-"""The ``-k`` names, served from :mod:`evalrunner.selection.keywords` when first asked for."""
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _ON_FIRST_USE:
-        raise AttributeError(f"module 'evalrunner.selection.select' has no attribute {name!r}")
-    value = getattr(importlib.import_module("evalrunner.selection.keywords"), name)
-    globals()[name] = value
-    return value
-
 
 MAX_SHARDS = 10_000
 """Most shards a run may be cut into."""
-
-
-class SelectionError(ValueError):
-    """A ``-k`` or ``--shard`` value that cannot be used; the message says where and why."""
 
 
 # --- shards -----------------------------------------------------------------------------------
