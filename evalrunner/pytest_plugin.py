@@ -38,15 +38,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
-from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 if TYPE_CHECKING:
-    from _pytest._code.code import TracebackStyle
-    from _pytest._io import TerminalWriter
-
     from evalrunner.config import Config
     from evalrunner.execution import RunSettings
     from evalrunner.live.provider import LiveModel
@@ -490,8 +486,8 @@ class EvalItem(pytest.Item):
     def repr_failure(
         self,
         excinfo: pytest.ExceptionInfo[BaseException],
-        style: TracebackStyle | None = None,
-    ) -> str | TerminalRepr:
+        style: str | None = None,
+    ) -> Any:  # str, or what pytest's TerminalRepr is to it (not exported: see CaseFailureRepr)
         """The failed checks and the run error, not a traceback into evalrunner."""
         if isinstance(excinfo.value, CaseFailed):
             verbose = int(self.config.getoption("verbose", 0)) > 0
@@ -502,7 +498,7 @@ class EvalItem(pytest.Item):
             path, line, _ = self.reportinfo()
             shown = os.path.relpath(path, self.config.invocation_params.dir)
             return CaseFailureRepr(text, shown, line)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo, style)  # type: ignore[arg-type]
 
     def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
         """The fixture (escaped, as in node ids), the line of the case's name, and a heading
@@ -512,17 +508,47 @@ class EvalItem(pytest.Item):
         return printable_path(self.path), self.line, f"evalrunner case: {self.name}"
 
 
-class CaseFailureRepr(TerminalRepr):
+class _Lines(Protocol):
+    """The part of pytest's terminal writer a failure's text is written with."""
+
+    def line(self, s: str = "", **markup: bool) -> None: ...
+
+
+class CrashLine:
+    """``path:line: message``: where a case failed, and what failed."""
+
+    def __init__(self, path: str, lineno: int, message: str) -> None:
+        self.path, self.lineno, self.message = path, lineno, message
+
+    def __str__(self) -> str:
+        first = self.message.splitlines()[0] if self.message else ""
+        return f"{self.path}:{self.lineno}: {first}"
+
+    def toterminal(self, tw: _Lines) -> None:
+        """The one line."""
+        tw.line(str(self))
+
+
+class CaseFailureRepr:
     """A failed case as pytest shows it, with a crash line (``path:line: first line``) for
-    ``--tb=line`` and the short summary, instead of the first 50 characters of the text."""
+    ``--tb=line``, the short summary and a JUnit file's failure message, instead of the first
+    50 characters of the text.
+
+    pytest does not export its ``TerminalRepr``; what it reads from a failure's
+    representation is ``toterminal``, ``str()`` and ``reprcrash`` (``str()`` and
+    ``message``), which this class gives it without importing pytest's private modules.
+    """
 
     def __init__(self, text: str, path: str, line: int | None) -> None:
         self.text = text
         # The whole text: --tb=line and the short summary show its first line, and a JUnit
         # file's failure message carries all of it.
-        self.reprcrash = ReprFileLocation(path, (line or 0) + 1, text)
+        self.reprcrash = CrashLine(path, (line or 0) + 1, text)
 
-    def toterminal(self, tw: TerminalWriter) -> None:
+    def __str__(self) -> str:
+        return self.text
+
+    def toterminal(self, tw: _Lines) -> None:
         """Each line of the text."""
         for row in self.text.splitlines():
             tw.line(row)
