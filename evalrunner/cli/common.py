@@ -30,7 +30,6 @@ from evalrunner.model import (
 )
 from evalrunner.report import (
     EXIT_REFUSED,
-    exit_code,
 )
 from evalrunner.selection import SelectionError
 from evalrunner.selection.select import parse_shard
@@ -205,14 +204,6 @@ def report_skipped(report: SuiteReport) -> None:
         f"file(s), which were skipped; the {len(report.cases)} admitted case(s) ran",
         err=True,
     )
-
-
-def suite_exit_code(report: SuiteReport) -> int:
-    """As :func:`evalrunner.report.exit_code`, but 2 when fixtures were refused and skipped:
-    a run that left cases out is not a pass, whatever the cases it ran say."""
-    if report.admission_errors and report.interrupted is None:
-        return EXIT_REFUSED
-    return exit_code(report)
 
 
 RepeatOption = Annotated[

@@ -15,11 +15,11 @@ from evalrunner.cli.common import (
     fail,
     prepare_report_paths,
     report_skipped,
-    suite_exit_code,
     write_reports,
 )
 from evalrunner.fixtures.load import relative_to_cwd
 from evalrunner.report import render_table
+from evalrunner.session import run_exit_code
 
 
 def merge(
@@ -75,4 +75,4 @@ def merge(
     emit(render_table(merged, color=color_wanted()))
     if problems:
         raise fail(problems)
-    raise typer.Exit(suite_exit_code(merged))
+    raise typer.Exit(run_exit_code(merged))

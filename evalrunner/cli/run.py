@@ -30,7 +30,6 @@ from evalrunner.cli.common import (
     prepare_report_paths,
     refusal_summary,
     report_skipped,
-    suite_exit_code,
     write_reports,
 )
 from evalrunner.config import parse_seconds
@@ -45,7 +44,7 @@ from evalrunner.report import (
     render_table,
 )
 from evalrunner.report.progress import RunProgress
-from evalrunner.session import run_suite, settings_from_config
+from evalrunner.session import run_exit_code, run_suite, settings_from_config
 from evalrunner.stop_signals import signals_stop_the_run
 from evalrunner.text import printable
 
@@ -249,7 +248,7 @@ def run(
     emit(shown)
     if problems:
         raise fail(problems)
-    raise typer.Exit(suite_exit_code(report))
+    raise typer.Exit(run_exit_code(report))
 
 
 def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
