@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     )
     from evalrunner.plugins import PluginError, configured_agent
     from evalrunner.replay import run_case
-    from evalrunner.report import exit_code, render_json, render_table
+    from evalrunner.report import exit_code, render_github, render_json, render_junit, render_table
     from evalrunner.session import case_verdict, evaluate_case, run_suite, settings_from_config
     from evalrunner.wire.endpoint import ReplayEndpoint
 
@@ -118,7 +118,9 @@ __all__ = [
     "load_paths",
     "load_suite",
     "reference_agent",
+    "render_github",
     "render_json",
+    "render_junit",
     "render_table",
     "run_case",
     "run_suite",
@@ -179,7 +181,9 @@ _EXPORTS: dict[str, str] = {
     "load_paths": "evalrunner.fixture.load",
     "load_suite": "evalrunner.fixture.load",
     "reference_agent": "evalrunner.agents.reference",
+    "render_github": "evalrunner.report",
     "render_json": "evalrunner.report",
+    "render_junit": "evalrunner.report",
     "render_table": "evalrunner.report",
     "run_case": "evalrunner.replay",
     "run_suite": "evalrunner.session",
