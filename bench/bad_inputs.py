@@ -32,8 +32,8 @@ from typing import Any
 from evalrunner import SuiteReport, run_suite
 from evalrunner.config import Config, ConfigError, load_config
 from evalrunner.expectations import grade
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import load_document, load_suite, parse_document
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import load_document, load_suite, parse_document
 from evalrunner.model import (
     AdmissionError,
     Case,

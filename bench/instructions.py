@@ -42,7 +42,7 @@ from jobs import case  # noqa: E402  (the same case as bench/jobs.py)
 STAGE = """\
 import sys
 from pathlib import Path
-from evalrunner.fixtures.load import find_fixtures, load_document
+from evalrunner.fixture.load import find_fixtures, load_document
 from evalrunner.session import evaluate_case, run_suite, select_cases
 
 warm, suite, stage = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]

@@ -24,8 +24,8 @@ from pathlib import Path
 import tomli_w
 from ruamel.yaml import YAML
 
-from evalrunner.fixtures import yaml as load_yaml
-from evalrunner.fixtures.load import load_document, parse_document
+from evalrunner.fixture import yaml as load_yaml
+from evalrunner.fixture.load import load_document, parse_document
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # the same fixture as the throughput bench

@@ -21,8 +21,8 @@ MEASURE = """
 import resource, sys, time
 from pathlib import Path
 from evalrunner import run_suite
-from evalrunner.fixtures.admit import admit_documents
-from evalrunner.fixtures.load import discover, iter_documents
+from evalrunner.fixture.admit import admit_documents
+from evalrunner.fixture.load import discover, iter_documents
 suite, stage = Path(sys.argv[1]), sys.argv[2]
 started = time.perf_counter()
 if stage == "admit":

@@ -38,7 +38,7 @@ from pathlib import Path
 import tomli_w
 from ruamel.yaml import YAML
 
-from evalrunner.fixtures.cache import AdmissionCache
+from evalrunner.fixture.cache import AdmissionCache
 from evalrunner.session import evaluate_case, run_suite, select_cases
 
 ROOT = Path(__file__).resolve().parent.parent

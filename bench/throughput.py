@@ -25,8 +25,8 @@ import tomli_w
 from ruamel.yaml import YAML
 
 from evalrunner.expectations import grade
-from evalrunner.fixtures.admit import admit_suite
-from evalrunner.fixtures.load import load_suite
+from evalrunner.fixture.admit import admit_suite
+from evalrunner.fixture.load import load_suite
 from evalrunner.replay import run_case
 
 ROOT = Path(__file__).resolve().parent.parent

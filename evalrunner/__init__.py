@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from evalrunner.config import Config, ConfigError, load_config
     from evalrunner.execution import RunSettings
     from evalrunner.expectations import KINDS, grade
-    from evalrunner.fixtures.admit import Admission, admit, admit_suite
-    from evalrunner.fixtures.load import (
+    from evalrunner.fixture.admit import Admission, admit, admit_suite
+    from evalrunner.fixture.load import (
         LoadedSuite,
         RawDocument,
         load_document,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     )
     from evalrunner.plugins import PluginError, configured_agent
     from evalrunner.replay import run_case
-    from evalrunner.report import exit_code, render_json, render_table
+    from evalrunner.report import exit_code, render_github, render_json, render_junit, render_table
     from evalrunner.session import case_verdict, evaluate_case, run_suite, settings_from_config
     from evalrunner.wire.endpoint import ReplayEndpoint
 
@@ -118,7 +118,9 @@ __all__ = [
     "load_paths",
     "load_suite",
     "reference_agent",
+    "render_github",
     "render_json",
+    "render_junit",
     "render_table",
     "run_case",
     "run_suite",
@@ -126,7 +128,7 @@ __all__ = [
 ]
 
 _EXPORTS: dict[str, str] = {
-    "Admission": "evalrunner.fixtures.admit",
+    "Admission": "evalrunner.fixture.admit",
     "AdmissionError": "evalrunner.model",
     "Agent": "evalrunner.agents.reference",
     "AgentContext": "evalrunner.agents.reference",
@@ -140,7 +142,7 @@ _EXPORTS: dict[str, str] = {
     "Expectations": "evalrunner.model",
     "GradeResult": "evalrunner.model",
     "KINDS": "evalrunner.expectations",
-    "LoadedSuite": "evalrunner.fixtures.load",
+    "LoadedSuite": "evalrunner.fixture.load",
     "Message": "evalrunner.model",
     "ModelProvider": "evalrunner.boundary.provider",
     "ModelRequest": "evalrunner.model",
@@ -148,7 +150,7 @@ _EXPORTS: dict[str, str] = {
     "Observer": "evalrunner.boundary.observer",
     "PayloadNeedle": "evalrunner.model",
     "PluginError": "evalrunner.plugins",
-    "RawDocument": "evalrunner.fixtures.load",
+    "RawDocument": "evalrunner.fixture.load",
     "RecordingObserver": "evalrunner.boundary.observer",
     "ReferenceAgent": "evalrunner.agents.reference",
     "ReplayEndpoint": "evalrunner.wire.endpoint",
@@ -165,8 +167,8 @@ _EXPORTS: dict[str, str] = {
     "ToolCallsResponse": "evalrunner.model",
     "ToolSpec": "evalrunner.model",
     "Turn": "evalrunner.model",
-    "admit": "evalrunner.fixtures.admit",
-    "admit_suite": "evalrunner.fixtures.admit",
+    "admit": "evalrunner.fixture.admit",
+    "admit_suite": "evalrunner.fixture.admit",
     "case_verdict": "evalrunner.session",
     "command_agent_factory": "evalrunner.agents.command",
     "configured_agent": "evalrunner.plugins",
@@ -175,11 +177,13 @@ _EXPORTS: dict[str, str] = {
     "exit_code": "evalrunner.report",
     "grade": "evalrunner.expectations",
     "load_config": "evalrunner.config",
-    "load_document": "evalrunner.fixtures.load",
-    "load_paths": "evalrunner.fixtures.load",
-    "load_suite": "evalrunner.fixtures.load",
+    "load_document": "evalrunner.fixture.load",
+    "load_paths": "evalrunner.fixture.load",
+    "load_suite": "evalrunner.fixture.load",
     "reference_agent": "evalrunner.agents.reference",
+    "render_github": "evalrunner.report",
     "render_json": "evalrunner.report",
+    "render_junit": "evalrunner.report",
     "render_table": "evalrunner.report",
     "run_case": "evalrunner.replay",
     "run_suite": "evalrunner.session",

@@ -24,14 +24,14 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 
-from evalrunner.fixtures.load import (
+from evalrunner.fixture.load import (
     NotARegularFile,
     RawDocument,
     parse_document,
     read_regular_file,
     relative_to_cwd,
 )
-from evalrunner.fixtures.schemas import config_validator
+from evalrunner.fixture.schemas import config_validator
 from evalrunner.model import DEFAULT_MAX_TOOL_ITERATIONS, AdmissionError, JSONPath
 from evalrunner.repeats import MAX_REPEAT
 from evalrunner.text import compiled, dotted, printable, printable_path

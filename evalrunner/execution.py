@@ -43,8 +43,8 @@ from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactor
 from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import ToolSource
 from evalrunner.expectations import grade
-from evalrunner.fixtures.admit import Admission
-from evalrunner.fixtures.load import Fixture
+from evalrunner.fixture.admit import Admission
+from evalrunner.fixture.load import Fixture
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
 from evalrunner.repeats import expanded, grouped
 from evalrunner.replay import run_case

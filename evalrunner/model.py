@@ -179,7 +179,7 @@ class Case:
     expectation kind's key (``"expects.<kind>"``), where the text gives them: reports point
     at the expectation a failed check comes from. An admitted case holds no fixture text:
     its positions are found in the file when first read
-    (:class:`evalrunner.fixtures.load.KeyPositions`)."""
+    (:class:`evalrunner.fixture.load.KeyPositions`)."""
 
     @property
     def live(self) -> bool:

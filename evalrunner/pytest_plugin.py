@@ -53,7 +53,7 @@ MARKER = "evalrunner"
 PLUGIN_NAME = "evalrunner-session"
 
 FIXTURE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
-"""The endings of fixture files: :data:`evalrunner.fixtures.load.FIXTURE_SUFFIXES`, repeated here so
+"""The endings of fixture files: :data:`evalrunner.fixture.load.FIXTURE_SUFFIXES`, repeated here so
 that deciding whether a file is ours imports nothing (a test holds the two together)."""
 
 
@@ -274,7 +274,7 @@ class EvalrunnerSession:
     def _suite_files(self, suite_dir: Path) -> list[Path]:
         """The configured suite's fixtures; a missing or empty suite is a usage error, worded
         as ``run`` words it."""
-        from evalrunner.fixtures.load import SuiteNotFound, discover, relative_to_cwd
+        from evalrunner.fixture.load import SuiteNotFound, discover, relative_to_cwd
         from evalrunner.text import printable_path
 
         shown = relative_to_cwd(suite_dir)
@@ -319,7 +319,7 @@ class EvalrunnerSession:
         """Fixture names under the roots that pytest never offers to collect, because they
         lead nowhere (a dangling link, a loop of links): `evalrunner run` refuses them, so
         here they are collected too, to be refused as collection errors."""
-        from evalrunner.fixtures.load import find_fixtures
+        from evalrunner.fixture.load import find_fixtures
 
         try:
             fixtures = find_fixtures(self.roots)
@@ -334,8 +334,8 @@ class EvalrunnerSession:
     def admit(self, file_path: Path) -> tuple[Case, int | None] | list[str]:
         """The case of one fixture and the 0-based line of its name, or every problem with it,
         one ``path:line:col: message`` line each."""
-        from evalrunner.fixtures.admit import admit
-        from evalrunner.fixtures.load import RawDocument, load_document, relative_to_cwd
+        from evalrunner.fixture.admit import admit
+        from evalrunner.fixture.load import RawDocument, load_document, relative_to_cwd
         from evalrunner.model import Case
         from evalrunner.text import printable
 
@@ -392,7 +392,7 @@ def _absolute(path: Path) -> Path:
 
 
 def _is_fixture_name(name: str) -> bool:
-    # As evalrunner.fixtures.load's: exported JSON Schemas (*.schema.json) are not fixtures.
+    # As evalrunner.fixture.load's: exported JSON Schemas (*.schema.json) are not fixtures.
     return (
         not name.startswith(".")
         and not name.lower().endswith(".schema.json")

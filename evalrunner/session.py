@@ -32,9 +32,9 @@ from evalrunner.execution import (
     evaluate,
     execute,
 )
-from evalrunner.fixtures.admit import Admission, Admitted, admit_documents
-from evalrunner.fixtures.cache import AdmissionCache
-from evalrunner.fixtures.load import (
+from evalrunner.fixture.admit import Admission, Admitted, admit_documents
+from evalrunner.fixture.cache import AdmissionCache
+from evalrunner.fixture.load import (
     DEFAULT_MAX_BYTES,
     IS_A_FILE,
     Fixture,
@@ -386,7 +386,7 @@ def run_suite(
     cache_dir: Path | None = None,
 ) -> SuiteReport | RunRefused:
     """Load, admit, replay and grade the cases of ``suite``: a suite directory, or fixture
-    files and directories (searched recursively, see :func:`evalrunner.fixtures.load.discover`).
+    files and directories (searched recursively, see :func:`evalrunner.fixture.load.discover`).
 
     Admission is all-or-nothing unless ``keep_going``: if any fixture is refused, no case runs
     and every problem is returned at once; with ``keep_going`` the admitted cases run and the
@@ -396,7 +396,7 @@ def run_suite(
     the signal. ``settings``, when given, replaces the keyword arguments that describe the
     run; ``on_start`` is called with the names of the cases about to run, in order, and
     ``on_case`` with each case's report as it finishes (in suite order). With ``cache_dir``,
-    admission outcomes are kept there between runs (:mod:`evalrunner.fixtures.cache`); without it,
+    admission outcomes are kept there between runs (:mod:`evalrunner.fixture.cache`); without it,
     as by default for library use, nothing is written. With ``repeat`` above 1 each case
     runs that many times and its report combines the runs (:mod:`evalrunner.repeats`). An
     agent or tool that calls ``os._exit`` fails its case instead of ending the process.

@@ -14,9 +14,9 @@ import jsonschema_rs
 import pytest
 
 from evalrunner.expectations.response import compile_pattern
-from evalrunner.fixtures.admit import admit, admit_suite
-from evalrunner.fixtures.load import load_document, load_paths, load_suite
-from evalrunner.fixtures.schemas import CASE_ID, case_validator
+from evalrunner.fixture.admit import admit, admit_suite
+from evalrunner.fixture.load import load_document, load_paths, load_suite
+from evalrunner.fixture.schemas import CASE_ID, case_validator
 from evalrunner.model import AdmissionError, Case
 from evalrunner.toolbox.export import bundle
 

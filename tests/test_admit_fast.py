@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import evalrunner.fixtures.admit as admission
-from evalrunner.fixtures.admit import admit, admit_documents
-from evalrunner.fixtures.load import RawDocument, iter_documents, load_document
-from evalrunner.fixtures.schemas import SchemaValidator, case_validator, config_validator
+import evalrunner.fixture.admit as admission
+from evalrunner.fixture.admit import admit, admit_documents
+from evalrunner.fixture.load import RawDocument, iter_documents, load_document
+from evalrunner.fixture.schemas import SchemaValidator, case_validator, config_validator
 from evalrunner.model import Case
 
 ROOT = Path(__file__).resolve().parent.parent

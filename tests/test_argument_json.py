@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalrunner.fixtures.admit import argument_text
+from evalrunner.fixture.admit import argument_text
 from evalrunner.model import argument_json
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evalrunner"

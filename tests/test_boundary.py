@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from evalrunner.expectations import grade
-from evalrunner.fixtures.admit import admit_suite
-from evalrunner.fixtures.load import load_suite
+from evalrunner.fixture.admit import admit_suite
+from evalrunner.fixture.load import load_suite
 from evalrunner.model import Case, RunRecord, ToolCallRecord
 from evalrunner.replay import run_case
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.fixtures import cache as cache_module
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.cache import CACHE_DIR_NAME, AdmissionCache, clear
-from evalrunner.fixtures.load import find_fixtures, load_document
+from evalrunner.fixture import cache as cache_module
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.cache import CACHE_DIR_NAME, AdmissionCache, clear
+from evalrunner.fixture.load import find_fixtures, load_document
 from evalrunner.model import AdmissionError, Case
 
 ROOT = Path(__file__).resolve().parent.parent

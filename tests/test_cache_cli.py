@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import evalrunner.fixtures.admit
+import evalrunner.fixture.admit
 from evalrunner.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,13 +31,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def admitted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The fixtures admitted afresh (not taken from the cache), by file name."""
     seen: list[str] = []
-    original = evalrunner.fixtures.admit.admit
+    original = evalrunner.fixture.admit.admit
 
     def counting(document: Any) -> Any:
         seen.append(document.path.name)
         return original(document)
 
-    monkeypatch.setattr(evalrunner.fixtures.admit, "admit", counting)
+    monkeypatch.setattr(evalrunner.fixture.admit, "admit", counting)
     return seen
 
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.schemas import report_validator, schema_tree
+from evalrunner.fixture.schemas import report_validator, schema_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

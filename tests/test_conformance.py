@@ -42,8 +42,8 @@ from evalrunner.boundary.provider import ReplayProvider
 from evalrunner.boundary.tools import dispatch, tool_spec
 from evalrunner.cli import app
 from evalrunner.expectations import NO_EVIDENCE
-from evalrunner.fixtures.admit import admit_documents
-from evalrunner.fixtures.load import discover, iter_documents
+from evalrunner.fixture.admit import admit_documents
+from evalrunner.fixture.load import discover, iter_documents
 from evalrunner.model import (
     CaseReport,
     RunError,

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import load_document, parse_document
-from evalrunner.fixtures.positions import SourceMap
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import load_document, parse_document
+from evalrunner.fixture.positions import SourceMap
 from evalrunner.model import Case, Format
 from evalrunner.text import name_problem
 from evalrunner.toolbox.convert import Conversion, convert, rebase, schema_reference

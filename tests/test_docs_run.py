@@ -30,8 +30,8 @@ import pytest
 
 from evalrunner import SuiteReport, run_suite
 from evalrunner.config import ConfigError, load_config
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import parse_document
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import parse_document
 from evalrunner.model import Case
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,8 +30,8 @@ import pytest
 import tomli_w
 from ruamel.yaml import YAML
 
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import load_document
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import load_document
 from evalrunner.toolbox.export import CASE_BUNDLE, export_files, wiring, write_export
 
 ROOT = Path(__file__).resolve().parent.parent

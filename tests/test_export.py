@@ -14,8 +14,8 @@ from referencing.jsonschema import DRAFT202012
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.load import load_document
-from evalrunner.fixtures.schemas import (
+from evalrunner.fixture.load import load_document
+from evalrunner.fixture.schemas import (
     BASE_URI,
     CASE_ID,
     CONFIG_ID,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import load_document
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import load_document
 from evalrunner.model import AdmissionError, Case, PayloadNeedle, TextResponse, ToolCallsResponse
 
 SAME_JSON = r"""{

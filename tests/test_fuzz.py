@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import load_suite, parse_document
-from evalrunner.fixtures.schemas import case_validator
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import load_suite, parse_document
+from evalrunner.fixture.schemas import case_validator
 from evalrunner.model import AdmissionError, Case, Format
 
 pytestmark = pytest.mark.fuzz

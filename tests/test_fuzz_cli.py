@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.cache import CACHE_DIR_NAME
+from evalrunner.fixture.cache import CACHE_DIR_NAME
 
 pytestmark = pytest.mark.fuzz
 

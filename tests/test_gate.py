@@ -13,7 +13,7 @@ import pytest
 
 from evalrunner import SuiteReport, exit_code, run_suite
 from evalrunner.config import DEFAULT_SUITE_DIR, load_config
-from evalrunner.fixtures.load import discover
+from evalrunner.fixture.load import discover
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "evals" / "regression"

@@ -13,8 +13,8 @@ import pytest
 from evalrunner.expectations import KINDS, grade
 from evalrunner.expectations._format import listing, quote
 from evalrunner.expectations.response import PatternError, compile_pattern, matches_every_text
-from evalrunner.fixtures.admit import admit_suite
-from evalrunner.fixtures.load import load_suite
+from evalrunner.fixture.admit import admit_suite
+from evalrunner.fixture.load import load_suite
 from evalrunner.model import (
     Case,
     Expectations,

@@ -21,8 +21,8 @@ from typing import Any
 
 from evalrunner import AgentContext, Message, ModelRequest, TextResponse, ToolCallRecord
 from evalrunner.boundary.tools import tool_spec
-from evalrunner.fixtures.admit import admit_documents
-from evalrunner.fixtures.load import discover, iter_documents
+from evalrunner.fixture.admit import admit_documents
+from evalrunner.fixture.load import discover, iter_documents
 from evalrunner.session import evaluate_case
 
 ROOT = Path(__file__).resolve().parent.parent

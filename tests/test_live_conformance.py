@@ -11,8 +11,8 @@ import pytest
 
 from evalrunner.boundary.conformance import ConversationMonitor, TurnScripted
 from evalrunner.execution import SKIP_LIVE_CASE
-from evalrunner.fixtures.admit import admit_documents
-from evalrunner.fixtures.load import load_document
+from evalrunner.fixture.admit import admit_documents
+from evalrunner.fixture.load import load_document
 from evalrunner.model import (
     Message,
     ModelRequest,

@@ -13,8 +13,8 @@ from typing import cast
 
 import pytest
 
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import (
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import (
     DEFAULT_MAX_BYTES,
     MAX_DEPTH,
     SuiteNotFound,
@@ -436,7 +436,7 @@ def test_toml_syntax_errors_say_what_would_be_right(
 
 
 def test_a_toml_error_on_a_line_past_the_text_gets_no_inline_table_hint() -> None:
-    from evalrunner.fixtures.load import _toml_hint
+    from evalrunner.fixture.load import _toml_hint
 
     assert _toml_hint("Invalid initial character for a key part", "a = {", 9) == ""
     assert _toml_hint("Something new from tomllib", "a = 1", 1) == ""

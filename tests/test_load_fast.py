@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from evalrunner.fixtures import load
-from evalrunner.fixtures import yaml as load_yaml
-from evalrunner.fixtures.load import RawDocument, parse_document
+from evalrunner.fixture import load
+from evalrunner.fixture import yaml as load_yaml
+from evalrunner.fixture.load import RawDocument, parse_document
 from evalrunner.model import AdmissionError, Format
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.schemas import report_validator
+from evalrunner.fixture.schemas import report_validator
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalrunner import SuiteReport, run_suite
-from evalrunner.fixtures.load import load_document
+from evalrunner.fixture.load import load_document
 
 WATCHED = (
     "open",

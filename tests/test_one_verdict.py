@@ -338,8 +338,8 @@ def test_mutate_fails_loudly_when_the_baseline_passes_no_case(tmp_path: Path) ->
 def test_mutate_grades_with_the_projects_trimmed_history(trimmed: bool) -> None:
     """A project that lets its agent trim history does not call a trimming mutant killed:
     the mutant passes that project's gate."""
-    from evalrunner.fixtures.admit import admit
-    from evalrunner.fixtures.load import load_document
+    from evalrunner.fixture.admit import admit
+    from evalrunner.fixture.load import load_document
     from evalrunner.model import Case
     from evalrunner.mutation.mutants import IN_PROCESS
     from evalrunner.mutation.runner import run_mutants

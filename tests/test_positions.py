@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from evalrunner.fixtures.admit import admit, admit_documents
-from evalrunner.fixtures.load import KeyPositions, RawDocument, load_document
+from evalrunner.fixture.admit import admit, admit_documents
+from evalrunner.fixture.load import KeyPositions, RawDocument, load_document
 from evalrunner.model import Case, JSONPath
 
 ROOT = Path(__file__).resolve().parent.parent

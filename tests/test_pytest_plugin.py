@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.load import FIXTURE_SUFFIXES
+from evalrunner.fixture.load import FIXTURE_SUFFIXES
 from evalrunner.pytest_plugin import FIXTURE_SUFFIXES as PLUGIN_SUFFIXES
 
 pytest_plugins = ["pytester"]
@@ -756,7 +756,7 @@ def test_a_broken_file_with_an_odd_name_is_a_clean_collection_error(
 
 def test_the_plugin_and_discovery_agree_on_what_is_a_fixture() -> None:
     from evalrunner import pytest_plugin
-    from evalrunner.fixtures import load
+    from evalrunner.fixture import load
 
     names = [
         "a.json",

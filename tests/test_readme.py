@@ -79,8 +79,8 @@ def test_the_tutorial_tool_runs_through_the_readme_agent() -> None:
     (block,) = [b for b in python_blocks(TUTORIAL) if "class Upper" in b]
     tools = types.ModuleType("readme_tools")
     exec(compile(block, "README.md (tool)", "exec"), tools.__dict__)
-    from evalrunner.fixtures.admit import admit
-    from evalrunner.fixtures.load import parse_document
+    from evalrunner.fixture.admit import admit
+    from evalrunner.fixture.load import parse_document
     from evalrunner.model import Case
     from evalrunner.session import evaluate_case
 

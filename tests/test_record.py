@@ -28,7 +28,7 @@ from support.live_project import (
 )
 from support.model_server import ModelServer, Reply
 
-from evalrunner.fixtures.load import load_document
+from evalrunner.fixture.load import load_document
 from evalrunner.model import RunRecord, TextResponse, ToolCall, ToolCallsResponse
 from evalrunner.redact import REDACTED, Redactor
 from evalrunner.toolbox.record import Provenance, RecordSettings, _arguments, recorded_data

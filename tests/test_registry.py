@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from evalrunner.expectations import KINDS
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import parse_document
-from evalrunner.fixtures.schemas import (
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import parse_document
+from evalrunner.fixture.schemas import (
     AGENT_REPLY_ID,
     BASE_URI,
     CASE_ID,
@@ -69,7 +69,7 @@ def test_every_ref_resolves_offline_and_ids_mirror_paths() -> None:
 def test_a_dangling_ref_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
     import shutil
 
-    import evalrunner.fixtures.schemas as schemas
+    import evalrunner.fixture.schemas as schemas
 
     copy = tmp_path / "schemas"
     shutil.copytree(ROOT / "schemas", copy)
@@ -90,7 +90,7 @@ def test_a_dangling_ref_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
 
 
 def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
-    from evalrunner.fixtures.schemas import check_schemas
+    from evalrunner.fixture.schemas import check_schemas
 
     check_schemas(schema_tree())
 
@@ -98,7 +98,7 @@ def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
 def test_a_schema_that_breaks_its_metaschema_is_caught(tmp_path: Path, monkeypatch: Any) -> None:
     import shutil
 
-    import evalrunner.fixtures.schemas as schemas
+    import evalrunner.fixture.schemas as schemas
 
     copy = tmp_path / "schemas"
     shutil.copytree(ROOT / "schemas", copy)

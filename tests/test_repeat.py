@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from evalrunner import run_suite
 from evalrunner.cli import app
 from evalrunner.config import ConfigError, load_config
-from evalrunner.fixtures.schemas import report_validator
+from evalrunner.fixture.schemas import report_validator
 from evalrunner.model import CaseReport, GradeResult, SuiteReport
 from evalrunner.repeats import combine_runs
 from evalrunner.report import render_table

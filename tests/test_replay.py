@@ -12,8 +12,8 @@ import pytest
 from evalrunner.agents.reference import AgentContext, ReferenceAgent
 from evalrunner.boundary.provider import ReplayProvider
 from evalrunner.boundary.tools import EchoTool, Tool, builtin_tools
-from evalrunner.fixtures.admit import admit, argument_text
-from evalrunner.fixtures.load import parse_document
+from evalrunner.fixture.admit import admit, argument_text
+from evalrunner.fixture.load import parse_document
 from evalrunner.model import (
     Case,
     Expectations,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from evalrunner.fixtures.schemas import report_validator
+from evalrunner.fixture.schemas import report_validator
 from evalrunner.model import (
     AdmissionError,
     CaseReport,

@@ -14,7 +14,7 @@ import xmlschema
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.schemas import report_validator
+from evalrunner.fixture.schemas import report_validator
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = xmlschema.XMLSchema(ROOT / "tests" / "data" / "jenkins-junit.xsd")

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.load import load_document
+from evalrunner.fixture.load import load_document
 from evalrunner.toolbox.scaffold import ScaffoldError, file_name, scaffold
 
 runner = CliRunner()
@@ -178,7 +178,7 @@ def test_the_scaffold_shows_a_tool_call_step_and_is_refused_at_its_empty_list(
     assert "tool_calls" in text and "call_1" in text  # an example, commented out
     path = tmp_path / f"tool_case.{fmt}"
     path.write_text(text, encoding="utf-8")
-    from evalrunner.fixtures.admit import admit
+    from evalrunner.fixture.admit import admit
 
     document = load_document(path)
     assert not isinstance(document, list)

@@ -1,4 +1,4 @@
-"""The validators built from the schema source (``evalrunner.fixtures.schemas``): jsonschema-rs on
+"""The validators built from the schema source (``evalrunner.fixture.schemas``): jsonschema-rs on
 the
 bundle decides as jsonschema does where their engines differ (``pattern``, values JSON has no
 type for), evalrunner's own rule that a float is never an integer is a check of its own, and
@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-import evalrunner.fixtures.schemas as schemas
-from evalrunner.fixtures.schemas import (
+import evalrunner.fixture.schemas as schemas
+from evalrunner.fixture.schemas import (
     BASE_URI,
     CASE_ID,
     SchemaTree,
@@ -199,7 +199,7 @@ def test_a_valid_case_does_not_import_jsonschema() -> None:
 
     probe = (
         "import sys\n"
-        "from evalrunner.fixtures.schemas import case_validator\n"
+        "from evalrunner.fixture.schemas import case_validator\n"
         f"assert case_validator().is_valid({_case()!r})\n"
         "print(sorted(m for m in ('jsonschema', 'referencing') if m in sys.modules))\n"
     )

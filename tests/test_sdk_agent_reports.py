@@ -21,8 +21,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from evalrunner.agents.command import command_agent_factory
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import load_document, load_suite
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import load_document, load_suite
 from evalrunner.model import Case, ToolCallRecord
 from evalrunner.replay import run_case
 

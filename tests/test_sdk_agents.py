@@ -26,7 +26,7 @@ import pytest
 
 from evalrunner import CaseReport, SuiteReport, run_suite
 from evalrunner.agents.command import command_agent_factory
-from evalrunner.fixtures.load import load_suite
+from evalrunner.fixture.load import load_suite
 
 pytestmark = pytest.mark.skipif(
     find_spec("openai") is None or find_spec("anthropic") is None,
@@ -195,8 +195,8 @@ def test_sdk_agent_verdicts_equal_the_reference_agents(
 
 def run_suite_requests(suite: Path, script: str, flags: tuple[str, ...]) -> list[Any]:
     """The requests of one case, to see which API and stream flag the agent really used."""
-    from evalrunner.fixtures.admit import admit
-    from evalrunner.fixtures.load import load_document
+    from evalrunner.fixture.admit import admit
+    from evalrunner.fixture.load import load_document
     from evalrunner.replay import run_case
 
     document = load_document(sorted(suite.iterdir())[0])

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
-from evalrunner.fixtures.schemas import report_validator
+from evalrunner.fixture.schemas import report_validator
 
 runner = CliRunner()
 
@@ -186,7 +186,7 @@ def test_an_unreadable_subdirectory_refuses_the_run(
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    monkeypatch.setattr("evalrunner.fixtures.load.os.scandir", scandir)
+    monkeypatch.setattr("evalrunner.fixture.load.os.scandir", scandir)
     code, out, err = invoke("run")
     assert (code, out) == (2, "")
     assert err == "evals/locked: cannot read suite directory: Permission denied\n"

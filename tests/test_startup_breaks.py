@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from test_startup import imported
 
-import evalrunner.fixtures.schemas as schemas
-from evalrunner.fixtures.schemas import BASE_URI, CASE_ID, SchemaTreeError, SchemaValidator
+import evalrunner.fixture.schemas as schemas
+from evalrunner.fixture.schemas import BASE_URI, CASE_ID, SchemaTreeError, SchemaValidator
 
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"

@@ -85,7 +85,7 @@ def test_what_a_plain_run_leaves_out_is_there_when_asked_for(bundled: Path) -> N
 def test_the_cache_digest_is_sha256_whichever_module_computes_it() -> None:
     import hashlib
 
-    from evalrunner.fixtures import cache
+    from evalrunner.fixture import cache
 
     data = b"evalrunner \xff\x00 fixture"
     assert cache.sha256(data).digest() == hashlib.sha256(data).digest()

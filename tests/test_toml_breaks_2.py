@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalrunner.fixtures import load
+from evalrunner.fixture import load
 from evalrunner.model import AdmissionError
 
 # --- quadratic scans of a line's strings -------------------------------------------------------

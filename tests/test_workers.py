@@ -218,7 +218,7 @@ def trap_project(tmp_path: Path, tokens: list[str]) -> Path:
 
 def test_forked_workers_that_stand_down_leave_by_themselves(tmp_path: Path) -> None:
     from evalrunner.execution import ForkedWorkers, RunSettings
-    from evalrunner.fixtures.load import find_fixtures
+    from evalrunner.fixture.load import find_fixtures
     from evalrunner.session import admit_fixtures
 
     suite = project(tmp_path, count=6)

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
 from evalrunner.agents.reference import AgentContext
 from evalrunner.boundary.conformance import ConversationMonitor
 from evalrunner.config import DEFAULT_AGENT_EXIT_GRACE_SECS
-from evalrunner.fixtures.admit import argument_text
-from evalrunner.fixtures.schemas import agent_reply_validator
+from evalrunner.fixture.admit import argument_text
+from evalrunner.fixture.schemas import agent_reply_validator
 from evalrunner.model import RunError, ToolCallRecord, render_json_path
 from evalrunner.wire.endpoint import ReplayEndpoint
 

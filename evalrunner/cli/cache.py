@@ -6,7 +6,7 @@
 import typer
 
 from evalrunner.cli.common import ConfigOption, cache_directory, fail, load_settings
-from evalrunner.fixtures.load import relative_to_cwd
+from evalrunner.fixture.load import relative_to_cwd
 from evalrunner.text import printable_path
 
 
@@ -15,7 +15,7 @@ def cache_clear(config: ConfigOption = None) -> None:
 
     A directory of that name that evalrunner did not make is left alone (exit 2).
     """
-    from evalrunner.fixtures.cache import clear
+    from evalrunner.fixture.cache import clear
 
     directory = cache_directory(load_settings(config), no_cache=False)
     assert directory is not None

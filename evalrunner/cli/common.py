@@ -242,7 +242,7 @@ NoCacheOption = Annotated[
 
 def cache_directory(settings: Config, no_cache: bool) -> Path | None:
     """Where this project keeps its admission cache (``None``: not used)."""
-    from evalrunner.fixtures.cache import CACHE_DIR_NAME
+    from evalrunner.fixture.cache import CACHE_DIR_NAME
 
     return None if no_cache else settings.base_dir / CACHE_DIR_NAME
 

@@ -19,7 +19,7 @@ from evalrunner.cli.common import (
     load_settings,
 )
 from evalrunner.config import LIVE_KEYS, Config
-from evalrunner.fixtures.load import relative_to_cwd
+from evalrunner.fixture.load import relative_to_cwd
 from evalrunner.text import printable, printable_path
 
 

@@ -25,8 +25,8 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
-from evalrunner.fixtures.admit import admit_suite
-from evalrunner.fixtures.load import (
+from evalrunner.fixture.admit import admit_suite
+from evalrunner.fixture.load import (
     SuiteNotFound,
     load_paths,
     relative_to_cwd,
@@ -85,7 +85,7 @@ def list_cases(
     """List the cases a run would take (name, file, class, turns, expectation kinds), in run
     order, without running anything: exit 0, or 2 if a fixture is refused or -k matches
     nothing."""
-    from evalrunner.fixtures.cache import AdmissionCache
+    from evalrunner.fixture.cache import AdmissionCache
     from evalrunner.session import select_cases, suite_paths
     from evalrunner.toolbox.listing import render_list_json, render_list_table
 
@@ -186,7 +186,7 @@ def convert_fixture(
     A FILE that is not there as given, relative to the working directory, is looked up in
     the configured suite (so `convert echo.yaml --to toml` works from anywhere in a project).
     """
-    from evalrunner.fixtures.load import FIXTURE_SUFFIXES, load_document
+    from evalrunner.fixture.load import FIXTURE_SUFFIXES, load_document
     from evalrunner.toolbox.convert import ConversionError, convert
 
     fmt = to.as_format()

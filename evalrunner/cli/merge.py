@@ -17,7 +17,7 @@ from evalrunner.cli.common import (
     report_skipped,
     write_reports,
 )
-from evalrunner.fixtures.load import relative_to_cwd
+from evalrunner.fixture.load import relative_to_cwd
 from evalrunner.report import render_table
 from evalrunner.session import run_exit_code
 

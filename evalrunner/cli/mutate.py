@@ -15,8 +15,8 @@ from evalrunner.cli.common import (
     load_settings,
     refusal_summary,
 )
-from evalrunner.fixtures.admit import admit_documents
-from evalrunner.fixtures.load import (
+from evalrunner.fixture.admit import admit_documents
+from evalrunner.fixture.load import (
     SuiteNotFound,
     discover,
     iter_documents,

@@ -25,7 +25,7 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
-from evalrunner.fixtures.load import relative_to_cwd
+from evalrunner.fixture.load import relative_to_cwd
 from evalrunner.model import RunRefused
 from evalrunner.plugins import PluginError
 from evalrunner.report import EXIT_REFUSED

@@ -9,12 +9,12 @@ from typing import Annotated
 import typer
 
 from evalrunner.cli.common import ConfigOption, fail, load_settings
-from evalrunner.fixtures.load import relative_to_cwd
+from evalrunner.fixture.load import relative_to_cwd
 
 
 def schema_list() -> None:
     """Print each expectation kind and the $id of its schema."""
-    from evalrunner.fixtures.schemas import schema_tree
+    from evalrunner.fixture.schemas import schema_tree
 
     kinds = schema_tree().kinds()
     width = max(len(kind) for kind in kinds)

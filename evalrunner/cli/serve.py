@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from evalrunner.cli.common import fail
-from evalrunner.fixtures.load import relative_to_cwd
+from evalrunner.fixture.load import relative_to_cwd
 from evalrunner.text import printable_path
 
 

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from evalrunner.fixtures.load import file_kind
+from evalrunner.fixture.load import file_kind
 from evalrunner.stop_signals import signals_ignored
 from evalrunner.text import (
     control_character,

@@ -38,8 +38,8 @@ from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
-from evalrunner.fixtures.admit import admit, argument_text
-from evalrunner.fixtures.load import RawDocument, parse_document
+from evalrunner.fixture.admit import admit, argument_text
+from evalrunner.fixture.load import RawDocument, parse_document
 from evalrunner.model import AdmissionError, Case, Format, JSONValue
 
 SUFFIXES: dict[Format, str] = {"json": ".json", "yaml": ".yaml", "toml": ".toml"}

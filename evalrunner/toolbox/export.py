@@ -1,6 +1,6 @@
 """Publishing the schemas for editors: ``evalrunner schema export DIR`` (SPEC §8).
 
-Two pure steps and one I/O edge, over :func:`evalrunner.fixtures.schemas.bundle` (each schema folded
+Two pure steps and one I/O edge, over :func:`evalrunner.fixture.schemas.bundle` (each schema folded
 into one self-contained Draft 7 document, which editors read, and jsonschema-rs too):
 
 * :func:`export_files` renders the whole export (the tree with paths mirroring ``$id``s, plus
@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from evalrunner.fixtures.schemas import CASE_ID, CONFIG_ID, SchemaTree, bundle, schema_tree
-from evalrunner.fixtures.schemas import DRAFT7 as DRAFT7
-from evalrunner.fixtures.schemas import DRAFT7_KEYWORDS as DRAFT7_KEYWORDS
-from evalrunner.fixtures.schemas import BundleError as BundleError
+from evalrunner.fixture.schemas import CASE_ID, CONFIG_ID, SchemaTree, bundle, schema_tree
+from evalrunner.fixture.schemas import DRAFT7 as DRAFT7
+from evalrunner.fixture.schemas import DRAFT7_KEYWORDS as DRAFT7_KEYWORDS
+from evalrunner.fixture.schemas import BundleError as BundleError
 from evalrunner.report import write_atomic
 
 CASE_BUNDLE = "case.bundle.schema.json"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalrunner.fixtures.load import NotARegularFile, read_regular_file
-from evalrunner.fixtures.schemas import report_validator
+from evalrunner.fixture.load import NotARegularFile, read_regular_file
+from evalrunner.fixture.schemas import report_validator
 from evalrunner.model import (
     AdmissionError,
     CaseFingerprint,

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, cast
 from evalrunner import __version__
 from evalrunner.execution import RunSettings, graded_report
 from evalrunner.expectations import grade
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import (
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import (
     FIXTURE_SUFFIXES,
     INT_MAX,
     INT_MIN,
@@ -371,7 +371,7 @@ def _arguments(text: str) -> JSONValue:
 MAX_ARGUMENT_DEPTH = MAX_DEPTH - 16
 """Arguments nested deeper than this are kept as text: an object sits this far below the
 fixture's root (turns, steps, response, tool_calls, ...), and a fixture nests at most
-:data:`evalrunner.fixtures.load.MAX_DEPTH` levels."""
+:data:`evalrunner.fixture.load.MAX_DEPTH` levels."""
 
 
 def _deeper_than(value: object, limit: int) -> bool:
@@ -513,7 +513,7 @@ def plan_targets(
     file there already (without ``overwrite``), a fixture of the run itself (``sources``,
     through any symbolic link), a name the output directory already holds in another file,
     a path that cannot be written. Missing directories are made only when nothing is wrong."""
-    from evalrunner.fixtures.load import relative_to_cwd
+    from evalrunner.fixture.load import relative_to_cwd
     from evalrunner.report import prepare_output
     from evalrunner.text import printable_path
 
@@ -586,7 +586,7 @@ def _real(path: Path) -> str:
 def _names_in(out: Path) -> dict[str, str]:
     """The case names of the fixtures already under ``out``, each with its file's real path
     (a file that does not parse names nothing: it is refused by any run of it anyway)."""
-    from evalrunner.fixtures.load import SuiteNotFound, discover
+    from evalrunner.fixture.load import SuiteNotFound, discover
 
     if not out.is_dir():
         return {}

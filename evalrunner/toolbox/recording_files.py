@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalrunner.fixtures.load import relative_to_cwd
+from evalrunner.fixture.load import relative_to_cwd
 from evalrunner.model import RunInterrupted
 from evalrunner.replay import process_exit_refused
 from evalrunner.report.write import write_atomic, write_new

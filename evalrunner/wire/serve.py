@@ -17,8 +17,8 @@ from pathlib import Path
 
 from evalrunner.boundary.conformance import ConversationMonitor, Dispatch
 from evalrunner.boundary.provider import ReplayProvider
-from evalrunner.fixtures.admit import admit
-from evalrunner.fixtures.load import load_document
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import load_document
 from evalrunner.model import AdmissionError, Case, ToolCall
 from evalrunner.wire.endpoint import Exchange, ReplayEndpoint
 
