@@ -1,5 +1,6 @@
-"""Docs that run. Every page of the docs (README.md, evals/README.md, docs/**/*.md) is read as
-a script, top to bottom, in a fresh copy of the project's suites and examples:
+"""Docs that run. Every page of the docs (README.md, evals/README.md, docs/**/*.md, and each
+example's README, run from the example's own directory) is read as a script, top to bottom, in
+a fresh copy of the project's suites and examples:
 
 - a code block whose first line is a comment naming a file (``# my_agent.py``) is written to
   that file when the page reaches it;
@@ -35,13 +36,19 @@ from evalrunner.fixture.load import parse_document
 from evalrunner.model import Case
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["README.md", "evals/README.md"] + sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")
+PAGES = (
+    ["README.md", "evals/README.md"]
+    + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+    + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md"))
 )
 
 LIVE_DOCS = "run by tests/test_live_docs.py, in the Live mode section's project, on a local model"
 RECORD_DOCS = "run by tests/test_record.py, in the Recording section's project, on a local model"
 SDK_RUN = (0, "18/18 cases passed")
+FRAMEWORKS = (
+    "not run by the tests: it installs an agent framework from the package registry (the "
+    "network), and evalrunner depends on none of them"
+)
 
 # page → command → (exit code, text stdout or stderr must hold), or a string: why not here.
 EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
@@ -126,6 +133,26 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
             "run by tests/test_pytest_live.py, against a local model server"
         ),
     },
+    # An example's README runs from the example's directory.
+    "examples/python-agent/README.md": {
+        "evalrunner run": (0, "4/4 cases passed"),
+    },
+    "examples/framework-agents/README.md": {
+        "python3 -m venv /tmp/fw-oa  && /tmp/fw-oa/bin/pip install -e . openai-agents": FRAMEWORKS,
+        (
+            "python3 -m venv /tmp/fw-pai && /tmp/fw-pai/bin/pip install -e . "
+            "'pydantic-ai-slim[openai,anthropic]'"
+        ): FRAMEWORKS,
+        (
+            "python3 -m venv /tmp/fw-lg  && /tmp/fw-lg/bin/pip install -e . langgraph "
+            "langchain-openai langchain-anthropic"
+        ): FRAMEWORKS,
+        "python3 -m venv /tmp/fw-ant && /tmp/fw-ant/bin/pip install -e . anthropic": FRAMEWORKS,
+        (
+            '/tmp/fw-oa/bin/evalrunner run --agent-command "/tmp/fw-oa/bin/python '
+            'examples/framework-agents/openai_agents_agent.py"'
+        ): FRAMEWORKS,
+    },
     "docs/how-to/repeats.md": {
         "evalrunner run --repeat 3 --jobs 2": (0, "repeats: 54/54 runs passed"),
         (
@@ -154,6 +181,9 @@ SLOW = {
     ),
 }
 
+# The pages that say to run their commands elsewhere than the project's root.
+PAGE_DIRS = {"examples/python-agent/README.md": "examples/python-agent"}
+
 FILE_LINE = re.compile(r"^# ([\w./-]+\.(?:py|yaml|yml|json|toml))$")
 
 
@@ -164,8 +194,9 @@ def code_blocks(page: str) -> list[tuple[str, str]]:
 
 
 def commands_of(block: str) -> list[str]:
+    """The commands of a shell block, one a line (a line ending in ``\\`` goes on)."""
     commands: list[str] = []
-    for line in block.splitlines():
+    for line in re.sub(r"\\\n\s*", "", block).splitlines():
         command = re.sub(r"\s+#.*$", "", line).strip()
         if command:
             commands.append(command)
@@ -227,7 +258,7 @@ def runnable_pages() -> list[str]:
 
 @pytest.mark.parametrize("page", runnable_pages())
 def test_a_page_runs_as_written(tmp_path: Path, page: str) -> None:
-    project = copy_project(tmp_path / "project")
+    project = copy_project(tmp_path / "project") / PAGE_DIRS.get(page, "")
     expected = EXPECTED[page]
     for language, block in code_blocks(page):
         first = block.split("\n", 1)[0]
@@ -270,7 +301,7 @@ def snippets(*languages: str) -> list[Any]:
 
 @pytest.mark.parametrize("page,language,block", snippets("python"))
 def test_a_python_snippet_runs(tmp_path: Path, page: str, language: str, block: str) -> None:
-    project = copy_project(tmp_path / "project")
+    project = copy_project(tmp_path / "project") / PAGE_DIRS.get(page, "")
     script = project / "snippet.py"
     script.write_text(block, encoding="utf-8")
     done = subprocess.run(

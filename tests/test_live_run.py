@@ -5,6 +5,7 @@ code, and a known key scanned for in every output (issue 12)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,14 +29,29 @@ from support.live_project import (
     wait_for_requests,
 )
 from support.model_server import ModelServer, Reply
+from typer.testing import CliRunner
 
+from evalrunner.cli import app
 from evalrunner.model import TextResponse
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    return cli(cwd, "run", *args, key=key)
+def run(
+    cwd: Path, *args: str, key: str | None = KEY, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``evalrunner run ARGS`` in ``cwd`` with the environment of :func:`cli`: in this process
+    (the command's own code, without an interpreter's start-up each time), or with ``process``
+    as a process of its own (for a Python agent, whose module this process must not keep)."""
+    if process:
+        return cli(cwd, "run", *args, key=key)
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("EVALRUNNER_")}
+    env = {**unset, "LIVE_TEST_KEY": key, "NO_COLOR": "1"}
+    with contextlib.chdir(cwd):
+        done = CliRunner().invoke(app, ["run", *args], env=env)
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return subprocess.CompletedProcess(["run", *args], done.exit_code, done.stdout, done.stderr)
 
 
 def outputs(cwd: Path, done: subprocess.CompletedProcess[str]) -> str:
@@ -116,7 +132,7 @@ def test_a_python_factory_gets_the_live_provider(tmp_path: Path) -> None:
             "    return reference_agent(context)\n",
             encoding="utf-8",
         )
-        done = run(cwd, "--mode", "live")
+        done = run(cwd, "--mode", "live", process=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "agent python:my_agent:make · live mode" in done.stdout
     assert "1/1 cases passed" in done.stdout
@@ -311,6 +327,9 @@ def test_one_at_a_time_is_the_default(tmp_path: Path) -> None:
     with ModelServer("openai", replies, gate=2) as server:
         named = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(2)}
         cwd = project(tmp_path, "openai", server.base_url, **named)
+        # The request that waits in vain is given up in tenths of a second, not the default 5.
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8").replace("timeout_secs = 5", "timeout_secs = 0.3"))
         done = run(cwd, "--mode", "live")
     # The first request waited for a second that never came while its case was running.
     assert done.returncode == 1, done.stdout + done.stderr

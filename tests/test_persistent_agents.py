@@ -121,9 +121,19 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     monkeypatch.setenv("PERSISTENT_AGENT_LOG", str(log))
 
     def go(
-        wire: str, mode: str, stream: bool = False, timeout: float = 60, exit_grace: float = 5
+        wire: str,
+        mode: str,
+        stream: bool = False,
+        timeout: float = 60,
+        exit_grace: float = 5,
+        cases: int = len(CASES),
     ) -> Outcome:
+        """The suite's first ``cases`` cases: one when the promise is about every case alike
+        (each failed case costs a process), two when it is about the next case."""
         log.unlink(missing_ok=True)
+        for number, name in enumerate(CASES):
+            if number >= cases:
+                (suite / name).unlink(missing_ok=True)
         with command_agent_factory(
             argv(wire, mode, stream), cwd=ROOT, exit_grace=exit_grace
         ) as factory:
@@ -137,7 +147,10 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 # --- a correct agent ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("wire", "stream"), WIRES_AND_STREAMING)
+@pytest.mark.parametrize(
+    ("wire", "stream"),
+    [*WIRES_AND_STREAMING[: len(WIRES)], *first_by_default(WIRES_AND_STREAMING[len(WIRES) :])],
+)
 def test_one_process_serves_every_case(run: object, wire: str, stream: bool) -> None:
     outcome = run(wire, "ok", stream)  # type: ignore[operator]
     assert all(case.passed for case in outcome.report.cases), outcome.errors()
@@ -215,7 +228,7 @@ def test_a_crash_mid_suite_fails_that_case_and_the_next_gets_a_fresh_process(
 def test_answering_the_wrong_case_fails_it(
     run: object, wire: str, stream: bool, mode: str, message: str
 ) -> None:
-    outcome = run(wire, mode, stream)  # type: ignore[operator]
+    outcome = run(wire, mode, stream, cases=2)  # type: ignore[operator]
     errors = outcome.errors()
     failed = [error for error in errors if error is not None]
     assert failed and all(message in error for error in failed), errors
@@ -226,13 +239,13 @@ def test_answering_the_wrong_case_fails_it(
 def test_never_sending_the_handshake_fails_the_case(run: object) -> None:
     # The command waits for protocol-2 lines it never asked for: only the case timeout (a
     # safety net here, not a measurement) can end it. Nothing here depends on the wire.
-    outcome = run("openai", "no-handshake", timeout=0.5)  # type: ignore[operator]
-    assert all(error == "timed out after 0.5s" for error in outcome.errors()), outcome.errors()
+    outcome = run("openai", "no-handshake", timeout=0.3, cases=1)  # type: ignore[operator]
+    assert all(error == "timed out after 0.3s" for error in outcome.errors()), outcome.errors()
 
 
 @pytest.mark.parametrize("wire", first_by_default(WIRES))
 def test_protocol_2_lines_without_the_handshake_are_not_replies(run: object, wire: str) -> None:
-    outcome = run(wire, "v2-without-handshake")  # type: ignore[operator]
+    outcome = run(wire, "v2-without-handshake", cases=1)  # type: ignore[operator]
     for error in outcome.errors():
         assert error is not None and "unknown field: 'case' was unexpected" in error, error
 
@@ -299,14 +312,14 @@ def test_a_hostile_error_line_is_refused_or_shown_safely(
 def test_misbehaving_after_the_final_reply_fails_the_case(
     run: object, wire: str, mode: str, message: str
 ) -> None:
-    outcome = run(wire, mode)  # type: ignore[operator]
+    outcome = run(wire, mode, cases=2)  # type: ignore[operator]
     for error in outcome.errors():
         assert error is not None and message in error, error
-    assert outcome.processes == len(CASES)  # a process is never reused after a failed case
+    assert outcome.processes == 2  # a process is never reused after a failed case
 
 
 def test_not_ending_the_case_in_time_kills_the_process(run: object) -> None:
-    outcome = run("openai", "no-ack", exit_grace=0.3)  # type: ignore[operator]
+    outcome = run("openai", "no-ack", exit_grace=0.3, cases=2)  # type: ignore[operator]
     for error in outcome.errors():
         assert error is not None
         assert "did not answer the end of the case within 0.3s after its final reply" in error
@@ -368,7 +381,7 @@ def test_a_timeout_mid_case_kills_the_process_and_the_next_case_gets_a_fresh_one
 
 
 def test_model_requests_before_the_handshake_fail_the_case(run: object) -> None:
-    outcome = run("openai", "request-before-handshake")  # type: ignore[operator]
+    outcome = run("openai", "request-before-handshake", cases=1)  # type: ignore[operator]
     for error in outcome.errors():
         assert error is not None and "sent model requests before its handshake" in error
 
@@ -400,7 +413,7 @@ def test_model_requests_before_the_handshake_fail_the_case(run: object) -> None:
 def test_a_bad_handshake_is_refused_with_a_clear_error(
     run: object, line: str, message: str
 ) -> None:
-    outcome = run("openai", f"handshake={line}")  # type: ignore[operator]
+    outcome = run("openai", f"handshake={line}", cases=1)  # type: ignore[operator]
     for error in outcome.errors():
         assert error is not None and error.startswith("the agent command "), error
         assert message in error and "Traceback" not in error, error
@@ -420,14 +433,14 @@ def test_a_bad_handshake_is_refused_with_a_clear_error(
     ],
 )
 def test_a_hostile_case_token_in_a_reply_is_refused(run: object, token: str, message: str) -> None:
-    outcome = run("openai", f"case={token}")  # type: ignore[operator]
+    outcome = run("openai", f"case={token}", cases=1)  # type: ignore[operator]
     for error in outcome.errors():
         assert error is not None and message in error, error
         assert len(error) < 2000 and "\x1b" not in error
 
 
 def test_a_reply_without_its_case_is_refused(run: object) -> None:
-    outcome = run("anthropic", "no-case")  # type: ignore[operator]
+    outcome = run("anthropic", "no-case", cases=1)  # type: ignore[operator]
     for error in outcome.errors():
         assert error is not None and 'printed a reply line for turn 1 without "case"' in error
 

@@ -4,6 +4,7 @@ run and are graded, scripted ones are skipped, the budget fails what it kept fro
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,26 +28,60 @@ from evalrunner.model import TextResponse
 
 KEY = "sk-pytest-KNOWN-SECRET-13579"
 
+pytest_plugins = ["pytester"]
 
-def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
+
+def project(root: Path, wire: str, base_url: str, extra: str = "", **cases: str) -> Path:
     """Unlike test_live_run's project: no default case, and ``extra`` ends ``[eval.live]``."""
-    return write_project(tmp_path, wire, base_url, cases, live_lines=extra)
+    return write_project(root, wire, base_url, cases, live_lines=extra)
 
 
-def pytest_run(cwd: Path, *args: str, mode: str | None = None) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module", autouse=True)
+def _the_pipeline_imported_once() -> None:
+    """An in-process run forgets the modules it imported when it ends (pytester restores
+    ``sys.modules``): with the live pipeline and pytest's lazily imported helpers imported
+    once here, before any run, no run imports them again."""
+    import faulthandler  # noqa: F401
+    import pdb  # noqa: F401
+    import unittest  # noqa: F401
+
+    import httpx2  # noqa: F401
+    import ruamel.yaml  # noqa: F401
+
+    import evalrunner.fixture.admit
+    import evalrunner.fixture.yaml
+    import evalrunner.live.provider  # noqa: F401
+    import evalrunner.session
+
+
+def pytest_run(
+    pytester: pytest.Pytester, *args: str, mode: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``pytest --evalrunner ARGS`` in pytester's directory, with :func:`clean_env`'s
+    environment and only this plugin loaded: in this process (pytester's in-process run), or
+    as a process of its own when it would start xdist's workers."""
     env = clean_env(KEY, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", NO_COLOR="1")
     if mode is not None:
         env["EVALRUNNER_MODE"] = mode
-    argv = [sys.executable, "-m", "pytest", "-p", "evalrunner.pytest_plugin", "--evalrunner"]
-    argv += ["-rA", "-p", "no:cacheprovider", *args]
-    return run_in(cwd, argv, env)
+    argv = ["-p", "evalrunner.pytest_plugin", "--evalrunner", "-rA", "-p", "no:cacheprovider"]
+    if "-n" in args:
+        return run_in(pytester.path, [sys.executable, "-m", "pytest", *argv, *args], env)
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [k for k in os.environ if k not in env]:
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        result = pytester.runpytest_inprocess(*argv, *args)
+    return subprocess.CompletedProcess(
+        list(args), int(result.ret), result.stdout.str(), result.stderr.str()
+    )
 
 
 @pytest.mark.parametrize("wire", ["openai", "openai-responses", "anthropic"])
-def test_live_cases_run_and_scripted_ones_are_skipped(tmp_path: Path, wire: str) -> None:
+def test_live_cases_run_and_scripted_ones_are_skipped(pytester: pytest.Pytester, wire: str) -> None:
     with ModelServer(wire, [Reply(CALL), Reply(TEXT)]) as server:
-        cwd = project(tmp_path, wire, server.base_url, live=LIVE_CASE, scripted=SCRIPTED_CASE)
-        done = pytest_run(cwd, "--evalrunner-mode", "live")
+        project(pytester.path, wire, server.base_url, live=LIVE_CASE, scripted=SCRIPTED_CASE)
+        done = pytest_run(pytester, "--evalrunner-mode", "live")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 1 skipped" in done.stdout
     assert "scripted case: not run in live mode" in done.stdout
@@ -55,41 +90,41 @@ def test_live_cases_run_and_scripted_ones_are_skipped(tmp_path: Path, wire: str)
 
 
 def test_the_mode_comes_from_the_environment_too_and_a_command_agent_runs(
-    tmp_path: Path,
+    pytester: pytest.Pytester,
 ) -> None:
     with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
-        cwd = project(tmp_path, "openai", server.base_url, live=LIVE_CASE)
+        project(pytester.path, "openai", server.base_url, live=LIVE_CASE)
         command = f"{sys.executable} {WIRE_AGENT} ok"
-        done = pytest_run(cwd, "--evalrunner-agent-command", command, mode="live")
+        done = pytest_run(pytester, "--evalrunner-agent-command", command, mode="live")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
 
 
-def test_a_live_case_that_fails_its_checks_fails(tmp_path: Path) -> None:
+def test_a_live_case_that_fails_its_checks_fails(pytester: pytest.Pytester) -> None:
     with ModelServer("openai", [Reply(TextResponse("no tools", 1, 1))]) as server:
-        cwd = project(tmp_path, "openai", server.base_url, live=LIVE_CASE)
-        done = pytest_run(cwd, "--evalrunner-mode", "live")
+        project(pytester.path, "openai", server.base_url, live=LIVE_CASE)
+        done = pytest_run(pytester, "--evalrunner-mode", "live")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed" in done.stdout
     assert "tools_used" in done.stdout
 
 
-def test_the_spent_budget_fails_what_it_kept_from_running(tmp_path: Path) -> None:
+def test_the_spent_budget_fails_what_it_kept_from_running(pytester: pytest.Pytester) -> None:
     cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(3)}
     with ModelServer("openai", [Reply(CALL), Reply(TEXT)] * 3) as server:
-        cwd = project(tmp_path, "openai", server.base_url, "max_total_tokens = 60\n", **cases)
-        done = pytest_run(cwd, "--evalrunner-mode", "live")
+        project(pytester.path, "openai", server.base_url, "max_total_tokens = 60\n", **cases)
+        done = pytest_run(pytester, "--evalrunner-mode", "live")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "2 failed, 1 passed" in done.stdout
     assert "not run: the token budget (max_total_tokens) was spent" in done.stdout
     assert len(server.seen) == 3
 
 
-def test_replay_mode_still_skips_live_cases(tmp_path: Path) -> None:
-    cwd = project(
-        tmp_path, "openai", "http://127.0.0.1:9/v1", live=LIVE_CASE, scripted=SCRIPTED_CASE
+def test_replay_mode_still_skips_live_cases(pytester: pytest.Pytester) -> None:
+    project(
+        pytester.path, "openai", "http://127.0.0.1:9/v1", live=LIVE_CASE, scripted=SCRIPTED_CASE
     )
-    done = pytest_run(cwd)
+    done = pytest_run(pytester)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 1 skipped" in done.stdout
     assert "live case (its turns script no steps)" in done.stdout
@@ -105,13 +140,13 @@ def test_replay_mode_still_skips_live_cases(tmp_path: Path) -> None:
     ],
 )
 def test_live_mode_problems_are_usage_errors(
-    tmp_path: Path, args: tuple[str, ...], toml: str, needle: str
+    pytester: pytest.Pytester, args: tuple[str, ...], toml: str, needle: str
 ) -> None:
-    cwd = project(tmp_path, "openai", "http://127.0.0.1:9/v1", live=LIVE_CASE)
+    cwd = project(pytester.path, "openai", "http://127.0.0.1:9/v1", live=LIVE_CASE)
     if toml:
         path = cwd / "evalrunner.toml"
         path.write_text(path.read_text("utf-8").replace('model = "local-test"\n', toml), "utf-8")
-    done = pytest_run(cwd, *args)
+    done = pytest_run(pytester, *args)
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
     assert needle in done.stderr
     assert "Traceback" not in done.stdout + done.stderr

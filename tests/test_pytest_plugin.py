@@ -89,13 +89,41 @@ def cli_verdicts(*args: str) -> dict[str, bool]:
 Runner = Callable[..., pytest.RunResult]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _the_pipeline_imported_once(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An in-process run forgets the modules it imported when it ends (pytester restores
+    ``sys.modules``): with the pipeline and pytest's lazily imported helpers imported once
+    here, before any run, no run imports them again."""
+    import faulthandler  # noqa: F401
+    import pdb  # noqa: F401
+    import unittest  # noqa: F401
+
+    suite = tmp_path_factory.mktemp("warm") / "suite"
+    shutil.copytree(REGRESSION, suite)
+    result = CliRunner().invoke(
+        app, ["run", "--no-cache", "--suite", str(suite), "--junit-xml", str(suite / "r.xml")]
+    )
+    assert result.exit_code == 0, result.output
+
+
 @pytest.fixture
 def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Runner:
-    """Run pytest in a fresh interpreter, as a user runs it, with only this plugin and those
-    named (``-p xdist``) loaded: quicker than in-process runs, which import again whatever
-    plugins the run imports, and independent of what else is installed. (The tests of doing
-    nothing without the flag run in-process, with every installed plugin, through the entry
-    point.)"""
+    """Run pytest in this process (pytester's in-process run), with only this plugin and
+    those named loaded, independent of what else is installed. (The tests of doing nothing
+    without the flag run with every installed plugin, through the entry point; a test whose
+    agent ends its process, or that starts xdist's workers, runs pytest as a process of its
+    own: :func:`run_in_a_process`.)"""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+    def runner(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_inprocess("-p", "evalrunner.pytest_plugin", *args)
+
+    return runner
+
+
+@pytest.fixture
+def run_in_a_process(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """:func:`run`, in a fresh interpreter, as a user runs it."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
     def runner(*args: str) -> pytest.RunResult:
@@ -233,14 +261,9 @@ def test_links_that_lead_nowhere_are_refused_as_run_refuses_them(
 
 def cli_verdicts_refused(where: Path, *args: str) -> list[str]:
     """The problems ``evalrunner run`` refuses a suite for, run from ``where``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "evalrunner", "run", *args],
-        cwd=where,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2, done.stdout
+    assert Path.cwd() == where
+    done = CliRunner().invoke(app, ["run", *args], env={"NO_COLOR": "1"})
+    assert done.exit_code == 2, done.stdout
     return done.stderr.splitlines()[:-1]
 
 
@@ -470,9 +493,13 @@ def test_verdicts_equal_run_with_failing_and_erroring_cases(
     assert junit_verdicts(pytester.path / "report.xml") == expected
 
 
+@pytest.mark.slow
 def test_xdist_k_and_junitxml_give_the_verdicts_of_run(
-    pytester: pytest.Pytester, run: Runner
+    pytester: pytest.Pytester, run_in_a_process: Runner
 ) -> None:
+    # Six interpreters: the slow tier. By default, docs/how-to/ci.md's `pytest --evalrunner
+    # -n 2` (tests/test_docs_run.py) fails when the plugin breaks under xdist.
+    run = run_in_a_process
     pytest.importorskip("xdist")
     shutil.copytree(REGRESSION, pytester.path / "suite")
     write_suite(pytester.path, MIXED)
@@ -809,8 +836,9 @@ LIVE_ONLY = "name: live-only\nturns:\n  - user_input: hi\nexpects:\n  response_c
 
 
 def test_an_agent_that_ends_its_process_fails_its_case_and_pytest_reports(
-    pytester: pytest.Pytester, run: Runner
+    pytester: pytest.Pytester, run_in_a_process: Runner
 ) -> None:
+    run = run_in_a_process
     write_suite(pytester.path, {"a.yaml": PASSING})
     pytester.makepyfile(exiting_agent=EXITING_AGENT)
     pytester.makefile(
@@ -831,13 +859,14 @@ def test_repeat_from_config_gives_the_flaky_verdict_of_run(
     pytester.makefile(
         ".toml", evalrunner='[eval]\nsuite_dir = "suite"\nagent = "flaky_agent:Flaky"\nrepeat = 5\n'
     )
-    monkeypatch.chdir(pytester.path)
-    result = CliRunner().invoke(app, ["run", "--format", "json"], env={"NO_COLOR": "1"})
-    assert result.exit_code == 1 and json.loads(result.stdout)["repeat"]["flaky"] == 1
+    # pytest first: its in-process run forgets the agent's module (and its count) after it.
     outcome = run("--evalrunner")
     assert outcome.ret == pytest.ExitCode.TESTS_FAILED
     outcome.assert_outcomes(failed=1)
     outcome.stdout.fnmatch_lines(["*passed 3 of 5 runs*"])
+    monkeypatch.chdir(pytester.path)
+    result = CliRunner().invoke(app, ["run", "--format", "json"], env={"NO_COLOR": "1"})
+    assert result.exit_code == 1 and json.loads(result.stdout)["repeat"]["flaky"] == 1
 
 
 def test_a_suite_whose_every_case_is_skipped_fails_as_graded_nothing(

@@ -6,6 +6,7 @@ before any request is sent."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,12 +23,14 @@ from support.live_project import (
     SCRIPTED_CASE,
     TEXT,
     WIRE_AGENT,
-    clean_env,
     start_cli,
     wait_for_requests,
 )
 from support.model_server import ModelServer, Reply
+from support.tiers import first_by_default
+from typer.testing import CliRunner
 
+from evalrunner.cli import app
 from evalrunner.fixture.load import load_document
 from evalrunner.model import RunRecord, TextResponse, ToolCall, ToolCallsResponse
 from evalrunner.redact import REDACTED, Redactor
@@ -56,13 +59,31 @@ def project(tmp_path: Path, wire: str, base_url: str, extra: str = "", **cases: 
     return live_project.project(tmp_path, wire, base_url, extra, default_case=LIVE_CASE, **cases)
 
 
-def cli(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    """``python -m evalrunner ARGS`` at a fixed SOURCE_DATE_EPOCH (2025-12-01T00:00:00Z)."""
-    return live_project.cli(cwd, *args, key=key, SOURCE_DATE_EPOCH="1764547200")
+EPOCH = "1764547200"  # 2025-12-01T00:00:00Z
 
 
-def record(cwd: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    return cli(cwd, "record", "--out", "recorded", *args, key=key)
+def cli(
+    cwd: Path, *args: str, key: str | None = KEY, process: bool = False, epoch: str = EPOCH
+) -> subprocess.CompletedProcess[str]:
+    """``evalrunner ARGS`` in ``cwd`` at a fixed SOURCE_DATE_EPOCH, with the environment of
+    :func:`live_project.clean_env`: in this process (the command's own code, as ``python -m
+    evalrunner`` runs it, without an interpreter's start-up each time), or with ``process``
+    as a process of its own (for a Python agent, whose module this process must not keep)."""
+    if process:
+        return live_project.cli(cwd, *args, key=key, SOURCE_DATE_EPOCH=epoch)
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("EVALRUNNER_")}
+    env = {**unset, "LIVE_TEST_KEY": key, "NO_COLOR": "1", "SOURCE_DATE_EPOCH": epoch}
+    with contextlib.chdir(cwd):
+        done = CliRunner().invoke(app, list(args), env=env)
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return subprocess.CompletedProcess(list(args), done.exit_code, done.stdout, done.stderr)
+
+
+def record(
+    cwd: Path, *args: str, key: str | None = KEY, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    return cli(cwd, "record", "--out", "recorded", *args, key=key, process=process)
 
 
 def written(cwd: Path) -> list[Path]:
@@ -70,11 +91,11 @@ def written(cwd: Path) -> list[Path]:
     return sorted(p for p in out.rglob("*") if p.is_file()) if out.exists() else []
 
 
-def replays_green(cwd: Path, *args: str) -> None:
+def replays_green(cwd: Path, *args: str, process: bool = False) -> None:
     """The recorded fixtures admit, and replay green with the same agent, with no network."""
     validated = cli(cwd, "validate", "recorded")
     assert validated.returncode == 0, validated.stdout + validated.stderr
-    replayed = cli(cwd, "run", "recorded", *args, key=None)
+    replayed = cli(cwd, "run", "recorded", *args, key=None, process=process)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert " passed" in replayed.stdout and "not run" not in replayed.stdout
 
@@ -140,7 +161,8 @@ AGENT_PATHS = {
 }
 
 
-@pytest.mark.parametrize("agent", sorted(AGENT_PATHS))
+# The SDK agent (an SDK imported for each case) in the slow tier; the urllib agent by default.
+@pytest.mark.parametrize("agent", first_by_default(sorted(AGENT_PATHS)))
 def test_a_command_agent_records_and_replays(tmp_path: Path, agent: str) -> None:
     with ModelServer("anthropic", [Reply(CALL), Reply(TEXT)]) as server:
         cwd = project(tmp_path, "anthropic", server.base_url)
@@ -162,12 +184,12 @@ def test_a_python_factory_records_and_replays(tmp_path: Path) -> None:
     with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
         cwd = project(tmp_path, "openai", server.base_url, 'agent = "my_agent:make"')
         (cwd / "my_agent.py").write_text(FACTORY, encoding="utf-8")
-        done = record(cwd, "--format", "toml")
+        done = record(cwd, "--format", "toml", process=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [p.name for p in written(cwd)] == ["live_echo.toml"]
     text = (cwd / "recorded" / "live_echo.toml").read_text("utf-8")
     assert text.startswith("#:schema ../schemas/case.schema.json\n")
-    replays_green(cwd)
+    replays_green(cwd, process=True)
 
 
 def test_json_output_and_kept_ids(tmp_path: Path) -> None:
@@ -514,15 +536,7 @@ SCRIPTED_TURNS = """turns:
 def test_a_source_date_epoch_that_is_not_seconds_is_refused(tmp_path: Path, value: str) -> None:
     with ModelServer("openai", []) as server:
         cwd = project(tmp_path, "openai", server.base_url)
-        env = clean_env(KEY, SOURCE_DATE_EPOCH=value)
-        done = subprocess.run(
-            [sys.executable, "-m", "evalrunner", "record", "--out", "recorded"],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = cli(cwd, "record", "--out", "recorded", epoch=value)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.startswith("SOURCE_DATE_EPOCH: must be a whole number of seconds")
         assert server.seen == []

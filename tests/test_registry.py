@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import fields
@@ -165,27 +166,96 @@ def _objects(node: object, where: str = "#") -> list[tuple[str, dict[str, Any]]]
     return []
 
 
-def test_every_guarantee_in_the_readme_names_a_test_that_exists() -> None:
-    import ast
+def promises_of_the_guarantees_page(text: str) -> list[str]:
+    """The promises the user-facing page lists, one bullet each."""
+    body = text.split("# Guarantees", 1)[1]
+    return [row[2:].rstrip(".") for row in body.splitlines() if row.startswith("- ")]
 
-    guarantees = ROOT / "docs" / "explanation" / "guarantees.md"
-    section = guarantees.read_text(encoding="utf-8").split("# Guarantees", 1)[1]
-    named: list[tuple[str, str]] = []
+
+def table_of_contributing(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Promise -> the (file, test) pairs CONTRIBUTING.md's table says hold it (test "" when a
+    row names a whole file)."""
+    section = text.split("## Which test proves each promise", 1)[1].split("\n## ", 1)[0]
+    table: dict[str, list[tuple[str, str]]] = {}
     for row in section.splitlines():
         if not row.startswith("| ") or row.startswith("| promise") or "---" in row:
             continue
+        promise, _, held_by = row[2:].rstrip(" |").rpartition(" | ")
+        named: list[tuple[str, str]] = []
         current = ""
-        for ref in re.findall(r"`([^`]+)`", row.split(" | ")[-1]):
+        for ref in re.findall(r"`([^`]+)`", held_by):
             if ref.startswith("tests/"):
                 current, _, test = ref.partition("::")
-            elif ref.startswith("::"):
+            elif ref.startswith("::") and current:
                 test = ref[2:]
             else:
                 continue
-            if test:
-                named.append((current, test))
-    assert len(named) >= 12
-    for file, test in named:
-        tree = ast.parse((ROOT / file).read_text(encoding="utf-8"))
-        defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
-        assert test in defined, f"the docs name {file}::{test}, which does not exist"
+            named.append((current, test))
+        table[promise.rstrip(".")] = named
+    return table
+
+
+@functools.cache
+def functions_defined_in(path: Path) -> frozenset[str]:
+    """The names of the functions a test module defines (parsed once)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return frozenset(node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef))
+
+
+def unproven_promises(guarantees: str, contributing: str, root: Path) -> list[str]:
+    """What is wrong between the guarantees page and CONTRIBUTING.md's table: a promise with no
+    row or no test, a row for no promise, a test named that does not exist."""
+    promises = promises_of_the_guarantees_page(guarantees)
+    table = table_of_contributing(contributing)
+    problems = [f"no test is named for the promise: {p}" for p in promises if not table.get(p)]
+    problems += [f"a row for no promise on the page: {p}" for p in table if p not in promises]
+    for named in table.values():
+        for file, test in named:
+            path = root / file
+            if not path.is_file():
+                problems.append(f"CONTRIBUTING.md names {file}, which does not exist")
+                continue
+            if test and test not in functions_defined_in(path):
+                problems.append(f"CONTRIBUTING.md names {file}::{test}, which does not exist")
+    return problems
+
+
+GUARANTEES = ROOT / "docs" / "explanation" / "guarantees.md"
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+
+
+def test_every_guarantee_names_a_test_that_exists_in_the_contributor_guide() -> None:
+    guarantees = GUARANTEES.read_text(encoding="utf-8")
+    contributing = CONTRIBUTING.read_text(encoding="utf-8")
+    assert len(promises_of_the_guarantees_page(guarantees)) >= 12
+    assert unproven_promises(guarantees, contributing, ROOT) == []
+
+
+def test_the_guarantees_page_is_for_users_and_names_no_test() -> None:
+    assert "tests/" not in GUARANTEES.read_text(encoding="utf-8")
+
+
+def test_a_promise_without_a_test_or_with_a_missing_test_is_caught() -> None:
+    guarantees = GUARANTEES.read_text(encoding="utf-8")
+    contributing = CONTRIBUTING.read_text(encoding="utf-8")
+    first = promises_of_the_guarantees_page(guarantees)[0]
+    added = guarantees.replace("\n- ", "\n- A promise nobody tests.\n- ", 1)
+    assert unproven_promises(added, contributing, ROOT) == [
+        "no test is named for the promise: A promise nobody tests"
+    ]
+    row = next(r for r in contributing.splitlines() if r.startswith(f"| {first} |"))
+    emptied = contributing.replace(row, f"| {first} | nothing yet |")
+    assert unproven_promises(guarantees, emptied, ROOT) == [
+        f"no test is named for the promise: {first}"
+    ]
+    test = re.findall(r"::(\w+)`", row)[0]
+    renamed = contributing.replace(row, row.replace(f"::{test}`", "::test_that_is_gone`"))
+    assert [p for p in unproven_promises(guarantees, renamed, ROOT) if "test_that_is_gone" in p]
+    gone_file = contributing.replace(row, row.replace("tests/test_", "tests/test_gone_", 1))
+    assert any("test_gone_" in p for p in unproven_promises(guarantees, gone_file, ROOT))
+    dropped = guarantees.replace(f"- {first}", "- A promise reworded")
+    assert f"a row for no promise on the page: {first}" in unproven_promises(
+        dropped, contributing, ROOT
+    )

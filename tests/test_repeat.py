@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import xmlschema
+from support.junit_xsd import junit_schema
 from typer.testing import CliRunner
 
 from evalrunner import run_suite
@@ -27,7 +27,6 @@ from evalrunner.report.stats import RepeatStats, case_stats, suite_stats, wilson
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSION = ROOT / "evals" / "regression"
 FLAKY = ROOT / "examples" / "flaky-agent"
-JUNIT_XSD = xmlschema.XMLSchema(ROOT / "tests" / "data" / "jenkins-junit.xsd")
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -180,7 +179,7 @@ def test_a_flaky_agent_is_reported_flaky_with_its_numbers_in_every_format(
     assert case["grades"][0]["detail"] == 'not found in response: "I forgot"'
 
     xml = junit.read_text("utf-8")
-    JUNIT_XSD.validate(xml)
+    junit_schema().validate(xml)
     summary = "3/5 runs passed, flaky; pass^5 no, pass@5 yes, Wilson 95% [0.231, 0.882]"
     assert f'<failure message="{summary}; run ' in xml
     assert not serial or f'<failure message="{summary}; run 2: 1 of 1 checks failed' in xml

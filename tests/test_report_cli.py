@@ -10,14 +10,13 @@ import re
 from pathlib import Path
 
 import pytest
-import xmlschema
+from support.junit_xsd import junit_schema
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
 from evalrunner.fixture.schemas import report_validator
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = xmlschema.XMLSchema(ROOT / "tests" / "data" / "jenkins-junit.xsd")
 runner = CliRunner()
 
 PASSING = """\
@@ -77,7 +76,7 @@ def test_json_and_junit_files_beside_the_table_in_new_directories(tmp_path: Path
     assert data["agent"] == "reference"
     assert [c["path"] for c in data["cases"]] == [str(suite / "a.yaml"), str(suite / "b.yaml")]
     xml = junit.read_text("utf-8")
-    SCHEMA.validate(xml)
+    junit_schema().validate(xml)
     assert f'classname="{suite / "b.yaml"}" name="failing"' in xml
     assert '<property name="agent" value="reference" />' in xml
 
@@ -108,7 +107,7 @@ def test_a_refused_run_writes_the_junit_file_and_no_json(tmp_path: Path) -> None
     assert err.splitlines()[-1] == "2 problem(s) in 1 file(s); nothing was run"
     assert json_file.read_text("utf-8") == "from the previous run"
     xml = junit.read_text("utf-8")
-    SCHEMA.validate(xml)
+    junit_schema().validate(xml)
     assert f'<testcase classname="{suite / "z.yaml"}" name="admission"' in xml
     assert f"{suite / 'z.yaml'}:2:8: turns needs at least 1 item(s), got none" in xml
 
@@ -135,7 +134,7 @@ def test_an_interrupted_run_writes_every_file(tmp_path: Path) -> None:
     )
     assert json.loads(json_file.read_text("utf-8"))["interrupted"] is True
     xml = junit.read_text("utf-8")
-    SCHEMA.validate(xml)
+    junit_schema().validate(xml)
     assert 'name="run interrupted"' in xml and 'type="SIGINT"' in xml
 
 
@@ -333,4 +332,4 @@ def test_a_hostile_case_name_stays_inside_its_annotation(tmp_path: Path) -> None
         "title=x%3A%3Awarning file=a.yaml%3A%3Aforged%2C%250A%3A%3Aerror%3A%3Ay::"
         'response_contains("hi"): not found in response: "bye"'
     ]
-    SCHEMA.validate(junit.read_text("utf-8"))
+    junit_schema().validate(junit.read_text("utf-8"))

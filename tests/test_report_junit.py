@@ -8,16 +8,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import xmlschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.junit_xsd import junit_schema
 
 from evalrunner.model import AdmissionError, CaseReport, GradeResult, RunRefused, SuiteReport
 from evalrunner.report import render_junit
 from evalrunner.session import run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = xmlschema.XMLSchema(ROOT / "tests" / "data" / "jenkins-junit.xsd")
 
 PASSING = CaseReport(
     "echo-roundtrip",
@@ -60,7 +59,7 @@ def parsed(text: str) -> ET.Element:
     """The document, after checking it is well-formed XML 1.0 in UTF-8 and schema-valid."""
     assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n')
     root = ET.fromstring(text.encode("utf-8"))  # expat refuses characters XML cannot hold
-    SCHEMA.validate(text)
+    junit_schema().validate(text)
     return root
 
 
@@ -164,10 +163,10 @@ def test_a_run_refused_for_other_reasons() -> None:
 def test_the_schema_test_can_fail() -> None:
     # The validator used above does refuse what Jenkins would not read.
     good = render_junit(report(FAILING))
-    assert SCHEMA.is_valid(good)
-    assert not SCHEMA.is_valid(good.replace('time="1.500"', 'time="1.5000"'))
-    assert not SCHEMA.is_valid(good.replace(' tests="1" failures', " failures", 2))
-    assert not SCHEMA.is_valid(
+    assert junit_schema().is_valid(good)
+    assert not junit_schema().is_valid(good.replace('time="1.500"', 'time="1.5000"'))
+    assert not junit_schema().is_valid(good.replace(' tests="1" failures', " failures", 2))
+    assert not junit_schema().is_valid(
         good.replace("<testcase ", "<case ").replace("</testcase>", "</case>")
     )
 
