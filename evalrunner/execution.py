@@ -27,6 +27,18 @@ stand down and the caller admits serially, so every refusal reads exactly as in 
 
 A worker that dies (``os._exit``, a crash in native code), in the pool or forked, fails only
 the case it was running: its cases not yet reported run again, each in a process of its own.
+
+Held verdicts. A persistent agent process (agent-command protocol 2) serves many cases, and
+what it does after it ended a case (a model request, a non-zero exit, a traceback, at the
+end of the run a hang once its stdin closes) fails that case, not the next one. So the
+verdict of such a case is held (:class:`PendingVerdict`) until its process takes its next
+case or exits, and every strategy hands on a report only once its verdict is settled: each
+runs its cases through :func:`_in_order_settled`, which ends with :func:`_settle_agents`
+(the factory's ``settle_cases()``, ending the processes waiting for a next case) before the
+held reports follow. So serial runs, ``-j N`` (each forked or pooled worker settling its own
+processes before it reports its last cases), a one-case run (the pytest plugin's and
+``mutate``'s :func:`evalrunner.session.case_verdict`) and live threads give the same
+verdict. The decision, and where it is exact: :mod:`evalrunner.agents.command`.
 """
 
 from __future__ import annotations
@@ -34,12 +46,18 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
+from evalrunner.agents.reference import (
+    DEFAULT_MAX_TOOL_ITERATIONS,
+    Agent,
+    AgentContext,
+    AgentFactory,
+    reference_agent,
+)
 from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import ToolSource
 from evalrunner.expectations import grade
@@ -185,6 +203,105 @@ def evaluate(
     return without_secrets(report, live.without_secrets)
 
 
+class PendingVerdict(Protocol):
+    """A case's verdict that its agent's process may still overturn
+    (:class:`evalrunner.agents.command.HeldVerdict`): ``error`` once ``settled``."""
+
+    @property
+    def settled(self) -> bool: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+def evaluate_held(
+    case: Case, settings: RunSettings
+) -> tuple[CaseReport, PendingVerdict | None]:
+    """:func:`evaluate`, and the verdict its agent holds open (``held_verdict``), if any.
+
+    Only a factory that can settle held verdicts (``settle_cases``) has its agents looked
+    at: every other runs exactly as :func:`evaluate` runs it."""
+    factory = settings.agent_factory
+    if not callable(getattr(factory, "settle_cases", None)):
+        return evaluate(case, settings), None
+    made: list[object] = []
+
+    def making(context: AgentContext) -> Agent:
+        agent = factory(context)
+        made.append(agent)
+        return agent
+
+    report = evaluate(case, replace(settings, agent_factory=making))
+    for agent in made:
+        held: PendingVerdict | None = getattr(agent, "held_verdict", None)
+        if held is not None:
+            return report, held
+    return report, None
+
+
+def _settle_agents(settings: RunSettings) -> None:
+    """End the agent processes waiting for a next case: the verdicts they hold settle."""
+    settle = getattr(settings.agent_factory, "settle_cases", None)
+    if callable(settle):
+        settle()
+
+
+def _final(report: CaseReport, held: PendingVerdict | None) -> CaseReport:
+    """The report with its held verdict applied: what the process did after the case ended
+    is the case's run error (an earlier error stays the root cause)."""
+    if held is None or held.error is None or report.error is not None:
+        return report
+    return replace(report, error=held.error, grades=())
+
+
+K = TypeVar("K")
+
+
+class _Holding:
+    """Reports in the order they were added, each handed on once its verdict is settled."""
+
+    def __init__(self, settings: RunSettings) -> None:
+        self._settings = settings
+        self._queue: deque[tuple[Any, CaseReport, PendingVerdict | None]] = deque()
+
+    def add(self, key: object, report: CaseReport, held: PendingVerdict | None) -> None:
+        self._queue.append((key, report, held))
+
+    def ready(self) -> Iterator[tuple[Any, CaseReport]]:
+        """The reports at the front whose verdicts are settled."""
+        queue = self._queue
+        while queue and (queue[0][2] is None or queue[0][2].settled):
+            key, report, held = queue.popleft()
+            yield key, _final(report, held)
+
+    def rest(self) -> Iterator[tuple[Any, CaseReport]]:
+        """Every report left, once the agents' processes have ended (settling them)."""
+        if any(held is not None and not held.settled for _, _, held in self._queue):
+            _settle_agents(self._settings)
+        while self._queue:
+            key, report, held = self._queue.popleft()
+            yield key, _final(report, held)
+
+
+def _in_order_settled(
+    items: Iterable[tuple[K, Case]], settings: RunSettings
+) -> Generator[tuple[K, CaseReport], None, None]:
+    """Each case's report, in order, as soon as its verdict is settled; at the end (or when
+    the run is stopped, after which the cases that finished are still reported) the
+    processes waiting for a next case are ended, which settles the rest."""
+    holding = _Holding(settings)
+    try:
+        for key, case in items:
+            holding.add(key, *evaluate_held(case, settings))
+            yield from holding.ready()
+    except GeneratorExit:
+        raise  # the reader left: nothing more may be yielded
+    except BaseException:
+        yield from holding.rest()
+        raise
+    yield from holding.rest()
+
+
 def without_secrets(report: CaseReport, strike: Callable[[str], str]) -> CaseReport:
     """``report`` with ``strike`` applied to every text a live model or agent may have put
     in it (check details, the run error, tracebacks): a model that repeats the API key it
@@ -220,8 +337,8 @@ def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport,
         yield from _on_threads(cases, settings, live)
         return
     if settings.jobs <= 1 or len(cases) <= 1 or live is not None:
-        for case in cases:
-            yield evaluate(case, settings)
+        for _, report in _in_order_settled(enumerate(cases), settings):
+            yield report
         return
     yield from _in_pool(cases, settings)
 
@@ -240,13 +357,16 @@ def _on_threads(
 
     workers = min(live.config.max_concurrency, len(cases))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalrunner live case")
-    futures = [pool.submit(evaluate, case, settings) for case in cases]
-    given = 0
+    futures = [pool.submit(evaluate_held, case, settings) for case in cases]
+    holding = _Holding(settings)
+    given = taken = 0
     try:
-        for future in futures:
-            report = future.result()
-            given += 1
-            yield report
+        for index, future in enumerate(futures):
+            holding.add(index, *future.result())
+            taken += 1
+            for _, report in holding.ready():
+                given += 1
+                yield report
     except BaseException as stop:
         finished = [f.done() and not f.cancelled() for f in futures]  # before the stop
         for future in futures:
@@ -255,15 +375,20 @@ def _on_threads(
         pool.shutdown(wait=True, cancel_futures=True)
         if isinstance(stop, GeneratorExit):
             raise  # the reader left: nothing more may be yielded
+        for _, report in holding.rest():
+            given += 1
+            yield report
         last = max((i for i, done in enumerate(finished) if done), default=-1)
-        for index in range(given, last + 1):
+        for index in range(taken, last + 1):
             future = futures[index]
             if finished[index] and future.exception() is None:
-                yield future.result()
+                yield _final(*future.result())
             else:
                 yield skipped_report(cases[index], SKIP_INTERRUPTED)
         raise
     pool.shutdown()
+    for _, report in holding.rest():
+        yield report
 
 
 # --- worker processes: what the pool and the forked workers share ---------------------------
@@ -312,14 +437,6 @@ def _start_worker(settings: RunSettings) -> None:
     _WORKER_SETTINGS = replace(built, repeat=1)
 
 
-def _worker_evaluator(settings: RunSettings) -> Callable[[Case], CaseReport]:
-    """In a forked worker: the settings built there, and :func:`evaluate` on them."""
-    _start_worker(settings)
-    built = _WORKER_SETTINGS
-    assert built is not None
-    return partial(evaluate, settings=built)
-
-
 def _told_to_stop(signum: int, frame: object) -> None:
     """A worker's SIGTERM (the pool's, or one running a case in its own process): the case
     under way ends as an interrupted case ends serially (its agent stopped), and no case
@@ -346,12 +463,17 @@ def _run_in_worker(batch: Sequence[tuple[int, Case]]) -> list[tuple[int, CaseRep
     settings = _WORKER_SETTINGS
     assert settings is not None, "worker not started"
     reports: list[tuple[int, CaseReport]] = []
-    _RUNNING_CASES = True
-    try:
+
+    def starting() -> Iterator[tuple[int, Case]]:
         for index, case in batch:
             if _STOP_SIGNAL is not None:  # told to stop: no case starts (see _told_to_stop)
                 raise RunInterrupted(_STOP_SIGNAL)
-            reports.append((index, evaluate(case, settings)))
+            yield index, case
+
+    _RUNNING_CASES = True
+    try:
+        # Each call settles its own cases: the next call may go to another worker.
+        reports.extend(_in_order_settled(starting(), settings))
     finally:
         _RUNNING_CASES = False
     return reports
@@ -748,7 +870,9 @@ def _serve(
     """A forked worker: admit the share, say what was admitted, run what the parent asks."""
     for inherited in parents:
         inherited.close()
-    run_one = _worker_evaluator(settings)
+    _start_worker(settings)
+    built = _WORKER_SETTINGS
+    assert built is not None
     # SIGTERM is how the parent stops forked workers on an interrupt: the case under way
     # ends as an interrupted case does serially (its agent, a command's process group, is
     # stopped), and the worker's exit hooks end the agents it started.
@@ -763,8 +887,9 @@ def _serve(
     try:
         order: list[int] = connection.recv()
         sent = time.monotonic()
-        for index in order:
-            batch.append((index, _portable(run_one(cases[index]))))
+        # Held verdicts settle here: the worker's agent processes end before its last reports.
+        for index, report in _in_order_settled(((i, cases[i]) for i in order), built):
+            batch.append((index, _portable(report)))
             # Batched, since each message wakes the parent; but never held back long, so
             # that progress flows.
             if len(batch) >= BATCH or time.monotonic() - sent >= BATCH_SECS:

@@ -102,7 +102,8 @@ def case_verdict(case: Case, settings: RunSettings) -> CaseReport:
     """One case's report as a run gives it: run ``settings.repeat`` times and combined, and
     a run error (not the end of this process) when the agent or a tool calls ``os._exit``.
     Front ends that run case by case (the pytest plugin, ``mutate``) take their verdict
-    from it."""
+    from it. A persistent agent process that served the case is ended before the verdict is
+    given, so that what it does after the case ended counts (:mod:`evalrunner.execution`)."""
     with process_exit_refused(), contextlib.closing(execute([case], settings)) as reports:
         return next(reports)
 

@@ -4,12 +4,19 @@ Generated suites (passing, failing, erroring, skipped and flaky cases, a case wh
 agent ends its process) are run by ``run``, ``run -j 2``, ``--shard 1/3..3/3`` + ``merge``,
 ``pytest --evalrunner`` (and ``-n 2``, in the slow tier), and the JSON report read back; each
 must give every case the verdict the suite's design says, and the same exit code.
+
+Each suite runs either the in-process agent (protocol 1's kinds) or a persistent command
+agent (agent-command protocol 2), whose broken cases also break after the case ended: a model
+request sent after its ``ended`` line, or a crash (a traceback, exit code 1) once it ended the
+case. Those fail that case, and only that case, on every front end, whichever process served
+it and whether a next case came.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -51,12 +58,83 @@ class Agent(ReferenceAgent):
         return super().respond(user_input)
 """
 
+PERSISTENT_AGENT = """\
+import json
+import os
+import sys
+from pathlib import Path
+
+from evalrunner.agents.reference import AgentContext, ReferenceAgent
+from evalrunner.model import Message, ModelRequest, RunError
+from evalrunner.boundary.observer import RecordingObserver
+from evalrunner.boundary.tools import builtin_tools
+from evalrunner.wire.client import WireClient
+
+# A persistent (protocol 2) command agent: the reference loop over the replay endpoint,
+# broken on purpose by what a case's user says.
+model = WireClient("openai", os.environ["OPENAI_BASE_URL"])
+
+
+def emit(line):
+    print(json.dumps(line), flush=True)
+
+
+sys.stdin.readline()  # the opening line: answered with the handshake only
+emit({"evalrunner": 2})
+case = agent = None
+first = ""
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("end"):
+        emit({"case": message["case"], "ended": True})
+        if first.startswith("STRAY"):  # a request after the case ended
+            try:
+                model.complete(ModelRequest((Message("user", "One more thing."),)))
+            except RunError:
+                pass
+        if first.startswith("CRASHAFTER"):
+            raise RuntimeError("crashing once the case ended")
+        case = agent = None
+        continue
+    if message["case"] != case:
+        case, first = message["case"], message["user_input"]
+        context = AgentContext(
+            provider=model,
+            tools=builtin_tools(),
+            observer=RecordingObserver(),
+            workspace=Path(message["workspace"]),
+        )
+        agent = ReferenceAgent(context)
+    user = message["user_input"]
+    if user.startswith("HARDEXIT"):
+        os._exit(0)  # mid-case: the case errors
+    if user.startswith("FLAKY"):
+        marker = Path(os.environ["VERDICT_MARKERS"]) / user
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            emit({"case": case, "reply": "a reply the script never made"})
+            continue
+    try:
+        emit({"case": case, "reply": agent.respond(user)})
+    except RunError as exc:
+        emit({"case": case, "error": str(exc)})
+"""
+
 KINDS = ("pass", "fail", "error", "skipped", "flaky", "hardexit")
+PERSISTENT_KINDS = (*KINDS, "stray", "crashafter")
+KINDS_OF = {1: KINDS, 2: PERSISTENT_KINDS}
+"""The kinds of case each protocol's agent knows (1: in-process, 2: a persistent command)."""
 
 
 def fixture(name: str, kind: str) -> str:
     """A case of ``kind``: what its turn says and what its script and checks are."""
-    user = {"flaky": f"FLAKY-{name}", "hardexit": "HARDEXIT"}.get(kind, "say hi")
+    user = {
+        "flaky": f"FLAKY-{name}",
+        "hardexit": "HARDEXIT",
+        "stray": "STRAY say hi",
+        "crashafter": "CRASHAFTER say hi",
+    }.get(kind, "say hi")
     if kind == "skipped":  # a live case: not run in replay mode
         steps = ""
     else:
@@ -87,18 +165,27 @@ class Outcome:
     code: int
 
 
-def suite_project(root: Path, kinds: list[str], repeat: int) -> tuple[Path, Path]:
-    """A project with these cases and the breakable agent; its suite and config file."""
+def suite_project(
+    root: Path, kinds: list[str], repeat: int, protocol: int = 1
+) -> tuple[Path, Path]:
+    """A project with these cases and the breakable agent (in-process for protocol 1, a
+    persistent command for 2); its suite and config file."""
     suite = root / "suite"
     suite.mkdir(parents=True)
     for index, kind in enumerate(kinds):
         name = f"c{index}-{kind}"
         (suite / f"{name}.yaml").write_text(fixture(name, kind), encoding="utf-8")
-    (root / "verdict_agent.py").write_text(AGENT, encoding="utf-8")
+    if protocol == 1:
+        (root / "verdict_agent.py").write_text(AGENT, encoding="utf-8")
+        agent = 'agent = "verdict_agent:Agent"'
+    else:
+        script = root / "persistent_verdict_agent.py"
+        script.write_text(PERSISTENT_AGENT, encoding="utf-8")
+        agent = f"agent_command = {json.dumps(shlex.join([sys.executable, str(script)]))}"
+        agent += "\ncase_timeout_secs = 60"  # a safety net, not a measurement
     config = root / "evalrunner.toml"
     config.write_text(
-        f'[eval]\nsuite_dir = "suite"\nagent = "verdict_agent:Agent"\nrepeat = {repeat}\n',
-        encoding="utf-8",
+        f'[eval]\nsuite_dir = "suite"\n{agent}\nrepeat = {repeat}\n', encoding="utf-8"
     )
     return suite, config
 
@@ -206,9 +293,12 @@ def by_pytest(root: Path, suite: Path, config: Path, *flags: str) -> Outcome:
     return Outcome(verdicts, done.returncode)
 
 
-suites = st.tuples(
-    st.lists(st.sampled_from(KINDS), min_size=1, max_size=4),
-    st.sampled_from([1, 2]),
+suites = st.sampled_from([1, 2]).flatmap(
+    lambda protocol: st.tuples(
+        st.lists(st.sampled_from(KINDS_OF[protocol]), min_size=1, max_size=4),
+        st.sampled_from([1, 2]),
+        st.just(protocol),
+    )
 )
 
 
@@ -219,10 +309,12 @@ def designed(kinds: list[str], repeat: int) -> Outcome:
     return Outcome(verdicts, code)
 
 
-def assert_every_front_end_agrees(root: Path, kinds: list[str], repeat: int) -> None:
+def assert_every_front_end_agrees(
+    root: Path, kinds: list[str], repeat: int, protocol: int = 1
+) -> None:
     """``run``, its JSON report read back, ``-j 2``, shards + ``merge`` and the pytest plugin
     each give the designed per-case verdicts and exit code."""
-    suite, config = suite_project(root, kinds, repeat)
+    suite, config = suite_project(root, kinds, repeat, protocol)
     want = designed(kinds, repeat)
     serial, report = by_run(root, suite, config)
     assert serial == want
@@ -232,12 +324,14 @@ def assert_every_front_end_agrees(root: Path, kinds: list[str], repeat: int) -> 
     assert by_pytest(root, suite, config) == want
 
 
-@pytest.mark.parametrize("repeat", [1, 2])
+@pytest.mark.parametrize(
+    ("protocol", "repeat"), [(1, 1), (1, 2), (2, 1), pytest.param(2, 2, marks=pytest.mark.slow)]
+)
 def test_every_front_end_gives_the_verdict_of_the_design_for_every_kind(
-    tmp_path: Path, repeat: int
+    tmp_path: Path, protocol: int, repeat: int
 ) -> None:
-    """The default tier's example: one suite with a case of every kind."""
-    assert_every_front_end_agrees(tmp_path, list(KINDS), repeat)
+    """The default tier's examples: one suite with a case of every kind of the protocol."""
+    assert_every_front_end_agrees(tmp_path, list(KINDS_OF[protocol]), repeat, protocol)
 
 
 # Each example runs five front ends, so the profile's depth is capped here; each example gets
@@ -249,22 +343,23 @@ END_TO_END = settings(deadline=None, max_examples=min(settings.default.max_examp
 @END_TO_END
 @given(suites)
 def test_every_front_end_gives_the_verdict_of_the_design(
-    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
+    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int, int]
 ) -> None:
-    kinds, repeat = drawn
-    assert_every_front_end_agrees(tmp_path_factory.mktemp("verdicts"), kinds, repeat)
+    kinds, repeat, protocol = drawn
+    root = tmp_path_factory.mktemp("verdicts")
+    assert_every_front_end_agrees(root, kinds, repeat, protocol)
 
 
 @pytest.mark.slow
 @END_TO_END
 @given(suites)
 def test_pytest_with_xdist_gives_the_verdict_of_the_design(
-    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int]
+    tmp_path_factory: pytest.TempPathFactory, drawn: tuple[list[str], int, int]
 ) -> None:
     pytest.importorskip("xdist")
-    kinds, repeat = drawn
+    kinds, repeat, protocol = drawn
     root = tmp_path_factory.mktemp("verdicts")
-    suite, config = suite_project(root, kinds, repeat)
+    suite, config = suite_project(root, kinds, repeat, protocol)
     assert by_pytest(root, suite, config, "-p", "xdist", "-n", "2") == designed(kinds, repeat)
 
 

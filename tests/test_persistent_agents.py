@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from support.tiers import first_by_default
 
-from evalrunner import CaseReport, SuiteReport, run_suite
+from evalrunner import SuiteReport, run_suite
 from evalrunner.agents.command import OFFER_VARIABLE, command_agent_factory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -325,49 +325,139 @@ def test_not_ending_the_case_in_time_kills_the_process(run: object) -> None:
         assert "did not answer the end of the case within 0.3s after its final reply" in error
 
 
+# Each as its own message says it: seen as the agent ends the case, before the next case
+# begins, or once the process has read the next case's first line.
+AFTER_STRAY = [
+    ("stray-request", "sent a model request"),
+    ("print-between", "'{\"stray\": \"between cases\"}'"),
+    # Its exit and the end of its traceback, or the traceback caught while it is written.
+    ("crash-between", "crashing on purpose after the case ended|printed a traceback on stderr"),
+]
+
+
+def says(error: str | None, message: str) -> bool:
+    """Whether ``error`` says one of the ``|``-separated alternatives of ``message``."""
+    return error is not None and any(option in error for option in message.split("|"))
+
+
 @pytest.mark.parametrize("wire", first_by_default(WIRES))
-@pytest.mark.parametrize(
-    ("mode", "message"),
-    [
-        ("stray-request", "sent a model request, refused: no case is running"),
-        ("print-between", 'printed \'{"stray": "between cases"}\''),
-        ("exit-between", "exited with code 0"),
-    ],
-)
-def test_what_a_process_does_between_cases_fails_the_next_case(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wire: str, mode: str, message: str
+@pytest.mark.parametrize(("mode", "message"), AFTER_STRAY)
+def test_what_a_process_does_after_ending_a_case_fails_that_case(
+    run: object, wire: str, mode: str, message: str
 ) -> None:
+    # The agent misbehaves at once after its "ended" line, racing the next case's start:
+    # whoever wins, the case it ended fails, and the next case is never blamed.
+    outcome = run(wire, mode)  # type: ignore[operator]
+    errors = outcome.errors()
+    assert says(errors[0], message), errors[0]
+    assert errors[1:] == [None, None, None], (errors, outcome.served)
+    assert outcome.processes == 2  # the process that misbehaved serves no case after the next
+
+
+@pytest.fixture
+def front_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """Run CASES through the persistent agent on one front end of the run core: ``serial``
+    (run_suite), ``jobs-2`` (forked workers: a, c on one, b, d on the other), ``one-case``
+    (a suite of a alone) or ``case-verdict`` (the pytest plugin's and mutate's core call, on
+    a). The reports' errors, by case name."""
     suite = tmp_path / "suite"
     suite.mkdir()
     for name, text in CASES.items():
         (suite / name).write_text(text, encoding="utf-8")
-    gate = tmp_path / "gate"
-    gate.mkdir()
-    monkeypatch.setenv("PERSISTENT_AGENT_GATE", str(gate))
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "a_echo.yaml").write_text(CASES["a_echo.yaml"], encoding="utf-8")
     monkeypatch.setenv("PERSISTENT_AGENT_LOG", str(tmp_path / "served.log"))
+    monkeypatch.setenv("PERSISTENT_AGENT_AFTER", "echo alpha")  # after case a, everywhere
 
-    def between(report: CaseReport) -> None:
-        # After the first case, let the agent misbehave, and go on once it has: no race
-        # with the next case's start, whatever the machine's speed.
-        if not (gate / "go").exists():
-            (gate / "go").touch()
-            deadline = time.monotonic() + 60
-            while not (gate / "done").exists():
-                assert time.monotonic() < deadline, "the agent never acted"
-                time.sleep(0.01)
+    def go(front_end: str, mode: str, exit_grace: float = 5) -> dict[str, str | None]:
+        with command_agent_factory(
+            argv("openai", mode), cwd=ROOT, exit_grace=exit_grace
+        ) as factory:
+            if front_end == "case-verdict":
+                from evalrunner.execution import RunSettings
+                from evalrunner.fixture.admit import admit
+                from evalrunner.fixture.load import load_document
+                from evalrunner.session import case_verdict
 
-    with command_agent_factory(argv(wire, mode), cwd=ROOT) as factory:
-        report = run_suite(suite, agent_factory=factory, case_timeout=60, on_case=between)
-    assert isinstance(report, SuiteReport)
-    errors = [case.error for case in report.cases]
-    assert errors[0] is None and errors[2] is None and errors[3] is None, errors
-    assert errors[1] is not None and message in errors[1], errors[1]
-    if mode != "exit-between":  # the exit may also be seen as the line to case 2 is written
-        assert errors[1].startswith(
-            "the agent command (protocol 2), after its previous case ended and before this "
-            "one began, "
-        )
-        assert errors[1].endswith("later cases get a fresh process")
+                case = admit(load_document(alone / "a_echo.yaml"))  # type: ignore[arg-type]
+                assert not isinstance(case, list)
+                settings = RunSettings(agent_factory=factory, case_timeout=60)
+                report = case_verdict(case, settings)  # type: ignore[arg-type]
+                return {report.name: report.error}
+            where = alone if front_end == "one-case" else suite
+            jobs = 2 if front_end == "jobs-2" else 1
+            outcome = run_suite(where, agent_factory=factory, case_timeout=60, jobs=jobs)
+        assert isinstance(outcome, SuiteReport)
+        return {case.name: case.error for case in outcome.cases}
+
+    yield go
+
+
+FRONT_ENDS = ["serial", "jobs-2", "one-case", "case-verdict"]
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+@pytest.mark.parametrize(("mode", "message"), AFTER_STRAY)
+def test_after_ending_a_case_fails_that_case_on_every_front_end(
+    front_ends: object, front_end: str, mode: str, message: str
+) -> None:
+    errors = front_ends(front_end, mode)  # type: ignore[operator]
+    failed = errors.pop("a-echo-two-turns")
+    assert says(failed, message), failed
+    assert all(error is None for error in errors.values()), errors
+
+
+END_OF_RUN = [
+    ("exit-at-end", "exited with code 1 after its stdin was closed at the end of the run"),
+    ("traceback-at-end", "printed a traceback on stderr"),
+    ("ignore-eof", "did not exit within 0.3s after its stdin was closed at the end of the run"),
+]
+LAST_CASES = {
+    "serial": ["d-echo-gamma"],
+    "jobs-2": ["c-unknown-tool", "d-echo-gamma"],  # each worker's last case
+    "one-case": ["a-echo-two-turns"],
+    "case-verdict": ["a-echo-two-turns"],
+}
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+@pytest.mark.parametrize(("mode", "message"), END_OF_RUN)
+def test_a_process_ending_badly_at_the_end_of_the_run_fails_its_last_case(
+    front_ends: object, front_end: str, mode: str, message: str
+) -> None:
+    # Only the hang waits out its grace; the others get the default, so that a loaded
+    # machine's slow interpreter exit is not taken for a hang.
+    grace = 0.3 if mode == "ignore-eof" else 5
+    errors = front_ends(front_end, mode, exit_grace=grace)  # type: ignore[operator]
+    for name, error in errors.items():
+        if name in LAST_CASES[front_end]:
+            assert error is not None, errors
+            assert error.startswith(
+                "the agent command (protocol 2), after it ended this case, its last, "
+            ), error
+            assert message in error, error
+        else:
+            assert error is None, errors
+    if mode == "exit-at-end":  # the traceback it printed is shown
+        for name in LAST_CASES[front_end]:
+            assert "broken on purpose at the end of the run" in str(errors[name])
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_an_exit_0_after_ending_a_case_is_clean_and_the_next_case_gets_a_fresh_process(
+    front_ends: object, front_end: str
+) -> None:
+    errors = front_ends(front_end, "exit-between")  # type: ignore[operator]
+    assert errors and all(error is None for error in errors.values()), errors
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_a_clean_exit_at_the_end_of_the_run_stays_green(
+    front_ends: object, front_end: str
+) -> None:
+    errors = front_ends(front_end, "ok")  # type: ignore[operator]
+    assert errors and all(error is None for error in errors.values()), errors
 
 
 @pytest.mark.parametrize("wire", first_by_default(WIRES))
@@ -459,9 +549,13 @@ def no_process_left(marker: str) -> bool:
     return False
 
 
-def test_closing_the_factory_ends_a_process_that_ignores_its_stdin_closing(run: object) -> None:
-    outcome = run("openai", "ignore-eof")  # type: ignore[operator]
-    assert outcome.report.all_passed and outcome.processes == 1
+def test_a_process_that_ignores_its_stdin_closing_is_ended_and_fails_its_last_case(
+    run: object,
+) -> None:
+    outcome = run("openai", "ignore-eof", exit_grace=0.3)  # type: ignore[operator]
+    *others, last = outcome.errors()
+    assert others == [None, None, None] and outcome.processes == 1
+    assert last is not None and "did not exit within 0.3s" in last, last
     assert no_process_left(f"{AGENT} openai ignore-eof")
 
 
@@ -469,9 +563,9 @@ def test_a_dropped_factory_ends_its_processes(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "b.yaml").write_text(CASES["b_text.yaml"], encoding="utf-8")
-    factory = command_agent_factory(argv("anthropic", "ignore-eof"), cwd=ROOT)
+    factory = command_agent_factory(argv("anthropic", "ignore-eof"), cwd=ROOT, exit_grace=0.3)
     report = run_suite(suite, agent_factory=factory)
-    assert isinstance(report, SuiteReport) and report.all_passed
+    assert isinstance(report, SuiteReport) and not report.all_passed
     del factory, report
     assert no_process_left(f"{AGENT} anthropic ignore-eof")
 
@@ -488,28 +582,17 @@ def test_the_command_line_ends_every_process_at_the_end_of_the_run(
     marker = f"ignore-eof-jobs-{jobs}"
     command = shlex.join(argv("openai", "ignore-eof")) + f" {marker}"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evalrunner",
-            "run",
-            "--suite",
-            str(suite),
-            "--agent-command",
-            command,
-            "--jobs",
-            jobs,
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
+        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
+         command, "--jobs", jobs, "--format", "json", "--agent-exit-grace-secs", "0.3"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**os.environ, "PERSISTENT_AGENT_LOG": str(log)},
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout)["passed"] == len(CASES)
+    # The processes ignore their stdin closing: each one's last case fails, and the run.
+    assert done.returncode == 1, done.stdout + done.stderr
+    cases = json.loads(done.stdout)["cases"]
+    hung = [case["name"] for case in cases if not case["passed"]]
+    assert hung == (["d-echo-gamma"] if jobs == "1" else ["c-unknown-tool", "d-echo-gamma"])
+    assert all("did not exit within 0.3s" in case["error"] for case in cases if case["error"])
     served = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
     workers = {parent for _, parent in served}
     agents = {pid for pid, _ in served}

@@ -48,10 +48,6 @@ def _the_pipeline_imported_once() -> None:
     import httpx2  # noqa: F401
     import ruamel.yaml  # noqa: F401
 
-    import evalrunner.fixture.admit
-    import evalrunner.fixture.yaml
-    import evalrunner.live.provider  # noqa: F401
-    import evalrunner.session
 
 
 def pytest_run(

@@ -24,11 +24,31 @@ names its case by a per-case token: ``{"case": T, "turn": N, "user_input": ..., 
 ...}`` is answered with ``{"case": T, "reply": ..., "tool_calls"?: [...]}`` or
 ``{"case": T, "error": "..."}``; after the final reply (or a failure) ``{"case": T, "end":
 true}`` is answered with ``{"case": T, "ended": true}``, and the process waits for the next
-case; stdin closes at the end of the run. The endpoint keeps one address for the process's
-life and serves the case under way. A line or a request belonging to another case, anything
-printed or requested between cases (reported by the next case), and any exit fail a case; a
-process is reused after a failed case only when it ended that case cleanly, never after a
-broken line, a crash or a timeout.
+case; stdin closes at the end of the run, and the process must then exit with code 0 within
+``agent_exit_grace_secs``. The endpoint keeps one address for the process's life and serves
+the case under way. A line or a request belonging to another case, and an exit during a
+case, fail the case; a process is reused after a failed case only when it ended that case
+cleanly, never after a broken line, a crash or a timeout.
+
+What a process does after it ended a case belongs to that case (:class:`HeldVerdict`): a
+model request, a printed line, a traceback on stderr, a non-zero exit, or at the end of the
+run a hang once its stdin closes, fails the case it ended last, never the next one. An exit
+with code 0 after it ended a case is clean, as it is at the end of the run (the next case
+then gets a fresh process). So that case's verdict is held until the process has taken its
+next case or exited; the executor (:mod:`evalrunner.execution`) waits for it, and at the end
+of a run ends the processes (:meth:`CommandAgentFactory.settle_cases`) to settle the last
+ones. A front end that runs one case at a time (the pytest plugin, ``mutate``) so ends the
+process after each case: under it, every case is a process's last.
+
+Which case a model request belongs to is decided exactly, not by timing: from the ``ended``
+line on, the endpoint serves no case, and it serves the next case only from the first request
+that arrives once the process has *read* that case's first line (the unread bytes of its stdin
+pipe, ``FIONREAD``, are zero). A process that sends a request after ``ended`` and reads its
+next line afterwards, as a sequential agent does, has that request refused and charged to the
+case it ended, however late it arrives. Only a process that reads its next line while a
+request of the ended case is still in flight (a second thread) has taken the next case by
+then, and the request is that case's. Where the platform cannot tell unread bytes on a pipe's
+write end, the request is the next case's once that line was written.
 """
 
 from __future__ import annotations
@@ -45,9 +65,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import termios
 import threading
 import time
 import weakref
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, cast
@@ -81,6 +103,37 @@ PERSISTENT: Final = 2
 OFFER_VARIABLE: Final = "EVALRUNNER_PROTOCOLS"
 """The environment variable that tells a command which protocol versions it may use."""
 
+LINE_WRITE_WAIT_SECS: Final = 1.0
+"""How long the endpoint waits for the write of a case's first line to return before it
+decides whether a request is that case's (see :meth:`_AgentProcess.took_line`)."""
+
+TRACEBACK: Final = "Traceback (most recent call last):"
+"""What a Python traceback on a command's stderr starts with."""
+
+
+class HeldVerdict:
+    """The verdict of a case that a persistent process ended cleanly, held until the process
+    takes its next case or exits: what it does in between fails that case
+    (:attr:`error`). Settled once; the first word stays."""
+
+    def __init__(self) -> None:
+        self._settled = threading.Event()
+        self.error: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the process has taken its next case or exited (the verdict is final)."""
+        return self._settled.is_set()
+
+    def settle(self, problem: str | None = None) -> None:
+        """Final: the case stands, or (``problem``) fails with what the process did."""
+        if self._settled.is_set():
+            return
+        if problem is not None:
+            self.error = (
+                f"the agent command (protocol {PERSISTENT}), after it ended this case, {problem}"
+            )
+        self._settled.set()
 
 def split_command(command: str) -> list[str]:
     """Split a command line like a POSIX shell would, without running a shell."""
@@ -133,6 +186,11 @@ class CommandAgentFactory:
         """End the processes waiting for a next case (idempotent; the factory stays usable)."""
         self._pool.close()
 
+    def settle_cases(self) -> None:
+        """The end of a run: end the processes waiting for a next case, which settles the
+        verdicts they hold (:class:`HeldVerdict`); the factory stays usable."""
+        self._pool.close()
+
     def __enter__(self) -> CommandAgentFactory:
         return self
 
@@ -151,8 +209,10 @@ class CommandAgent:
     The process runs in a session (and process group) of its own, so that ending it ends
     whatever it started. It runs its own tools (``runs_own_tools``); whether it reports its
     dispatches is decided by each reply line (``reports_dispatches``). With a ``pool``, a
-    process that took up protocol 2 is taken from it, checked for anything it did between
-    cases, and given back after a clean end of the case.
+    process that took up protocol 2 is taken from it and given back after a clean end of the
+    case; :attr:`held_verdict` is then this case's verdict as the process may still overturn
+    it (:class:`HeldVerdict`). A process that misbehaved after its previous case ended fails
+    that case, and this case runs on a fresh process.
     """
 
     runs_own_tools = True
@@ -179,19 +239,31 @@ class CommandAgent:
         self._awaiting = False  # a line is being read: close() then kills without grace
         self._lock = threading.Lock()
         self._closed = False
+        self.held_verdict: HeldVerdict | None = None
+        """After a clean end on a process kept for the next case: this case's verdict, until
+        the process takes its next case or exits."""
+        # The previous case of a leased process, settled once this case's first line is read.
+        self._previous: HeldVerdict | None = None
+        self._tainted = False  # the process misbehaved after its previous case: not reused
+        self._start = (argv, cwd, context.workspace, exit_grace)
         leased = pool.lease() if pool is not None else None
+        while leased is not None:
+            code = leased.process.poll()
+            problem = leased.since_ended(code)
+            if problem is None and code is None:
+                break
+            # Gone (a clean exit 0 is no failure: the case had ended) or misbehaved.
+            leased.settle_held(problem and f"before its next case began, {problem}")
+            leased.retire()
+            leased = pool.lease() if pool is not None else None
         if leased is None:
             self._proc = _AgentProcess(argv, cwd, self._monitor, context.workspace, exit_grace)
             return
         self._proc = leased
-        problem = self._between_cases(leased)
-        if problem is not None:
-            leased.retire()
-            raise RunError(
-                f"the agent command (protocol {PERSISTENT}), after its previous case ended and "
-                f"before this one began, {problem}; later cases get a fresh process"
-            )
-        leased.reset_stderr()  # the tail an error shows is this case's
+        self._previous = leased.held
+        # Served from the first request after the process has read this case's first line:
+        # one before is the previous case's (see the module docstring).
+        leased.endpoint.attach(self._monitor, when=leased.took_line)
 
     # --- turns ----------------------------------------------------------------------------
 
@@ -218,8 +290,52 @@ class CommandAgent:
             "user_input": user_input,
             "workspace": str(self._workspace),
         }
-        answer = self._exchange(line)
+        if self._previous is not None:
+            proc.mark_line()
+        try:
+            answer = self._exchange(line)
+        except RunError:
+            if self._previous is None or proc.took_line():
+                raise
+            # It exited after ending its previous case and before reading this one's first
+            # line: that is the previous case's failure, and this case starts afresh.
+            left = self._left(proc)
+            self._settle_previous(
+                None if left is None else f"before it read its next case's first line, {left}"
+            )
+            proc.retire()
+            argv, cwd, workspace, grace = self._start
+            self._proc = _AgentProcess(argv, cwd, self._monitor, workspace, grace)
+            self._turn -= 1
+            return self.respond(user_input)
         return self._reply(answer, _strict_json(answer), case=self._case)
+
+    def _settle_previous(self, problem: str | None = None) -> None:
+        """The previous case of a leased process, once this case's first line was read (or
+        the process is gone): a request refused since its end fails it."""
+        held, self._previous = self._previous, None
+        if held is None:
+            return
+        self._proc.reset_stderr()  # from now on, the tail an error shows is this case's
+        strays = self._proc.endpoint.take_strays()
+        if problem is None and strays:
+            more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+            problem = (
+                f"before it read its next case's first line, sent a model request{more}, "
+                f"refused: {strays[0]}"
+            )
+            self._tainted = True
+        held.settle(problem)
+
+    @staticmethod
+    def _left(proc: _AgentProcess) -> str | None:
+        """What a process that stopped reading after it ended its case did: None for a
+        clean exit (code 0, nothing printed, no traceback)."""
+        proc.exits_soon()
+        code = proc.process.returncode
+        if code is None:
+            return "closed its stdin" + proc.stderr_note()
+        return proc.since_ended(code)
 
     def _exchange(self, line: dict[str, object]) -> str:
         """Write one line, read the answer line."""
@@ -229,8 +345,17 @@ class CommandAgent:
         self._awaiting = True
         try:
             answer = proc.read_line()
+            if answer and self._previous is not None and not proc.took_line():
+                # Printed before it read this case's first line: the previous case's output.
+                self._settle_previous(
+                    f"before it read its next case's first line, printed {_shown_bytes(answer)}"
+                )
+                self._tainted = True
+                answer = proc.read_line()
         finally:
             self._awaiting = False
+        if answer and self._previous is not None:
+            self._settle_previous()
         if self._monitor.error is not None:
             raise RunError(self._monitor.error)
         if not answer:
@@ -334,20 +459,6 @@ class CommandAgent:
 
     # --- between cases ----------------------------------------------------------------------
 
-    def _between_cases(self, proc: _AgentProcess) -> str | None:
-        """What a pooled process did while it had no case, that only a leak explains."""
-        strays = proc.endpoint.attach(self._monitor)
-        code = proc.process.poll()
-        if code is not None:
-            return f"{_exit_status(code)}{proc.stderr_note()}"
-        if strays:
-            more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
-            return f"sent a model request{more}, refused: {strays[0]}"
-        extra = proc.read_available()
-        if extra:
-            return f"printed {_shown_bytes(extra)}"
-        return None
-
     def _end_case(self, proc: _AgentProcess) -> str | None:
         """Protocol 2's end of a case: the end line, answered with the ended line; then the
         process waits in the pool for the next case. None when that went cleanly."""
@@ -369,8 +480,8 @@ class CommandAgent:
         if not answer:
             proc.exits_soon()
             return self._ended_badly(proc, "")
-        # At once: a request sent after the ended line is a stray, for the next case to report
-        # (one sent before it had been answered before the line was printed).
+        # At once: a request sent after the ended line is a stray, charged to this case (one
+        # sent before it had been answered before the line was printed).
         proc.endpoint.detach()
         if self._monitor.error != error_before:  # e.g. a model request after its final reply
             proc.retire()
@@ -392,8 +503,14 @@ class CommandAgent:
                 proc, f"printed more after ending the case: {_shown_bytes(extra)}"
             )
         proc.previous_case = self._case
-        if self._pool is None or not self._pool.give_back(proc):
-            proc.retire()
+        proc.hold()
+        self.held_verdict = proc.held
+        if self._pool is None or self._tainted:
+            # Not reused (no pool; or it misbehaved after its previous case): its stdin is
+            # closed now, and how it ends settles this case, as at the end of a run.
+            _end_together([proc], when="as it was given no further case")
+            return None
+        self._pool.give_back(proc)
         return None
 
     def _ended_badly(self, proc: _AgentProcess, what: str) -> str:
@@ -429,6 +546,8 @@ class CommandAgent:
             self._closed = True
         proc = self._proc
         problem: str | None = None
+        if self._previous is not None:  # this case never got an answer to its first line
+            self._settle_previous()
         if proc.protocol == PERSISTENT:
             if self._awaiting or proc.closing.is_set() or proc.process.returncode is not None:
                 proc.retire()  # the case has its error already; its process is not reused
@@ -485,6 +604,12 @@ class _AgentProcess:
         self.protocol: int | None = None  # known from the answer to the opening line
         self.exit_grace = exit_grace
         self.previous_case: str | None = None
+        self.held: HeldVerdict | None = None  # the verdict of the case it ended last
+        self._stderr_mark = 0  # the size of its stderr when it ended that case
+        self._marked = False  # the next line written is a case's first (see took_line)
+        self._line_written = False
+        self._line_done = threading.Event()  # set once the write of that line has returned
+        self._taken: bool | None = None  # whether it read that line, once known
         self.closing = threading.Event()  # set once the process is being ended: reads give up
         self.pending = b""  # bytes read past the last line
         self.endpoint = ReplayEndpoint(monitor)
@@ -528,12 +653,53 @@ class _AgentProcess:
         """Write one JSON line; False when the command no longer reads its stdin."""
         data = json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n"
         stdin = cast(IO[bytes], self.process.stdin)
+        written = False
         try:
             stdin.write(data)
             stdin.flush()
+            written = True
         except (BrokenPipeError, OSError, ValueError):
-            return False
-        return True
+            pass
+        finally:
+            if self._marked:
+                self._marked, self._line_written = False, written
+                self._line_done.set()
+        return written
+
+    def mark_line(self) -> None:
+        """The next line written is a case's first, whose reading :meth:`took_line` tells."""
+        self._line_done.clear()
+        self._marked, self._line_written, self._taken = True, False, None
+
+    def took_line(self) -> bool:
+        """Whether the command has read the case's first line (:meth:`mark_line`): it was
+        written and no byte of it is left unread in the pipe. Once true, it stays true; once
+        stdin is closed, what was known then stays.
+
+        Asked (by the endpoint) while that line is being written, it waits for the write to
+        return, since the command may read the line before the write call returns; at most
+        :data:`LINE_WRITE_WAIT_SECS`, after which a write still under way means the command
+        is not reading (a line longer than the pipe holds, while it waits on a request)."""
+        if self._taken is None and (self._marked or self._line_written):
+            if not self._line_done.wait(LINE_WRITE_WAIT_SECS) or not self._line_written:
+                return False
+            unread = self._unread_input()
+            if unread is None or unread == 0:
+                self._taken = True
+        return bool(self._taken)
+
+    def _unread_input(self) -> int | None:
+        """How many bytes written to the command's stdin it has not read; ``None`` where
+        the platform does not say (``FIONREAD`` on a pipe's write end) or stdin is closed."""
+        stdin = self.process.stdin
+        if stdin is None or stdin.closed:
+            return None
+        count = array("i", [0])
+        try:
+            fcntl.ioctl(stdin.fileno(), termios.FIONREAD, count)
+        except (OSError, ValueError):
+            return None
+        return count[0]
 
     def read_line(self, deadline: float | None = None) -> bytes | None:
         """One line from the command (at most :data:`MAX_LINE_BYTES` + 1 bytes), what was
@@ -591,6 +757,69 @@ class _AgentProcess:
             stdout.close()
         return data
 
+    # --- the case it ended last -------------------------------------------------------------
+
+    def hold(self) -> None:
+        """It ended its case cleanly and waits for the next: that case's verdict is held
+        (:class:`HeldVerdict`) until it takes the next case or exits."""
+        self.held = HeldVerdict()
+        try:
+            self._stderr_mark = os.fstat(self._stderr.fileno()).st_size
+        except (OSError, ValueError):
+            self._stderr_mark = 0
+
+    def settle_held(self, problem: str | None = None) -> None:
+        """Settle the held verdict: the case stands, or fails with ``problem``."""
+        if self.held is not None:
+            self.held.settle(problem)
+
+    def since_ended(self, code: int | None) -> str | None:
+        """What it did since it ended its case, that fails that case: it exited with a
+        non-zero ``code`` (an exit 0 is clean: the case had ended), sent a model request,
+        printed on stdout, or printed a traceback."""
+        strays = self.endpoint.take_strays()
+        if code is not None and code != 0:
+            return f"{_exit_status(code)}{self.stderr_note()}"
+        if strays:
+            more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+            return f"sent a model request{more}, refused: {strays[0]}"
+        extra = self.read_available()
+        if extra:
+            return f"printed {_shown_bytes(extra)}"
+        if self._traceback_since_ended():
+            return f"printed a traceback on stderr{self.stderr_note()}"
+        return None
+
+    def _traceback_since_ended(self) -> bool:
+        try:
+            fd = self._stderr.fileno()
+            size = os.fstat(fd).st_size
+            start = min(self._stderr_mark, size)
+            data = os.pread(fd, min(size - start, 1 << 20), start)
+        except (OSError, ValueError):
+            return False
+        return TRACEBACK.encode() in data
+
+    def end_of_run(self, exited: bool, when: str = "at the end of the run") -> None:
+        """Settle the held verdict once its stdin was closed (``when``): a non-zero exit, a
+        traceback, a hang (``exited`` false) or anything it did since it ended its case
+        fails that case."""
+        if self.held is None or self.held.settled:
+            return
+        last = "its last, "
+        closed = f"after its stdin was closed {when}"
+        code = self.process.returncode
+        if not exited:
+            problem: str | None = (
+                f"did not exit within {self.exit_grace:g}s {closed} (agent_exit_grace_secs "
+                "gives it longer); it was killed"
+            )
+        elif code != 0:
+            problem = f"{_exit_status(code)} {closed}{self.stderr_note()}"
+        else:
+            problem = self.since_ended(code)
+        self.settle_held(last + problem if problem is not None else None)
+
     # --- stderr -----------------------------------------------------------------------------
 
     def reset_stderr(self) -> None:
@@ -622,6 +851,9 @@ class _AgentProcess:
         return True
 
     def close_stdin(self) -> None:
+        if self._line_written and self._taken is None:
+            # What closing forgets: whether the case's first line had been read.
+            self._taken = self._unread_input() in (None, 0)
         with contextlib.suppress(OSError, ValueError):
             if self.process.stdin is not None:
                 self.process.stdin.close()
@@ -658,6 +890,7 @@ class _AgentProcess:
         if self._released:
             return
         self._released = True
+        self.settle_held()  # whoever ended it has said what fails the case, if anything
         self.endpoint.close()
         stdout = self.process.stdout
         if stdout is not None:
@@ -668,21 +901,27 @@ class _AgentProcess:
         _untrack(self)
 
 
-def _end_together(processes: Sequence[_AgentProcess]) -> None:
+def _end_together(
+    processes: Sequence[_AgentProcess], when: str = "at the end of the run"
+) -> None:
     """The end of the run for processes waiting between cases: their stdin is closed (they
     should exit), then after at most the longest of their exit graces for them all, their
-    process groups are killed."""
+    process groups are killed. How each ended settles its held verdict."""
     for proc in processes:
         proc.closing.set()
         proc.close_stdin()
     grace = max((proc.exit_grace for proc in processes), default=0.0)
     deadline = time.monotonic() + grace
     for proc in processes:
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        exited = True
+        try:
             proc.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            exited = False
         proc.kill_group()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.process.wait(timeout=1.0)
+        proc.end_of_run(exited, when)
         proc.release()
 
 

@@ -143,6 +143,8 @@ class ReplayEndpoint:
             raise ValueError(f"the replay endpoint binds to {LOOPBACK} only, not {host!r}")
         self._monitor: ConversationMonitor | None = monitor
         self._strays: list[str] = []  # refusals while no case was attached
+        # A case attached to begin once its condition holds (see attach).
+        self._waiting: tuple[ConversationMonitor, Callable[[], bool]] | None = None
         self._infer_turns = infer_turns
         self._host = host
         self._port = port
@@ -239,12 +241,23 @@ class ReplayEndpoint:
 
     # --- one endpoint for many cases (a persistent agent command) ---------------------------
 
-    def attach(self, monitor: ConversationMonitor) -> tuple[str, ...]:
-        """Serve ``monitor``'s case from now on. Returns why each model request that arrived
-        while no case was attached (see :meth:`detach`) was refused, and forgets them."""
+    def attach(
+        self, monitor: ConversationMonitor, *, when: Callable[[], bool] | None = None
+    ) -> tuple[str, ...]:
+        """Serve ``monitor``'s case from now on; with ``when``, from the first request that
+        arrives once ``when()`` is true (until then a request is refused as one arriving
+        while no case is attached). Returns why each model request that arrived while no
+        case was attached (see :meth:`detach`) was refused, and forgets them."""
         with self._lock:
-            self._monitor = monitor
+            self._monitor, self._waiting = (None, (monitor, when)) if when else (monitor, None)
             self._conversations = {}  # a new case continues none of the last one's responses
+            strays, self._strays = tuple(self._strays), []
+            return strays
+
+    def take_strays(self) -> tuple[str, ...]:
+        """Why each model request refused while no case was attached was refused; they
+        are forgotten."""
+        with self._lock:
             strays, self._strays = tuple(self._strays), []
             return strays
 
@@ -253,8 +266,15 @@ class ReplayEndpoint:
         agent, a model request can only be a leak from a finished case; it is refused and
         kept (see :meth:`attach`), the address staying the same for the next case."""
         with self._lock:
-            self._monitor = None
+            self._monitor = self._waiting = None
             self._conversations = {}
+
+    def _current(self) -> ConversationMonitor | None:
+        """The case served now (called under the lock): one attached with ``when`` begins
+        with the first request that finds ``when()`` true."""
+        if self._waiting is not None and self._waiting[1]():
+            self._monitor, self._waiting = self._waiting[0], None
+        return self._monitor
 
     # --- what the runner reads ---------------------------------------------------------------
 
@@ -285,7 +305,7 @@ class ReplayEndpoint:
 
     def _answer(self, wire: WireAPI, raw: bytes) -> _Reply:
         with self._lock:
-            if self._monitor is None:
+            if self._current() is None:
                 return self._fail(wire, 500, NO_CASE)
             if self.error is not None:
                 return self._refuse(wire, 500, f"the run has already failed: {self.error}")
@@ -386,7 +406,7 @@ class ReplayEndpoint:
         return self._refuse(wire, status, message, stream=stream)
 
     def _refused(self, message: str) -> None:
-        monitor = self._monitor
+        monitor = self._current()
         if monitor is not None:
             monitor.refuse(message)
         elif len(self._strays) < MAX_STRAYS:  # a flood of leaks must not grow memory

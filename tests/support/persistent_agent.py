@@ -29,9 +29,14 @@ bad-ack                   answers the end of a case with "ended": false
 stray-request             asks the model after ending the first case, before the next one
 print-between             prints a line after ending the first case
 exit-between              exits with code 0 after ending the run's first case
-                          (these three act once the file PERSISTENT_AGENT_GATE/go exists, and
-                          then create PERSISTENT_AGENT_GATE/done)
+crash-between             raises after ending the run's first case (a traceback, exit code 1)
+                          (these three act after the case whose first user input is
+                          PERSISTENT_AGENT_AFTER, if set, else after the run's first case; with
+                          PERSISTENT_AGENT_GATE set, once the file PERSISTENT_AGENT_GATE/go
+                          exists, and then create PERSISTENT_AGENT_GATE/done)
 ignore-eof                does not exit when its stdin closes (the runner must kill it)
+exit-at-end               raises when its stdin closes: a traceback, and exit code 1
+traceback-at-end          prints a traceback when its stdin closes, and exits with code 0
 error=JSON                answers the run's second case with {"case": T, "error": JSON}
 error-line=LINE           answers the run's second case with LINE
 
@@ -147,6 +152,7 @@ def main() -> int:
     if not opening or not answer_opening(model, opening):
         return 0
     cases_seen = in_run = 0
+    first_input = ""
     case: str | None = None
     previous: str | None = None
     conversation: Conversation | None = None
@@ -164,20 +170,27 @@ def main() -> int:
                 time.sleep(3600)
             ended = MODE != "bad-ack"
             emit({"case": message["case"], "ended": ended})
-            if in_run == 1 and MODE in ("stray-request", "print-between", "exit-between"):
-                gate = Path(os.environ["PERSISTENT_AGENT_GATE"])
-                wait_for(gate / "go")
+            after = os.environ.get("PERSISTENT_AGENT_AFTER")
+            acts = first_input == after if after else in_run == 1
+            if acts and MODE == "crash-between":
+                raise RuntimeError("crashing on purpose after the case ended")
+            if acts and MODE in ("stray-request", "print-between", "exit-between"):
+                gated = os.environ.get("PERSISTENT_AGENT_GATE")
+                if gated:
+                    wait_for(Path(gated) / "go")
                 if MODE == "stray-request":
                     ask_once_more(model)
                 elif MODE == "print-between":
                     emit({"stray": "between cases"})
-                (gate / "done").touch()
+                if gated:
+                    (Path(gated) / "done").touch()
                 if MODE == "exit-between":
                     return 0
             previous, case, conversation = case, None, None
             continue
         if message["case"] != case:
             case = message["case"]
+            first_input = message["user_input"]
             cases_seen += 1
             in_run = log_case()
             if MODE == "leak":
@@ -215,6 +228,11 @@ def main() -> int:
             emit({"case": named, **answer})
     if MODE == "ignore-eof":
         time.sleep(3600)
+    if MODE == "exit-at-end":
+        raise RuntimeError("broken on purpose at the end of the run")
+    if MODE == "traceback-at-end":
+        trace = "Traceback (most recent call last):\n  ...\nRuntimeError: on purpose"
+        print(trace, file=sys.stderr)
     return 0
 
 
