@@ -309,3 +309,24 @@ def test_a_tool_call_with_an_empty_id_or_name_is_a_malformed_answer(wire: str, f
             live.complete(REQUEST)
     message = str(caught.value)
     assert message.startswith("live model: the answer is malformed: ") and "empty" in message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("slow", ["head", "body"])
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_trickling_answer_on_a_kept_alive_connection_is_cut_at_the_deadline_and_retried(
+    wire: str, stream: bool, slow: str
+) -> None:
+    """timeout_secs bounds the attempt as a whole, also on a connection kept alive from an
+    earlier request, where no new socket is opened for the deadline to see."""
+    trickle = Reply(trickle_head=slow == "head", trickle_body=slow == "body")
+    with ModelServer(wire, [Reply(TEXT), trickle, Reply(TEXT)]) as server:
+        live, waits = model(server, timeout_secs=0.5, max_retries=1, stream=stream)
+        provider = live.provider()
+        assert provider.complete(REQUEST) == TEXT
+        assert provider.complete(REQUEST) == TEXT
+        assert server.given_up.wait(5)  # the client cut it, before the server's own limit
+        provider.close()
+    if not stream:  # a stream is read up to its last event only, so its connection is not kept
+        assert server.seen[0].peer == server.seen[1].peer
+    assert len(waits) == 1 and len(server.seen) == 3

@@ -83,14 +83,38 @@ class _Connection:
     up from another thread: :meth:`close` makes each request waiting in :meth:`call` fail at
     once. (Closing an HTTP client does not interrupt a read already blocked on its socket,
     so each request is sent on a thread of its own, and a given-up one is left to end by its
-    own timeout, unseen.)"""
+    own timeout, unseen.)
+
+    It also knows every socket its client opened (:meth:`trace`, httpx2's ``trace``
+    extension), and sends one request at a time (:attr:`sending`): so an attempt's deadline
+    can cut the socket it is on, whether the client opened it for this attempt or reuses a
+    kept-alive one, and cut no other request's."""
 
     def __init__(self, model: LiveModel) -> None:
         self._model = model
         self._lock = threading.Lock()
         self._http: httpx2.Client | None = None
         self._waiting: set[threading.Event] = set()
+        self._streams: list[Any] = []
         self.closed = threading.Event()
+        self.sending = threading.Lock()
+        """Held by the attempt on the wire (a case sends one request at a time anyway)."""
+
+    def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpx2's ``trace`` callback: a connection the client opened (or wrapped in TLS)
+        is kept, to be cut at a deadline."""
+        if name.endswith(("connect_tcp.complete", "start_tls.complete")):
+            stream = info.get("return_value")
+            if stream is not None:
+                with self._lock:
+                    # A socket closed since (or unwrapped into TLS) is dropped.
+                    self._streams = [s for s in self._streams if _open(s)]
+                    self._streams.append(stream)
+
+    def streams(self) -> list[Any]:
+        """Every connection the client opened that is still open."""
+        with self._lock:
+            return [stream for stream in self._streams if _open(stream)]
 
     def client(self) -> httpx2.Client:
         with self._lock:
@@ -392,18 +416,33 @@ class LiveModel:
     def _attempt(
         self, via: _Connection, data: bytes, headers: dict[str, str], key: str
     ) -> ModelResponse:
-        import httpx2
-
         url = self.wire.request_url(self.config.base_url)
-        timeout = self.config.timeout_secs
         # httpx2's timeout bounds each phase (connect, each read); a server that trickles
         # bytes would never trip it, so a watchdog cuts the attempt's socket at its deadline
-        # (started once the client is made: making it is not the server's time).
+        # (started once the client is made and the connection free: neither is the server's
+        # time). The socket may be new or kept alive from an earlier request: the connection
+        # knows each socket its client opened, and carries one request at a time, so every
+        # one of them is cut.
         client = via.client()
-        watchdog = _Watchdog(timeout)
+        with via.sending:
+            return self._attempt_on(client, via, url, data, headers, key)
+
+    def _attempt_on(
+        self,
+        client: httpx2.Client,
+        via: _Connection,
+        url: str,
+        data: bytes,
+        headers: dict[str, str],
+        key: str,
+    ) -> ModelResponse:
+        import httpx2
+
+        timeout = self.config.timeout_secs
+        watchdog = _Watchdog(timeout, via.streams)
         try:
             with client.stream(
-                "POST", url, content=data, headers=headers, extensions={"trace": watchdog.trace}
+                "POST", url, content=data, headers=headers, extensions={"trace": via.trace}
             ) as reply:
                 watchdog.watch(reply.extensions.get("network_stream"))
                 status = reply.status_code
@@ -518,12 +557,13 @@ class LiveProvider:
 
 
 class _Watchdog:
-    """One attempt's deadline: when it passes, every socket the attempt opened (seen through
-    httpx2's ``trace`` extension and the response's ``network_stream``) is shut down, which
-    wakes a read blocked on it; :attr:`fired` then tells the failed read from a broken one."""
+    """One attempt's deadline: when it passes, every socket of the attempt's connection
+    (``streams()``, and the response's ``network_stream``) is shut down, which wakes a read
+    blocked on it; :attr:`fired` then tells the failed read from a broken one."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, streams: Callable[[], list[Any]]) -> None:
         self._lock = threading.Lock()
+        self._known = streams
         self._streams: list[Any] = []
         self._fired = threading.Event()
         self._timer = threading.Timer(seconds, self._fire)
@@ -535,13 +575,8 @@ class _Watchdog:
         """Whether the deadline passed."""
         return self._fired.is_set()
 
-    def trace(self, name: str, info: Mapping[str, Any]) -> None:
-        """httpx2's trace callback: a new connection's stream is watched."""
-        if name.endswith("connect_tcp.complete"):
-            self.watch(info.get("return_value"))
-
     def watch(self, stream: Any) -> None:
-        """Cut ``stream`` at the deadline (at once if it has passed)."""
+        """Cut ``stream`` at the deadline too (at once if it has passed)."""
         if stream is None:
             return
         with self._lock:
@@ -556,7 +591,7 @@ class _Watchdog:
     def _fire(self) -> None:
         self._fired.set()
         with self._lock:
-            streams = list(self._streams)
+            streams = [*self._streams, *self._known()]
         for stream in streams:
             _cut(stream)
 
@@ -565,7 +600,15 @@ def _cut(stream: Any) -> None:
     sock = stream.get_extra_info("socket")
     if isinstance(sock, socket.socket):
         with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+            # The plain socket's shutdown, also for a TLS one: it wakes the blocked read
+            # without touching the TLS state that read is using.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _open(stream: Any) -> bool:
+    """Whether ``stream``'s socket is still open."""
+    sock = stream.get_extra_info("socket")
+    return isinstance(sock, socket.socket) and sock.fileno() != -1
 
 
 def _lines(reply: Any) -> Iterator[str]:
