@@ -200,18 +200,11 @@ def _case_line(case: CaseReport, repeat: int = 1) -> str:
 
 
 def _failed_runs_line(case: CaseReport) -> str:
-    """Under a failed case of a repeated run: which runs failed, and which one is shown."""
-    from evalrunner.report.stats import case_stats
+    """Under a failed case of a repeated run: which runs failed, which never ran, and which
+    one is shown (the same figures as the case's row)."""
+    from evalrunner.report.stats import runs_line
 
-    runs = case.runs or (case,)
-    failed = [number for number, run in enumerate(runs, start=1) if not run.passed]
-    flaky = ", flaky" if case_stats(case).flaky else ""
-    listed = ", ".join(str(number) for number in failed[:20])
-    more = f" and {len(failed) - 20} more" if len(failed) > 20 else ""
-    return (
-        f"{len(runs) - len(failed)}/{len(runs)} runs passed{flaky}; failed runs: "
-        f"{listed}{more}; run {failed[0]} shown"
-    )
+    return runs_line(case)
 
 
 LONG_DETAIL = 120
