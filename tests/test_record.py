@@ -357,6 +357,24 @@ def test_the_budget_stops_recording_with_exit_3(tmp_path: Path) -> None:
     assert [p.name for p in written(cwd)] == ["live_0.yaml"]
 
 
+def test_cases_after_an_answer_without_usage_say_why_they_were_not_recorded(
+    tmp_path: Path,
+) -> None:
+    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(2)}
+    no_usage = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+    with ModelServer("openai", [Reply(raw=no_usage.encode())] * 2) as server:
+        cwd = project(tmp_path, "openai", server.base_url, **cases)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_total_tokens = 60\n", "utf-8")
+        done = record(cwd)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert (
+        "not recorded  live_1 (live_1.yaml): not run: the token budget (max_total_tokens) "
+        "cannot be enforced: an earlier answer carried no token usage"
+    ) in done.stdout
+    assert "spent" not in done.stdout + done.stderr
+
+
 def test_sigterm_keeps_what_was_recorded_and_exits_143(tmp_path: Path) -> None:
     second = LIVE_CASE.replace("live_echo", "live_two")
     with ModelServer("openai", [Reply(CALL), Reply(TEXT), Reply(hang=True)]) as server:

@@ -185,6 +185,12 @@ class TokenBudget:
             return self._spent
 
     @property
+    def blind(self) -> bool:
+        """Whether an answer without usage stopped the budget (it cannot be counted)."""
+        with self._lock:
+            return self._blind
+
+    @property
     def exhausted(self) -> bool:
         """Whether no further request may be sent."""
         with self._lock:
