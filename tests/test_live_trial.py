@@ -330,3 +330,33 @@ def test_a_trickling_answer_on_a_kept_alive_connection_is_cut_at_the_deadline_an
     if not stream:  # a stream is read up to its last event only, so its connection is not kept
         assert server.seen[0].peer == server.seen[1].peer
     assert len(waits) == 1 and len(server.seen) == 3
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_json_body_where_a_stream_was_asked_for_says_a_stream_was_expected(wire: str) -> None:
+    body = json.dumps(SERVER_WIRES[wire].response_body(TEXT, response_id="r1", model="m"))
+    reply = Reply(headers={"Content-Type": "application/json"}, raw=body.encode())
+    with ModelServer(wire, [reply]) as server:
+        live, waits = model(server, stream=True)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the answer is malformed: an event stream (text/event-stream) was "
+        "expected, since stream = true in [eval.live], but the server answered "
+        "application/json; set stream = false, or use a server that streams"
+    )
+    assert waits == []
+
+
+def test_a_stream_where_a_json_body_was_asked_for_says_a_body_was_expected() -> None:
+    raw = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
+    reply = Reply(headers={"Content-Type": "text/event-stream; charset=utf-8"}, raw=raw)
+    with ModelServer("openai", [reply]) as server:
+        live, _ = model(server, stream=False)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the answer is malformed: a JSON body (application/json) was expected, "
+        "since stream = false in [eval.live], but the server answered text/event-stream; "
+        "set stream = true, or use a server that answers in one body"
+    )

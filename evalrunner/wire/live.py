@@ -457,6 +457,7 @@ class LiveModel:
                 if status >= 400:
                     raw = _body(reply)
                     raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
+                _check_kind(reply.headers.get("content-type"), stream=self.config.stream)
                 if self.config.stream:
                     return self.wire.read_stream(parse_sse(_lines(reply)))
                 return self.wire.read_response(body_json(_body(reply)))
@@ -615,6 +616,26 @@ def _open(stream: Any) -> bool:
     """Whether ``stream``'s socket is still open."""
     sock = stream.get_extra_info("socket")
     return isinstance(sock, socket.socket) and sock.fileno() != -1
+
+
+def _check_kind(content_type: str | None, *, stream: bool) -> None:
+    """Refuse an answer of the other kind than the one asked for (a JSON body where
+    ``stream = true`` asked for an event stream, or the reverse), as its ``Content-Type``
+    says: read as the other, it would only say that it ended too soon. An answer that gives
+    no type, or another one, is read as asked."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if stream and (kind == "application/json" or kind.endswith("+json")):
+        raise WireResponseError(
+            "an event stream (text/event-stream) was expected, since stream = true in "
+            f"[eval.live], but the server answered {printable(kind)}; set stream = false, or "
+            "use a server that streams"
+        )
+    if not stream and kind == "text/event-stream":
+        raise WireResponseError(
+            "a JSON body (application/json) was expected, since stream = false in "
+            "[eval.live], but the server answered text/event-stream; set stream = true, or "
+            "use a server that answers in one body"
+        )
 
 
 def _lines(reply: Any) -> Iterator[str]:

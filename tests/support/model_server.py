@@ -142,8 +142,9 @@ class ModelServer:
             self._trickle_kept_alive(handler, head=reply.trickle_head, events=events)
             return
         if reply.trickle or reply.trickle_line:
+            events = isinstance(body, dict) and bool(body.get("stream"))
             handler.send_response(200)
-            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Content-Type", "text/event-stream" if events else "text/plain")
             handler.send_header("Connection", "close")
             handler.end_headers()
             handler.close_connection = True
