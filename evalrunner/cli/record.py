@@ -25,6 +25,7 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
+from evalrunner.config import parse_repeat
 from evalrunner.load import relative_to_cwd
 from evalrunner.model import RunRefused
 from evalrunner.plugins import PluginError
@@ -74,6 +75,17 @@ def record(
     case_timeout: CaseTimeoutAsRun = None,
     agent_command: AgentCommandAsRun = None,
     config: ConfigOption = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat",
+            metavar="1",
+            parser=parse_repeat,
+            help="Only 1: record runs each live case once and writes that run. Give --repeat 1 "
+            "to record in a project whose config repeats its runs (a repeat above 1, from "
+            "anywhere, is refused).",
+        ),
+    ] = None,
 ) -> None:
     """Run live cases against the live model ([eval.live]) and write each as a replay fixture.
 
@@ -96,7 +108,18 @@ def record(
     from evalrunner.session import select_cases, suite_name
 
     chosen_by, _ = parse_selection(keyword, None)
-    settings = load_settings(config, None, None, case_timeout, agent_command)
+    settings = load_settings(config, None, None, case_timeout, agent_command, repeat)
+    if settings.repeat > 1:
+        # Refused, not ignored: a fixture is one run, and K runs would need K agreeing
+        # recordings; silence would let the user believe the fixture stood for K runs.
+        source = settings.sources.get("repeat", "config")
+        raise fail(
+            [
+                f"{printable(source)}: repeat = {settings.repeat}, but record runs each live "
+                "case once and writes that run; give --repeat 1 (it beats EVALRUNNER_REPEAT "
+                "and the config file), or use evalrunner run --repeat to measure a live case"
+            ]
+        )
     try:
         date = recording_date(os.environ)
     except ValueError as exc:
