@@ -227,6 +227,18 @@ def test_cases_after_an_answer_without_usage_say_why_they_were_not_run(tmp_path:
     assert "spent" not in done.stdout.split("run stopped")[0]
 
 
+def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
+    tmp_path: Path,
+) -> None:
+    no_usage = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+    with ModelServer("openai", [Reply(raw=no_usage.encode())]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = run(cwd, "--mode", "live")
+    assert done.returncode == 1, done.stdout + done.stderr  # the checks fail; no budget stop
+    assert "0 input + 0 output tokens" not in done.stdout
+    assert "token usage not reported by the model" in done.stdout
+
+
 def test_a_wrong_key_fails_each_case_naming_the_variable(tmp_path: Path) -> None:
     refused = json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()
     with ModelServer("anthropic", [Reply(status=401, raw=refused)]) as server:

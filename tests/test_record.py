@@ -404,6 +404,21 @@ def test_repeat_1_on_the_command_line_records_despite_the_file(tmp_path: Path) -
     assert len(written(cwd)) == 1
 
 
+def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
+    tmp_path: Path,
+) -> None:
+    call = {"choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "c1", "type":
+            "function", "function": {"name": "echo", "arguments": '{"message":"hi"}'}}]}}]}
+    text = {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
+    replies = [Reply(raw=json.dumps(body).encode()) for body in (call, text)]
+    with ModelServer("openai", replies) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = record(cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 input + 0 output tokens" not in done.stdout
+    assert "(token usage not reported by the model)" in done.stdout
+
+
 def test_sigterm_keeps_what_was_recorded_and_exits_143(tmp_path: Path) -> None:
     second = LIVE_CASE.replace("live_echo", "live_two")
     with ModelServer("openai", [Reply(CALL), Reply(TEXT), Reply(hang=True)]) as server:

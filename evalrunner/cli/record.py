@@ -174,11 +174,16 @@ def record(
     tokens_in = sum(o.input_tokens for o in outcomes)
     tokens_out = sum(o.output_tokens for o in outcomes)
     skipped = f"; {scripted} scripted case(s) left alone" if scripted else ""
+    spent = (
+        "token usage not reported by the model"
+        if tokens_in + tokens_out == 0 and live.budget.unreported
+        else f"{tokens_in} input + {tokens_out} output tokens"
+    )
     # Said once the cases are done: while they run, standard output is the agents' stderr.
     emit(
         "".join(line(outcome) + "\n" for outcome in outcomes)
         + f"recorded {written} of {len(live_cases)} live case(s) into "
-        f"{printable_path(out)} ({tokens_in} input + {tokens_out} output tokens){skipped}\n"
+        f"{printable_path(out)} ({spent}){skipped}\n"
     )
     if interrupted is not None:
         name = signal.Signals(interrupted).name

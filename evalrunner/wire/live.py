@@ -176,6 +176,7 @@ class TokenBudget:
         self.limit = limit
         self._spent = 0
         self._blind = False
+        self._unreported = 0
         self._lock = threading.Lock()
 
     @property
@@ -183,6 +184,12 @@ class TokenBudget:
         """Tokens used so far."""
         with self._lock:
             return self._spent
+
+    @property
+    def unreported(self) -> int:
+        """How many answers carried no token usage (counted with or without a limit)."""
+        with self._lock:
+            return self._unreported
 
     @property
     def blind(self) -> bool:
@@ -220,6 +227,8 @@ class TokenBudget:
         tokens = response.input_tokens + response.output_tokens
         with self._lock:
             self._spent += tokens
+            if tokens == 0:
+                self._unreported += 1
             if self.limit is None or tokens > 0:
                 return
             self._blind = True
