@@ -360,3 +360,35 @@ def test_a_stream_where_a_json_body_was_asked_for_says_a_body_was_expected() -> 
         "since stream = false in [eval.live], but the server answered text/event-stream; "
         "set stream = true, or use a server that answers in one body"
     )
+
+
+def _answer_to(status: int, headers: dict[str, str]) -> str:
+    with ModelServer("openai", [Reply(status=status, headers=headers)]) as server:
+        live, _ = model(server)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+        assert len(server.seen) == 1
+    return str(caught.value)
+
+
+def test_a_redirect_to_an_unreadable_location_says_so_not_base_url() -> None:
+    message = _answer_to(303, {"Location": "http://[::1/v1?key=hidden-value"})
+    assert message.startswith(
+        "live model: HTTP 303, a redirect to a Location that is not a valid URL; redirects "
+        "are not followed"
+    )
+    assert "configured base_url" not in message and "hidden-value" not in message
+
+
+@pytest.mark.parametrize(
+    ("status", "named"),
+    [
+        (300, "live model: HTTP 300 (Multiple Choices): the server offers a choice of answers"),
+        (304, "live model: HTTP 304 (Not Modified), which is no answer to a POST"),
+        (305, "live model: HTTP 305, a 3xx status that is no redirect evalrunner knows"),
+    ],
+)
+def test_a_3xx_that_is_not_a_redirect_is_not_called_one(status: int, named: str) -> None:
+    message = _answer_to(status, {"Location": "https://api.example.test/v1/other"})
+    assert message.startswith(named), message
+    assert "a redirect to" not in message and "base_url" in message

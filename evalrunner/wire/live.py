@@ -56,6 +56,9 @@ that never ends its line would otherwise grow in memory until the deadline)."""
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The most bytes one answer (a body or a whole stream) may hold."""
 
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+"""The 3xx statuses that redirect a request elsewhere (RFC 9110 §15.4)."""
+
 INSTALL_HINT = (
     "live mode needs the httpx2 HTTP client, which is not installed: pip install 'evalrunner[live]'"
 )
@@ -461,7 +464,7 @@ class LiveModel:
             ) as reply:
                 watchdog.watch(reply.extensions.get("network_stream"))
                 status = reply.status_code
-                if 300 <= status < 400:  # a redirect (301, 302, 307, 308, ...)
+                if 300 <= status < 400:  # a redirect, or another 3xx: none is followed
                     raise self._redirect(status, reply.headers.get("location"), key)
                 if status >= 400:
                     raw = _body(reply)
@@ -499,14 +502,43 @@ class LiveModel:
             watchdog.cancel()
 
     def _redirect(self, status: int, location: str | None, key: str) -> RunError:
-        target = (
-            _quoted(self._struck(shown_url(location), key)) if location else "no Location given"
-        )
+        """A 3xx answer as a run error, named for what its status means: a redirect (its
+        target), a choice of answers (300), a cache's answer (304), or neither."""
+        fix = f"set base_url in [eval.live] to where the API answers ({self._where()})"
+        if status in REDIRECTS:
+            return RunError(
+                f"live model: HTTP {status}, a redirect to {self._target(location, key)}; "
+                f"redirects are not followed (the key is sent to base_url only): {fix}"
+            )
+        if status == 300:
+            offered = f" (one at {self._target(location, key)})" if location else ""
+            return RunError(
+                "live model: HTTP 300 (Multiple Choices): the server offers a choice of "
+                f"answers{offered} where the API gives one; nothing is followed: {fix}"
+            )
+        if status == 304:
+            return RunError(
+                "live model: HTTP 304 (Not Modified), which is no answer to a POST (a cache "
+                f"or proxy answered, not the API): {fix}"
+            )
         return RunError(
-            f"live model: HTTP {status}, a redirect to {target}; redirects are not followed "
-            f"(the key is sent to base_url only): set base_url in [eval.live] to where the "
-            "API answers"
+            f"live model: HTTP {status}, a 3xx status that is no redirect evalrunner knows; "
+            f"nothing is followed: {fix}"
         )
+
+    def _where(self) -> str:
+        return f"now {shown_url(self.config.base_url)}"
+
+    def _target(self, location: str | None, key: str) -> str:
+        if not location:
+            return "no Location given"
+        from urllib.parse import urlsplit
+
+        try:
+            urlsplit(location)
+        except ValueError:
+            return "a Location that is not a valid URL"
+        return _quoted(self._struck(shown_url(location), key))
 
     def _status_error(
         self, status: int, raw: bytes, retry_after: str | None, key: str
