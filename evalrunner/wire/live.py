@@ -38,7 +38,7 @@ from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
-from evalrunner.wire.params import live_options
+from evalrunner.wire.params import live_options, over_budget
 
 if TYPE_CHECKING:
     import httpx2
@@ -421,7 +421,17 @@ class LiveModel:
 
     def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
         """The request's parameters: the agent's own (a command agent's, as it sent them),
-        over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those."""
+        over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those. An
+        output limit that passes through may not exceed the whole token budget: refused, with
+        nothing sent (a pinned one is the config's)."""
+        if "max_tokens" not in self.config.pin:
+            problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)
+            if problem is not None:
+                raise RunError(
+                    f"live model: {problem}: nothing was sent; lower it in the agent, or pin "
+                    "it in [eval.live] (pin = [\"max_tokens\"]) to send [eval.live]'s "
+                    "max_tokens instead"
+                )
         return live_options(
             self.wire.name,
             request.parameters,
