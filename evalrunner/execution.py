@@ -83,6 +83,12 @@ SKIP_SCRIPTED_CASE = (
 )
 SKIP_INTERRUPTED = "not run to its end: the run was interrupted while this case was running"
 SKIP_BUDGET = "not run: the token budget (max_total_tokens) was spent before this case"
+SKIP_NO_USAGE = (
+    "not run: the token budget (max_total_tokens) cannot be enforced: an earlier answer "
+    "carried no token usage"
+)
+BUDGET_SKIPS = (SKIP_BUDGET, SKIP_NO_USAGE)
+"""Every reason a case was not run because of the token budget."""
 BUDGET_ERROR = "the token budget is spent"
 
 
@@ -194,7 +200,7 @@ def evaluate(
     if not case.live:
         return skipped_report(case, SKIP_SCRIPTED_CASE)
     if live.budget.exhausted:
-        return skipped_report(case, SKIP_BUDGET)
+        return skipped_report(case, SKIP_NO_USAGE if live.budget.blind else SKIP_BUDGET)
     live_provider = live.provider()
     try:
         report = graded_report(case, settings.replay(case, live_provider))

@@ -471,11 +471,11 @@ class EvalItem(pytest.Item):
     def runtest(self) -> None:
         """Replay (or in live mode, run live) and grade the case; raise :class:`CaseFailed`
         unless it passed."""
-        from evalrunner.execution import SKIP_BUDGET
+        from evalrunner.execution import BUDGET_SKIPS
         from evalrunner.session import case_verdict
 
         report = case_verdict(self.case, self.config.stash[_SESSION].settings)
-        if report.skipped == SKIP_BUDGET:
+        if report.skipped in BUDGET_SKIPS:
             pytest.fail(report.skipped, pytrace=False)  # not run is not a pass, nor a skip
         if report.skipped is not None:
             # The other mode's kind of case: reported as skipped, never as a pass.

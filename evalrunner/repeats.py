@@ -27,14 +27,34 @@ def expanded(items: Sequence[T], repeat: int) -> list[T]:
 
 
 def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
-    """One case's report from its runs: the verdict detail of the first failed run (the
-    first run when all passed), so that the case passes only when every run did; tokens,
-    model calls and duration summed; every run kept in ``runs``."""
+    """One case's report from its runs; tokens, model calls and duration summed; every run
+    kept in ``runs``. The case passes only when every run did, and shows one run's detail:
+
+    - its first run that ran and failed;
+    - else, when no run ran, its first (not run, saying why);
+    - else, when some never ran, the first of those, as a run error: the case was graded,
+      so it is no "not run", but without every run it has no verdict (pass^k needs them all);
+    - else its first run (all passed).
+    """
     if len(runs) == 1:
         return runs[0]
-    shown = next((run for run in runs if not run.passed), runs[0])
+    from evalrunner.report.stats import case_runs
+
+    figures = case_runs(replace(runs[0], runs=tuple(runs)))
+    shown = runs[figures.shown - 1]
+    error = shown.error
+    if not figures.failed and figures.stats.ran and figures.not_run:
+        count = len(figures.not_run)
+        which = (
+            f"run {figures.not_run[0]} of {len(runs)} did not run"
+            if count == 1
+            else f"{count} of {len(runs)} runs did not run (first: run {figures.not_run[0]})"
+        )
+        error = f"{which} ({shown.skipped}); the case passes only when every run does"
+        shown = replace(shown, skipped=None)
     return replace(
         shown,
+        error=error,
         input_tokens=sum(run.input_tokens for run in runs),
         output_tokens=sum(run.output_tokens for run in runs),
         llm_calls=sum(run.llm_calls for run in runs),

@@ -25,7 +25,7 @@ from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import ToolSource
 from evalrunner.execution import (
     BUDGET_ERROR,
-    SKIP_BUDGET,
+    BUDGET_SKIPS,
     ForkedWorkers,
     RunSettings,
     can_fork,
@@ -597,7 +597,7 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
     # The budget's own sentence: "spent", or that answers carry no usage to count.
     said = settings.live.budget.message()
     stopped = any(
-        run.skipped == SKIP_BUDGET
+        run.skipped in BUDGET_SKIPS
         or (run.error is not None and (BUDGET_ERROR in run.error or said in run.error))
         for report in reports
         for run in (report, *report.runs)

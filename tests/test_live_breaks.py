@@ -60,6 +60,8 @@ def test_sigint_with_max_concurrency_stops_hung_agents_at_once(tmp_path: Path) -
     (cutting requests) but does not give the cases up, so an agent command that hangs outside
     a model request keeps the run alive until the case timeout (here 40 s). One at a time
     (max_concurrency = 1) the same interrupt ends the run in well under a second."""
+    hanging = tmp_path / "hanging"
+    hanging.mkdir()
     with ModelServer("openai", []) as server:
         cwd = project(tmp_path, "openai", server.base_url, **named(2))
         add_toml(cwd, "max_concurrency = 2\n")
@@ -70,12 +72,15 @@ def test_sigint_with_max_concurrency_stops_hung_agents_at_once(tmp_path: Path) -
                 *("--case-timeout", "40", "--agent-command", agent),
             ],
             cwd=cwd,
-            env=clean_env(NO_COLOR="1"),
+            env=clean_env(NO_COLOR="1", WIRE_AGENT_HANGING=str(hanging)),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(3)  # both agent commands started and hanging
+        # Both agent commands started and hanging (each says so), however slow the start.
+        deadline = time.monotonic() + 60
+        while len(list(hanging.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         process.send_signal(signal.SIGINT)
         try:
             stdout, stderr = process.communicate(timeout=15)

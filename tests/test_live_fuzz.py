@@ -4,7 +4,8 @@ never another exception.
 
 The seeds are valid bodies and streams of each wire, written by the wires' own server side;
 each example replaces one field anywhere in them (or an event's name, or drops a key) with an
-arbitrary JSON value. Bounded: ``EVALRUNNER_FUZZ_EXAMPLES`` examples per test (default 300);
+arbitrary JSON value, infinities, NaN and numbers too large for a float among them.
+Bounded: ``EVALRUNNER_FUZZ_EXAMPLES`` examples per test (default 300);
 the example database is off so no files land in the repository.
 """
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from evalrunner.model import ModelResponse, TextResponse, ToolCall, ToolCallsResponse
 from evalrunner.wire.anthropic import AnthropicMessages
 from evalrunner.wire.client import ClientWire
-from evalrunner.wire.common import SseEvent, WireResponseError
+from evalrunner.wire.common import SseEvent, WireResponseError, body_json
 from evalrunner.wire.openai_chat import OpenAIChat
 from evalrunner.wire.openai_responses import OpenAIResponses
 
@@ -52,7 +53,12 @@ JSON = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63)
-    | st.floats(allow_nan=False, allow_infinity=False)
+    # Numbers a JSON text may spell that a float cannot hold or compare: infinities, NaN
+    # (json.dumps writes them as Infinity and NaN, which Python's decoder would take),
+    # integers of hundreds of digits and floats at the edge of the range.
+    | st.floats()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.sampled_from([10**400, -(10**400), 2**1024, 1.7976931348623157e308, 5e-324, -0.0])
     | st.text(max_size=12)
     | st.sampled_from(
         [
@@ -140,7 +146,10 @@ def test_a_fuzzed_body_is_read_or_malformed(
 ) -> None:
     wire: ClientWire = WIRES[name]
     body = WIRES[name].response_body(response, response_id="r1", model="m")
-    _outcome(wire.read_response, _mutated(body, data))
+    mutated = _mutated(body, data)
+    _outcome(wire.read_response, mutated)
+    # And as the live path reads it: the bytes through the body decoder first.
+    _outcome(lambda text: wire.read_response(body_json(text)), json.dumps(mutated).encode())
 
 
 @pytest.mark.fuzz

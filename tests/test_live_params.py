@@ -17,7 +17,7 @@ from support.model_server import ModelServer, Reply
 
 from evalrunner.config import LiveConfig
 from evalrunner.live.provider import LiveModel
-from evalrunner.model import Message, ModelRequest
+from evalrunner.model import Message, ModelRequest, RunError
 from evalrunner.wire.anthropic import AnthropicMessages
 from evalrunner.wire.openai_chat import OpenAIChat
 from evalrunner.wire.openai_responses import OpenAIResponses
@@ -151,3 +151,55 @@ def test_a_command_agents_parameters_reach_the_live_model(tmp_path: Path) -> Non
     for seen in server.seen:
         for key, value in CHAT_PARAMS.items():
             assert seen.body[key] == value, key
+
+
+# --- an agent's output limit against the token budget (issue 27) ------------------------------
+
+
+def _budgeted(server: ModelServer, pin: tuple[str, ...] = ()) -> LiveModel:
+    config = LiveConfig(
+        wire=server.wire,
+        base_url=server.base_url,
+        model="m",
+        api_key_env="K",
+        max_total_tokens=5000,
+        pin=pin,
+    )
+    return LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+
+
+@pytest.mark.parametrize(
+    ("api", "name", "value"),
+    [
+        ("openai", "max_tokens", 10**12),
+        ("openai", "max_completion_tokens", 1e12),
+        ("openai-responses", "max_output_tokens", 5001),
+        ("anthropic", "max_tokens", 10**12),
+    ],
+)
+def test_an_output_limit_above_the_whole_budget_is_refused_before_sending(
+    api: str, name: str, value: float
+) -> None:
+    with ModelServer("openai", [Reply(TEXT)]) as server:
+        live = _budgeted(server)
+        request = ModelRequest((Message("user", "hi"),), api=api, parameters={name: value})
+        with pytest.raises(RunError) as caught:
+            live.complete(request)
+        assert server.seen == []
+    shown = json.dumps(value)
+    assert str(caught.value) == (
+        f"live model: the agent's request asks for {name} = {shown} output tokens, more than "
+        "the whole token budget (max_total_tokens = 5000): nothing was sent; lower it in the "
+        'agent, or pin it in [eval.live] (pin = ["max_tokens"]) to send [eval.live]\'s '
+        "max_tokens instead"
+    )
+
+
+def test_an_output_limit_within_the_budget_or_pinned_passes() -> None:
+    with ModelServer("openai", [Reply(TEXT), Reply(TEXT)]) as server:
+        hi = (Message("user", "hi"),)
+        within = ModelRequest(hi, api="openai", parameters={"max_tokens": 5000})
+        _budgeted(server).complete(within)
+        huge = ModelRequest(hi, api="openai", parameters={"max_tokens": 10**12})
+        _budgeted(server, pin=("max_tokens",)).complete(huge)
+    assert [seen.body["max_tokens"] for seen in server.seen] == [5000, 1024]

@@ -223,6 +223,38 @@ def test_an_answer_without_usage_stops_even_a_one_case_run_with_exit_3(tmp_path:
     assert "cannot be enforced" in report["budget_spent"]
 
 
+def test_cases_after_an_answer_without_usage_say_why_they_were_not_run(tmp_path: Path) -> None:
+    # The budget was not spent: it cannot be counted. The later case must say so, not that
+    # "the token budget was spent" (with 0 tokens spent of 100).
+    no_usage = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+    with ModelServer("openai", [Reply(raw=no_usage.encode())] * 2) as server:
+        second = LIVE_CASE.replace("name: live_echo", "name: second")
+        cwd = project(tmp_path, "openai", server.base_url, a=LIVE_CASE, b=second)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_total_tokens = 100\n", "utf-8")
+        done = run(cwd, "--mode", "live", "--json", "out.json")
+    assert done.returncode == 3, done.stdout + done.stderr
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    skipped = report["cases"][1]["skipped"]
+    assert skipped == (
+        "not run: the token budget (max_total_tokens) cannot be enforced: an earlier answer "
+        "carried no token usage"
+    )
+    assert "spent" not in done.stdout.split("run stopped")[0]
+
+
+def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
+    tmp_path: Path,
+) -> None:
+    no_usage = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+    with ModelServer("openai", [Reply(raw=no_usage.encode())]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = run(cwd, "--mode", "live")
+    assert done.returncode == 1, done.stdout + done.stderr  # the checks fail; no budget stop
+    assert "0 input + 0 output tokens" not in done.stdout
+    assert "token usage not reported by the model" in done.stdout
+
+
 def test_a_wrong_key_fails_each_case_naming_the_variable(tmp_path: Path) -> None:
     refused = json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()
     with ModelServer("anthropic", [Reply(status=401, raw=refused)]) as server:

@@ -307,3 +307,86 @@ def test_a_tool_call_with_an_empty_id_or_name_is_a_malformed_answer(wire: str, f
             live.complete(REQUEST)
     message = str(caught.value)
     assert message.startswith("live model: the answer is malformed: ") and "empty" in message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("slow", ["head", "body"])
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_trickling_answer_on_a_kept_alive_connection_is_cut_at_the_deadline_and_retried(
+    wire: str, stream: bool, slow: str
+) -> None:
+    """timeout_secs bounds the attempt as a whole, also on a connection kept alive from an
+    earlier request, where no new socket is opened for the deadline to see."""
+    trickle = Reply(trickle_head=slow == "head", trickle_body=slow == "body")
+    with ModelServer(wire, [Reply(TEXT), trickle, Reply(TEXT)]) as server:
+        live, waits = model(server, timeout_secs=0.5, max_retries=1, stream=stream)
+        provider = live.provider()
+        assert provider.complete(REQUEST) == TEXT
+        assert provider.complete(REQUEST) == TEXT
+        assert server.given_up.wait(5)  # the client cut it, before the server's own limit
+        provider.close()
+    if not stream:  # a stream is read up to its last event only, so its connection is not kept
+        assert server.seen[0].peer == server.seen[1].peer
+    assert len(waits) == 1 and len(server.seen) == 3
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_json_body_where_a_stream_was_asked_for_says_a_stream_was_expected(wire: str) -> None:
+    body = json.dumps(SERVER_WIRES[wire].response_body(TEXT, response_id="r1", model="m"))
+    reply = Reply(headers={"Content-Type": "application/json"}, raw=body.encode())
+    with ModelServer(wire, [reply]) as server:
+        live, waits = model(server, stream=True)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the answer is malformed: an event stream (text/event-stream) was "
+        "expected, since stream = true in [eval.live], but the server answered "
+        "application/json; set stream = false, or use a server that streams"
+    )
+    assert waits == []
+
+
+def test_a_stream_where_a_json_body_was_asked_for_says_a_body_was_expected() -> None:
+    raw = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
+    reply = Reply(headers={"Content-Type": "text/event-stream; charset=utf-8"}, raw=raw)
+    with ModelServer("openai", [reply]) as server:
+        live, _ = model(server, stream=False)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the answer is malformed: a JSON body (application/json) was expected, "
+        "since stream = false in [eval.live], but the server answered text/event-stream; "
+        "set stream = true, or use a server that answers in one body"
+    )
+
+
+def _answer_to(status: int, headers: dict[str, str]) -> str:
+    with ModelServer("openai", [Reply(status=status, headers=headers)]) as server:
+        live, _ = model(server)
+        with pytest.raises(RunError) as caught:
+            live.complete(REQUEST)
+        assert len(server.seen) == 1
+    return str(caught.value)
+
+
+def test_a_redirect_to_an_unreadable_location_says_so_not_base_url() -> None:
+    message = _answer_to(303, {"Location": "http://[::1/v1?key=hidden-value"})
+    assert message.startswith(
+        "live model: HTTP 303, a redirect to a Location that is not a valid URL; redirects "
+        "are not followed"
+    )
+    assert "configured base_url" not in message and "hidden-value" not in message
+
+
+@pytest.mark.parametrize(
+    ("status", "named"),
+    [
+        (300, "live model: HTTP 300 (Multiple Choices): the server offers a choice of answers"),
+        (304, "live model: HTTP 304 (Not Modified), which is no answer to a POST"),
+        (305, "live model: HTTP 305, a 3xx status that is no redirect evalrunner knows"),
+    ],
+)
+def test_a_3xx_that_is_not_a_redirect_is_not_called_one(status: int, named: str) -> None:
+    message = _answer_to(status, {"Location": "https://api.example.test/v1/other"})
+    assert message.startswith(named), message
+    assert "a redirect to" not in message and "base_url" in message

@@ -379,6 +379,68 @@ def test_the_budget_stops_recording_with_exit_3(tmp_path: Path) -> None:
     assert [p.name for p in written(cwd)] == ["live_0.yaml"]
 
 
+def test_cases_after_an_answer_without_usage_say_why_they_were_not_recorded(
+    tmp_path: Path,
+) -> None:
+    cases = {f"live_{n}": LIVE_CASE.replace("live_echo", f"live_{n}") for n in range(2)}
+    no_usage = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+    with ModelServer("openai", [Reply(raw=no_usage.encode())] * 2) as server:
+        cwd = project(tmp_path, "openai", server.base_url, **cases)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_total_tokens = 60\n", "utf-8")
+        done = record(cwd)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert (
+        "not recorded  live_1 (live_1.yaml): not run: the token budget (max_total_tokens) "
+        "cannot be enforced: an earlier answer carried no token usage"
+    ) in done.stdout
+    assert "spent" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("given", ["flag", "variable", "file"])
+def test_a_repeat_above_1_is_refused_naming_where_it_came_from(tmp_path: Path, given: str) -> None:
+    # record runs each live case once and writes that run: a repeat it silently ignored
+    # would look like K recorded runs.
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        extra = "repeat = 3" if given == "file" else ""
+        cwd = project(tmp_path, "openai", server.base_url, extra)
+        args = ["--repeat", "3"] if given == "flag" else []
+        env = {"EVALRUNNER_REPEAT": "3"} if given == "variable" else {}
+        done = live_project.cli(
+            cwd, "record", "--out", "recorded", *args, SOURCE_DATE_EPOCH="1764547200", **env
+        )
+        assert server.seen == []
+    assert done.returncode == 2, done.stdout + done.stderr
+    source = {"flag": "--repeat", "variable": "EVALRUNNER_REPEAT", "file": "evalrunner.toml"}
+    message = done.stderr.strip().splitlines()[0]
+    assert source[given] in message
+    assert "record runs each live case once" in message and "--repeat 1" in message
+    assert written(cwd) == []
+
+
+def test_repeat_1_on_the_command_line_records_despite_the_file(tmp_path: Path) -> None:
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, "repeat = 3")
+        done = record(cwd, "--repeat", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(written(cwd)) == 1
+
+
+def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
+    tmp_path: Path,
+) -> None:
+    call = {"choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "c1", "type":
+            "function", "function": {"name": "echo", "arguments": '{"message":"hi"}'}}]}}]}
+    text = {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
+    replies = [Reply(raw=json.dumps(body).encode()) for body in (call, text)]
+    with ModelServer("openai", replies) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = record(cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 input + 0 output tokens" not in done.stdout
+    assert "(token usage not reported by the model)" in done.stdout
+
+
 def test_sigterm_keeps_what_was_recorded_and_exits_143(tmp_path: Path) -> None:
     second = LIVE_CASE.replace("live_echo", "live_two")
     with ModelServer("openai", [Reply(CALL), Reply(TEXT), Reply(hang=True)]) as server:

@@ -504,3 +504,114 @@ def test_a_case_with_runs_that_never_ran_is_no_pass_hat_k() -> None:
     stats = RepeatStats(runs=2, passes=2, not_run=1)
     assert not stats.pass_all and stats.pass_any
     assert RepeatStats(runs=3, passes=3).pass_all
+
+
+# --- one set of numbers for a case some of whose runs never ran (issue 27) ---------------------
+
+BUDGET_SKIP = "not run: the token budget (max_total_tokens) was spent before this case"
+
+
+def _run(passed: bool | None) -> CaseReport:
+    """A run that passed, failed (False) or never ran (None)."""
+    if passed is None:
+        return CaseReport("c", "c.yaml", None, (), skipped=BUDGET_SKIP, path="evals/c.yaml")
+    grade = GradeResult('response_contains("x")', passed, "" if passed else "not found")
+    return CaseReport("c", "c.yaml", None, (grade,), llm_calls=1, path="evals/c.yaml")
+
+
+def _every_format(case: CaseReport) -> tuple[str, dict[str, Any], str, str]:
+    from evalrunner.report import github_annotations, render_junit, report_data
+
+    report = SuiteReport("s", "live", (case,), repeat=3, budget_spent="the token budget is spent")
+    table = render_table(report, color=False)
+    return table, report_data(report), render_junit(report), "\n".join(github_annotations(report))
+
+
+def test_a_failed_run_before_runs_that_never_ran_gives_one_set_of_numbers() -> None:
+    # Run 1 failed; the budget left runs 2 and 3 unrun. The row said "0/1 runs passed (2 not
+    # run)", the failure block "0/3 runs passed; failed runs: 1, 2, 3".
+    case = combine_runs([_run(False), _run(None), _run(None)])
+    table, data, junit, github = _every_format(case)
+    assert "0/1 runs passed (2 not run)" in table
+    assert "0/1 runs passed (2 not run); failed runs: 1; runs not run: 2, 3; run 1 shown" in table
+    assert "0/3" not in table and "failed runs: 1, 2" not in table
+    assert data["cases"][0]["repeat"]["runs"] == 1 and data["cases"][0]["repeat"]["not_run"] == 2
+    for text in (junit, github):
+        assert "0/1 runs passed (2 not run)" in text and "run 1: " in text
+    assert "0/1 cases passed (1 failed)" in table
+
+
+def test_a_case_whose_runs_that_ran_all_passed_is_not_counted_as_not_run() -> None:
+    # Runs 1 and 2 ran and passed, run 3 never ran: the case was graded twice, so it is not
+    # "not run"; nor is it a pass (pass^3 needs every run). It has no verdict: an error that
+    # names the run that never ran, in every format.
+    case = combine_runs([_run(True), _run(True), _run(None)])
+    assert case.skipped is None and not case.passed
+    assert case.error == (
+        "run 3 of 3 did not run (not run: the token budget (max_total_tokens) was spent "
+        "before this case); the case passes only when every run does"
+    )
+    table, data, junit, github = _every_format(case)
+    assert "0/1 cases passed (1 errored)" in table
+    assert "2/2 runs passed (1 not run); runs not run: 3; run 3 shown" in table
+    assert "run error: run 3 of 3 did not run" in table
+    assert data["cases"][0]["skipped"] is None and data["cases"][0]["error"] == case.error
+    assert data["cases"][0]["repeat"] == {
+        "runs": 2,
+        "passes": 2,
+        "not_run": 1,
+        "pass_rate": 1.0,
+        "wilson_95": data["cases"][0]["repeat"]["wilson_95"],
+        "pass_hat_k": False,
+        "pass_at_k": True,
+        "flaky": False,
+    }
+    for text in (junit, github):
+        assert "2/2 runs passed (1 not run)" in text and "run 3: " in text
+    assert "skipped=\"1\"" not in junit
+
+
+def test_a_flaky_case_with_a_run_that_never_ran_reads_the_same_everywhere() -> None:
+    case = combine_runs([_run(True), _run(False), _run(None)])
+    table, _, junit, github = _every_format(case)
+    for text in (table, junit, github):
+        assert "1/2 runs passed (1 not run), flaky" in text
+    assert "failed runs: 2; runs not run: 3; run 2 shown" in table
+
+
+def test_a_case_none_of_whose_runs_ran_is_not_run() -> None:
+    case = combine_runs([_run(None)] * 3)
+    assert case.skipped == BUDGET_SKIP and case.error is None
+    table, _, _, github = _every_format(case)
+    assert "0/1 cases passed (1 not run)" in table and "c (c.yaml)" in table
+    assert github == "" or "c.yaml" not in github
+
+
+def test_a_budget_that_stops_a_repeated_case_midway_gives_one_set_of_numbers(
+    tmp_path: Path,
+) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.live_project import CALL, TEXT, project
+    from support.live_project import cli as live_cli
+    from support.model_server import ModelServer, Reply
+
+    from evalrunner.model import TextResponse
+
+    def run(name: str, replies: list[Reply], budget: int) -> tuple[int, str]:
+        (tmp_path / name).mkdir()
+        with ModelServer("openai", replies) as server:
+            cwd = project(tmp_path / name, "openai", server.base_url)
+            with (cwd / "evalrunner.toml").open("a", encoding="utf-8") as toml:
+                toml.write(f"max_total_tokens = {budget}\n")
+            done = live_cli(cwd, "run", "--mode", "live", "--repeat", "3")
+        return done.returncode, done.stdout + done.stderr
+
+    # Run 1 fails and spends the budget: runs 2 and 3 never run.
+    code, out = run("failed", [Reply(TextResponse("no tools here", 50, 50))] * 3, 60)
+    assert code == 3, out
+    assert "0/1 runs passed (2 not run)" in out and "0/3 runs passed" not in out
+    # Runs 1 and 2 pass and spend the budget: run 3 never runs.
+    code, out = run("passed", [Reply(CALL), Reply(TEXT)] * 3, 100)
+    assert code == 3, out
+    assert "2/2 runs passed (1 not run)" in out
+    assert "0/1 cases passed (1 errored)" in out and "1 not run," not in out

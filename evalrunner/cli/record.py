@@ -25,6 +25,7 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
+from evalrunner.config import parse_repeat
 from evalrunner.fixture.load import relative_to_cwd
 from evalrunner.model import RunRefused
 from evalrunner.plugins import PluginError
@@ -74,6 +75,17 @@ def record(
     case_timeout: CaseTimeoutAsRun = None,
     agent_command: AgentCommandAsRun = None,
     config: ConfigOption = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat",
+            metavar="1",
+            parser=parse_repeat,
+            help="Only 1: record runs each live case once and writes that run. Give --repeat 1 "
+            "to record in a project whose config repeats its runs (a repeat above 1, from "
+            "anywhere, is refused).",
+        ),
+    ] = None,
 ) -> None:
     """Run live cases against the live model ([eval.live]) and write each as a replay fixture.
 
@@ -96,7 +108,18 @@ def record(
     )
 
     chosen_by, _ = parse_selection(keyword, None)
-    settings = load_settings(config, None, None, case_timeout, agent_command)
+    settings = load_settings(config, None, None, case_timeout, agent_command, repeat)
+    if settings.repeat > 1:
+        # Refused, not ignored: a fixture is one run, and K runs would need K agreeing
+        # recordings; silence would let the user believe the fixture stood for K runs.
+        source = settings.sources.get("repeat", "config")
+        raise fail(
+            [
+                f"{printable(source)}: repeat = {settings.repeat}, but record runs each live "
+                "case once and writes that run; give --repeat 1 (it beats EVALRUNNER_REPEAT "
+                "and the config file), or use evalrunner run --repeat to measure a live case"
+            ]
+        )
     try:
         date = recording_date(os.environ)
     except ValueError as exc:
@@ -151,11 +174,16 @@ def record(
     tokens_in = sum(o.input_tokens for o in outcomes)
     tokens_out = sum(o.output_tokens for o in outcomes)
     skipped = f"; {scripted} scripted case(s) left alone" if scripted else ""
+    spent = (
+        "token usage not reported by the model"
+        if tokens_in + tokens_out == 0 and live.budget.unreported
+        else f"{tokens_in} input + {tokens_out} output tokens"
+    )
     # Said once the cases are done: while they run, standard output is the agents' stderr.
     emit(
         "".join(line(outcome) + "\n" for outcome in outcomes)
         + f"recorded {written} of {len(live_cases)} live case(s) into "
-        f"{printable_path(out)} ({tokens_in} input + {tokens_out} output tokens){skipped}\n"
+        f"{printable_path(out)} ({spent}){skipped}\n"
     )
     if interrupted is not None:
         name = signal.Signals(interrupted).name

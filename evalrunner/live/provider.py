@@ -39,7 +39,7 @@ from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
-from evalrunner.wire.params import live_options
+from evalrunner.wire.params import live_options, over_budget
 
 if TYPE_CHECKING:
     import httpx2
@@ -56,6 +56,9 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 that never ends its line would otherwise grow in memory until the deadline)."""
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The most bytes one answer (a body or a whole stream) may hold."""
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+"""The 3xx statuses that redirect a request elsewhere (RFC 9110 §15.4)."""
 
 INSTALL_HINT = (
     "live mode needs the httpx2 HTTP client, which is not installed: pip install 'evalrunner[live]'"
@@ -84,14 +87,38 @@ class _Connection:
     up from another thread: :meth:`close` makes each request waiting in :meth:`call` fail at
     once. (Closing an HTTP client does not interrupt a read already blocked on its socket,
     so each request is sent on a thread of its own, and a given-up one is left to end by its
-    own timeout, unseen.)"""
+    own timeout, unseen.)
+
+    It also knows every socket its client opened (:meth:`trace`, httpx2's ``trace``
+    extension), and sends one request at a time (:attr:`sending`): so an attempt's deadline
+    can cut the socket it is on, whether the client opened it for this attempt or reuses a
+    kept-alive one, and cut no other request's."""
 
     def __init__(self, model: LiveModel) -> None:
         self._model = model
         self._lock = threading.Lock()
         self._http: httpx2.Client | None = None
         self._waiting: set[threading.Event] = set()
+        self._streams: list[Any] = []
         self.closed = threading.Event()
+        self.sending = threading.Lock()
+        """Held by the attempt on the wire (a case sends one request at a time anyway)."""
+
+    def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpx2's ``trace`` callback: a connection the client opened (or wrapped in TLS)
+        is kept, to be cut at a deadline."""
+        if name.endswith(("connect_tcp.complete", "start_tls.complete")):
+            stream = info.get("return_value")
+            if stream is not None:
+                with self._lock:
+                    # A socket closed since (or unwrapped into TLS) is dropped.
+                    self._streams = [s for s in self._streams if _open(s)]
+                    self._streams.append(stream)
+
+    def streams(self) -> list[Any]:
+        """Every connection the client opened that is still open."""
+        with self._lock:
+            return [stream for stream in self._streams if _open(stream)]
 
     def client(self) -> httpx2.Client:
         with self._lock:
@@ -153,6 +180,7 @@ class TokenBudget:
         self.limit = limit
         self._spent = 0
         self._blind = False
+        self._unreported = 0
         self._lock = threading.Lock()
 
     @property
@@ -160,6 +188,18 @@ class TokenBudget:
         """Tokens used so far."""
         with self._lock:
             return self._spent
+
+    @property
+    def unreported(self) -> int:
+        """How many answers carried no token usage (counted with or without a limit)."""
+        with self._lock:
+            return self._unreported
+
+    @property
+    def blind(self) -> bool:
+        """Whether an answer without usage stopped the budget (it cannot be counted)."""
+        with self._lock:
+            return self._blind
 
     @property
     def exhausted(self) -> bool:
@@ -191,6 +231,8 @@ class TokenBudget:
         tokens = response.input_tokens + response.output_tokens
         with self._lock:
             self._spent += tokens
+            if tokens == 0:
+                self._unreported += 1
             if self.limit is None or tokens > 0:
                 return
             self._blind = True
@@ -380,7 +422,17 @@ class LiveModel:
 
     def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
         """The request's parameters: the agent's own (a command agent's, as it sent them),
-        over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those."""
+        over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those. An
+        output limit that passes through may not exceed the whole token budget: refused, with
+        nothing sent (a pinned one is the config's)."""
+        if "max_tokens" not in self.config.pin:
+            problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)
+            if problem is not None:
+                raise RunError(
+                    f"live model: {problem}: nothing was sent; lower it in the agent, or pin "
+                    "it in [eval.live] (pin = [\"max_tokens\"]) to send [eval.live]'s "
+                    "max_tokens instead"
+                )
         return live_options(
             self.wire.name,
             request.parameters,
@@ -393,26 +445,42 @@ class LiveModel:
     def _attempt(
         self, via: _Connection, data: bytes, headers: dict[str, str], key: str
     ) -> ModelResponse:
-        import httpx2
-
         url = self.wire.request_url(self.config.base_url)
-        timeout = self.config.timeout_secs
         # httpx2's timeout bounds each phase (connect, each read); a server that trickles
         # bytes would never trip it, so a watchdog cuts the attempt's socket at its deadline
-        # (started once the client is made: making it is not the server's time).
+        # (started once the client is made and the connection free: neither is the server's
+        # time). The socket may be new or kept alive from an earlier request: the connection
+        # knows each socket its client opened, and carries one request at a time, so every
+        # one of them is cut.
         client = via.client()
-        watchdog = _Watchdog(timeout)
+        with via.sending:
+            return self._attempt_on(client, via, url, data, headers, key)
+
+    def _attempt_on(
+        self,
+        client: httpx2.Client,
+        via: _Connection,
+        url: str,
+        data: bytes,
+        headers: dict[str, str],
+        key: str,
+    ) -> ModelResponse:
+        import httpx2
+
+        timeout = self.config.timeout_secs
+        watchdog = _Watchdog(timeout, via.streams)
         try:
             with client.stream(
-                "POST", url, content=data, headers=headers, extensions={"trace": watchdog.trace}
+                "POST", url, content=data, headers=headers, extensions={"trace": via.trace}
             ) as reply:
                 watchdog.watch(reply.extensions.get("network_stream"))
                 status = reply.status_code
-                if 300 <= status < 400:  # a redirect (301, 302, 307, 308, ...)
+                if 300 <= status < 400:  # a redirect, or another 3xx: none is followed
                     raise self._redirect(status, reply.headers.get("location"), key)
                 if status >= 400:
                     raw = _body(reply)
                     raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
+                _check_kind(reply.headers.get("content-type"), stream=self.config.stream)
                 if self.config.stream:
                     return self.wire.read_stream(parse_sse(_lines(reply)))
                 return self.wire.read_response(body_json(_body(reply)))
@@ -445,14 +513,43 @@ class LiveModel:
             watchdog.cancel()
 
     def _redirect(self, status: int, location: str | None, key: str) -> RunError:
-        target = (
-            _quoted(self._struck(shown_url(location), key)) if location else "no Location given"
-        )
+        """A 3xx answer as a run error, named for what its status means: a redirect (its
+        target), a choice of answers (300), a cache's answer (304), or neither."""
+        fix = f"set base_url in [eval.live] to where the API answers ({self._where()})"
+        if status in REDIRECTS:
+            return RunError(
+                f"live model: HTTP {status}, a redirect to {self._target(location, key)}; "
+                f"redirects are not followed (the key is sent to base_url only): {fix}"
+            )
+        if status == 300:
+            offered = f" (one at {self._target(location, key)})" if location else ""
+            return RunError(
+                "live model: HTTP 300 (Multiple Choices): the server offers a choice of "
+                f"answers{offered} where the API gives one; nothing is followed: {fix}"
+            )
+        if status == 304:
+            return RunError(
+                "live model: HTTP 304 (Not Modified), which is no answer to a POST (a cache "
+                f"or proxy answered, not the API): {fix}"
+            )
         return RunError(
-            f"live model: HTTP {status}, a redirect to {target}; redirects are not followed "
-            f"(the key is sent to base_url only): set base_url in [eval.live] to where the "
-            "API answers"
+            f"live model: HTTP {status}, a 3xx status that is no redirect evalrunner knows; "
+            f"nothing is followed: {fix}"
         )
+
+    def _where(self) -> str:
+        return f"now {shown_url(self.config.base_url)}"
+
+    def _target(self, location: str | None, key: str) -> str:
+        if not location:
+            return "no Location given"
+        from urllib.parse import urlsplit
+
+        try:
+            urlsplit(location)
+        except ValueError:
+            return "a Location that is not a valid URL"
+        return _quoted(self._struck(shown_url(location), key))
 
     def _status_error(
         self, status: int, raw: bytes, retry_after: str | None, key: str
@@ -519,12 +616,13 @@ class LiveProvider:
 
 
 class _Watchdog:
-    """One attempt's deadline: when it passes, every socket the attempt opened (seen through
-    httpx2's ``trace`` extension and the response's ``network_stream``) is shut down, which
-    wakes a read blocked on it; :attr:`fired` then tells the failed read from a broken one."""
+    """One attempt's deadline: when it passes, every socket of the attempt's connection
+    (``streams()``, and the response's ``network_stream``) is shut down, which wakes a read
+    blocked on it; :attr:`fired` then tells the failed read from a broken one."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, streams: Callable[[], list[Any]]) -> None:
         self._lock = threading.Lock()
+        self._known = streams
         self._streams: list[Any] = []
         self._fired = threading.Event()
         self._timer = threading.Timer(seconds, self._fire)
@@ -536,13 +634,8 @@ class _Watchdog:
         """Whether the deadline passed."""
         return self._fired.is_set()
 
-    def trace(self, name: str, info: Mapping[str, Any]) -> None:
-        """httpx2's trace callback: a new connection's stream is watched."""
-        if name.endswith("connect_tcp.complete"):
-            self.watch(info.get("return_value"))
-
     def watch(self, stream: Any) -> None:
-        """Cut ``stream`` at the deadline (at once if it has passed)."""
+        """Cut ``stream`` at the deadline too (at once if it has passed)."""
         if stream is None:
             return
         with self._lock:
@@ -557,7 +650,7 @@ class _Watchdog:
     def _fire(self) -> None:
         self._fired.set()
         with self._lock:
-            streams = list(self._streams)
+            streams = [*self._streams, *self._known()]
         for stream in streams:
             _cut(stream)
 
@@ -566,7 +659,35 @@ def _cut(stream: Any) -> None:
     sock = stream.get_extra_info("socket")
     if isinstance(sock, socket.socket):
         with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+            # The plain socket's shutdown, also for a TLS one: it wakes the blocked read
+            # without touching the TLS state that read is using.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _open(stream: Any) -> bool:
+    """Whether ``stream``'s socket is still open."""
+    sock = stream.get_extra_info("socket")
+    return isinstance(sock, socket.socket) and sock.fileno() != -1
+
+
+def _check_kind(content_type: str | None, *, stream: bool) -> None:
+    """Refuse an answer of the other kind than the one asked for (a JSON body where
+    ``stream = true`` asked for an event stream, or the reverse), as its ``Content-Type``
+    says: read as the other, it would only say that it ended too soon. An answer that gives
+    no type, or another one, is read as asked."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if stream and (kind == "application/json" or kind.endswith("+json")):
+        raise WireResponseError(
+            "an event stream (text/event-stream) was expected, since stream = true in "
+            f"[eval.live], but the server answered {printable(kind)}; set stream = false, or "
+            "use a server that streams"
+        )
+    if not stream and kind == "text/event-stream":
+        raise WireResponseError(
+            "a JSON body (application/json) was expected, since stream = false in "
+            "[eval.live], but the server answered text/event-stream; set stream = true, or "
+            "use a server that answers in one body"
+        )
 
 
 def _lines(reply: Any) -> Iterator[str]:

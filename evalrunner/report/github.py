@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from evalrunner.model import CaseReport, RunRefused, SuiteReport
 from evalrunner.report.outcome import failed_grades, interruption, kind_of
-from evalrunner.report.stats import case_summary
+from evalrunner.report.stats import case_runs, case_summary
 from evalrunner.report.table import Verbosity, render_table
 from evalrunner.text import printable, printable_path
 
@@ -113,8 +113,7 @@ def _case_annotations(case: CaseReport, repeat: int = 1) -> list[str]:
 
 
 def _first_failed(case: CaseReport) -> int:
-    runs = case.runs or (case,)
-    return next((n for n, run in enumerate(runs, start=1) if not run.passed), 1)
+    return case_runs(case).shown
 
 
 def render_github(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from evalrunner.model import AdmissionError, CaseReport, RunRefused, SuiteReport
 from evalrunner.report.outcome import failed_grades, interruption, signal_name
-from evalrunner.report.stats import case_summary, suite_stats
+from evalrunner.report.stats import case_runs, case_summary, suite_stats
 from evalrunner.text import printable, printable_path
 
 _MESSAGE_LIMIT = 1000
@@ -179,9 +179,7 @@ def _repeated(test: _Test, case: CaseReport, repeat: int) -> _Test:
     """A repeated case's testcase: its runs' numbers lead the message and fill system-out;
     the failure or error shown is its first failed run's."""
     numbers = case_summary(case, repeat)
-    runs = case.runs or (case,)
-    shown = next((n for n, run in enumerate(runs, start=1) if not run.passed), None)
-    lead = numbers if shown is None else f"{numbers}; run {shown}"
+    lead = numbers if case.passed else f"{numbers}; run {case_runs(case).shown}"
 
     def led(problem: _Problem | None) -> _Problem | None:
         if problem is None:

@@ -77,16 +77,39 @@ class RepeatStats:
         return 0 < self.passes < self.runs
 
 
+@dataclass(frozen=True, slots=True)
+class CaseRuns:
+    """Every figure a report gives about one case's runs, derived once (:func:`case_runs`)
+    so that the table, JSON, JUnit and GitHub reports cannot disagree."""
+
+    stats: RepeatStats
+    failed: tuple[int, ...]
+    """The numbers (from 1) of the runs that ran and failed."""
+    not_run: tuple[int, ...]
+    """The numbers of the runs that never ran."""
+    shown: int
+    """The run whose detail the case shows: its first failed run; else, when some never
+    ran, the first of those (why it has no verdict); else run 1."""
+
+
+def case_runs(case: CaseReport) -> CaseRuns:
+    """The runs of one case, as :class:`CaseRuns`; a case run once counts as one run."""
+    runs = case.runs or (case,)
+    failed = tuple(n for n, run in enumerate(runs, 1) if run.skipped is None and not run.passed)
+    not_run = tuple(n for n, run in enumerate(runs, 1) if run.skipped is not None)
+    ran = len(runs) - len(not_run)
+    return CaseRuns(
+        stats=RepeatStats(runs=ran, passes=ran - len(failed), not_run=len(not_run)),
+        failed=failed,
+        not_run=not_run,
+        shown=(failed or not_run or (1,))[0],
+    )
+
+
 def case_stats(case: CaseReport) -> RepeatStats:
     """The runs of one case; a case run once counts as one run. Skipped runs are counted
     apart, in ``not_run``."""
-    runs = case.runs or (case,)
-    ran = [run for run in runs if run.skipped is None]
-    return RepeatStats(
-        runs=len(ran),
-        passes=sum(1 for run in ran if run.passed),
-        not_run=len(runs) - len(ran),
-    )
+    return case_runs(case).stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +169,30 @@ def case_summary(case: CaseReport, repeat: int) -> str:
         return f"0 of {stats.not_run} runs ran (all skipped)"
     flaky = ", flaky" if stats.flaky else ""
     return (
-        f"{stats.passes}/{stats.runs} runs passed{flaky}{not_run(stats)}; pass^{repeat} "
+        f"{stats.passes}/{stats.runs} runs passed{not_run(stats)}{flaky}; pass^{repeat} "
         f"{yes_no(stats.pass_all)}, pass@{repeat} {yes_no(stats.pass_any)}, Wilson 95% "
         f"{shown_interval(stats.interval)}"
     )
+
+
+def runs_line(case: CaseReport) -> str:
+    """Under a failed case of a repeated run: ``0/1 runs passed (2 not run); failed runs: 1;
+    runs not run: 2, 3; run 1 shown``."""
+    runs = case_runs(case)
+    flaky = ", flaky" if runs.stats.flaky else ""
+    parts = [f"{runs.stats.passes}/{runs.stats.runs} runs passed{not_run(runs.stats)}{flaky}"]
+    if runs.failed:
+        parts.append(f"failed runs: {_numbers(runs.failed)}")
+    if runs.not_run:
+        parts.append(f"runs not run: {_numbers(runs.not_run)}")
+    parts.append(f"run {runs.shown} shown")
+    return "; ".join(parts)
+
+
+def _numbers(numbers: tuple[int, ...], most: int = 20) -> str:
+    listed = ", ".join(str(number) for number in numbers[:most])
+    more = f" and {len(numbers) - most} more" if len(numbers) > most else ""
+    return listed + more
 
 
 def not_run(stats: RepeatStats) -> str:

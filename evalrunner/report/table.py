@@ -173,7 +173,13 @@ def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) ->
     if report.mode == "live":
         spent_in = sum(case.input_tokens for case in report.cases)
         spent_out = sum(case.output_tokens for case in report.cases)
-        text += f", {spent_in} input + {spent_out} output tokens"
+        answered = sum(case.llm_calls for case in report.cases)
+        if spent_in + spent_out == 0 and answered:
+            # Answers came, yet none counted a token: the server left usage out, and "0
+            # tokens" would read as a measurement.
+            text += ", token usage not reported by the model"
+        else:
+            text += f", {spent_in} input + {spent_out} output tokens"
     return f"{text} in {duration(report.duration_ms)}"
 
 
@@ -200,18 +206,11 @@ def _case_line(case: CaseReport, repeat: int = 1) -> str:
 
 
 def _failed_runs_line(case: CaseReport) -> str:
-    """Under a failed case of a repeated run: which runs failed, and which one is shown."""
-    from evalrunner.report.stats import case_stats
+    """Under a failed case of a repeated run: which runs failed, which never ran, and which
+    one is shown (the same figures as the case's row)."""
+    from evalrunner.report.stats import runs_line
 
-    runs = case.runs or (case,)
-    failed = [number for number, run in enumerate(runs, start=1) if not run.passed]
-    flaky = ", flaky" if case_stats(case).flaky else ""
-    listed = ", ".join(str(number) for number in failed[:20])
-    more = f" and {len(failed) - 20} more" if len(failed) > 20 else ""
-    return (
-        f"{len(runs) - len(failed)}/{len(runs)} runs passed{flaky}; failed runs: "
-        f"{listed}{more}; run {failed[0]} shown"
-    )
+    return runs_line(case)
 
 
 LONG_DETAIL = 120

@@ -145,9 +145,13 @@ def record_case(
     recording = replace(recording, redactor=recording.redactor.striking(live.without_secrets))
     shown = recording.redactor.text(case.name)
     if live.budget.exhausted:
-        return NotRecorded(
-            shown, source, "not run: the token budget (max_total_tokens) is spent", budget=True
+        reason = (
+            "not run: the token budget (max_total_tokens) cannot be enforced: an earlier "
+            "answer carried no token usage"
+            if live.budget.blind
+            else "not run: the token budget (max_total_tokens) is spent"
         )
+        return NotRecorded(shown, source, reason, budget=True)
     provider = live.provider()
     try:
         record = settings.replay(case, provider)

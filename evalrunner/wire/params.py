@@ -13,6 +13,7 @@ defaults the agent's own values override, unless the config names them in ``pin`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from evalrunner.model import JSONValue
@@ -82,6 +83,26 @@ def live_options(
         del options[limit[0]]  # the agent's own limit, under whichever name it used
     options.update(given)
     return options
+
+
+def over_budget(
+    parameters: Mapping[str, JSONValue], from_api: str | None, budget: int | None
+) -> str | None:
+    """Why the agent's output limit (``max_tokens`` or its API's name for it, as the agent
+    sent it) cannot pass through under a token budget of ``budget`` tokens: it asks for more
+    than the whole budget, so one answer could spend past it. ``None`` when it can (or there
+    is no budget, or no limit was sent). A value of a shape no API takes is the API's to
+    refuse."""
+    if budget is None:
+        return None
+    for name in _MAX_TOKENS.get(from_api or "", ("max_tokens",)):
+        value = parameters.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > budget:
+            return (
+                f"the agent's request asks for {name} = {json.dumps(value)} output tokens, "
+                f"more than the whole token budget (max_total_tokens = {budget})"
+            )
+    return None
 
 
 def translated(

@@ -46,6 +46,12 @@ class Reply:
     """Send a keep-alive comment line every few milliseconds, and never the answer."""
     trickle_line: bool = False
     """Send one line that never ends, a byte every few milliseconds."""
+    trickle_head: bool = False
+    """Keep the connection open (HTTP/1.1 keep-alive) and send the status line and one header
+    line that never ends, a byte every few milliseconds."""
+    trickle_body: bool = False
+    """Send the headers of a JSON body at once (keep-alive), then the body a byte every few
+    milliseconds, never all of it."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    peer: Any = None
+    """The client's address (host, port): two requests with one peer came on one connection."""
 
 
 class ModelServer:
@@ -82,7 +90,7 @@ class ModelServer:
                 body = json.loads(self.rfile.read(length) or b"null")
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with server._lock:
-                    server.seen.append(Seen(self.path, headers, body))
+                    server.seen.append(Seen(self.path, headers, body, self.client_address))
                     number = len(server.seen)
                     reply = server._replies.pop(0) if server._replies else Reply(status=599)
                 if server._gate is not None and number <= server._gated:
@@ -129,9 +137,14 @@ class ModelServer:
             self._closed.wait(HANG_LIMIT_SECS)
             handler.close_connection = True
             return
+        if reply.trickle_head or reply.trickle_body:
+            events = isinstance(body, dict) and bool(body.get("stream"))
+            self._trickle_kept_alive(handler, head=reply.trickle_head, events=events)
+            return
         if reply.trickle or reply.trickle_line:
+            events = isinstance(body, dict) and bool(body.get("stream"))
             handler.send_response(200)
-            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Content-Type", "text/event-stream" if events else "text/plain")
             handler.send_header("Connection", "close")
             handler.end_headers()
             handler.close_connection = True
@@ -150,16 +163,44 @@ class ModelServer:
             return
         wire = WIRES[self.wire]
         if isinstance(body, dict) and body.get("stream"):
-            frames = wire.stream_events(reply.response, response_id="r1", model="m", usage=True)
-            handler.send_response(200)
-            handler.send_header("Content-Type", "text/event-stream")
-            handler.send_header("Connection", "close")
-            handler.end_headers()
-            handler.wfile.write("".join(frames).encode("utf-8"))
-            handler.close_connection = True
+            frames = wire.stream_events(
+                reply.response, response_id="r1", model="m", usage=True
+            )
+            # Sized, so that the connection stays open for the next request (keep-alive).
+            self._send(
+                handler, 200, {"Content-Type": "text/event-stream"}, "".join(frames).encode()
+            )
             return
         data = json.dumps(wire.response_body(reply.response, response_id="r1", model="m"))
         self._send(handler, 200, {"Content-Type": "application/json"}, data.encode("utf-8"))
+
+    def _trickle_kept_alive(
+        self, handler: BaseHTTPRequestHandler, *, head: bool, events: bool
+    ) -> None:
+        kind = b"text/event-stream" if events else b"application/json"
+        if head:
+            opening = b"HTTP/1.1 200 OK\r\nX-Slow: "
+        else:
+            opening = (
+                b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\n"
+                b"Content-Length: 1000000\r\n\r\n"
+            )
+        try:
+            handler.wfile.write(opening)
+            handler.wfile.flush()
+        except OSError:
+            self.given_up.set()
+            return
+        for _ in range(int(HANG_LIMIT_SECS / 0.005)):
+            if self._closed.wait(0.005):
+                return
+            try:
+                handler.wfile.write(b"x" if head else b" ")
+                handler.wfile.flush()
+            except OSError:  # the client gave up
+                self.given_up.set()
+                return
+        handler.close_connection = True
 
     @staticmethod
     def _send(

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 
@@ -49,6 +50,9 @@ def main() -> None:
             print("boom: the agent crashed", file=sys.stderr, flush=True)
             sys.exit(3)
         if mode == "hang":
+            mark = os.environ.get("WIRE_AGENT_HANGING")
+            if mark:  # a directory: say that this agent now hangs, for a test to wait on
+                Path(mark, str(os.getpid())).touch()
             time.sleep(3600)
         if mode == "no-model":
             print(json.dumps({"reply": "I did not ask the model"}), flush=True)
