@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 
 
 from evalrunner.grade import KINDS, grade
-from evalrunner.grade._format import nfc, quote
-from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
+from evalrunner.grade.kinds import BY_NAME
 from evalrunner.load import KeyPositions, LoadedSuite, RawDocument
 from evalrunner.model import (
     AdmissionError,
@@ -32,7 +31,6 @@ from evalrunner.model import (
     Expectations,
     JSONPath,
     ModelResponse,
-    PayloadNeedle,
     RunRecord,
     TextResponse,
     ToolCall,
@@ -178,7 +176,7 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
     return build_case(cast("dict[str, Any]", data), document, expects)
 
 
-_KIND_NAMES = frozenset(f.name for f in fields(Expectations))
+_KIND_NAMES = frozenset(BY_NAME)
 
 
 def _name_characters(document: RawDocument) -> list[AdmissionError]:
@@ -252,17 +250,8 @@ def argument_text(arguments: object) -> str:
 
 
 def _expectations(raw: Mapping[str, Any]) -> Expectations:
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in {"tool_arguments_contain", "tool_results_contain"}:
-            values[key] = tuple(
-                PayloadNeedle(e["tool"], e["needle"], e.get("call_index")) for e in value
-            )
-        elif isinstance(value, list):
-            values[key] = tuple(value)
-        else:
-            values[key] = value
-    return Expectations(**values)
+    """Schema-valid ``expects`` as typed values, each parsed by its kind."""
+    return Expectations(**{key: BY_NAME[key].parse(value) for key, value in raw.items()})
 
 
 # --- rules beyond the schema -------------------------------------------------------------------
@@ -300,14 +289,19 @@ def _check_expects(
             )
         )
 
-    errors.extend(_incoherent_bounds(expects, document))
-    pattern_errors = _bad_patterns(expects, document)
-    errors.extend(pattern_errors)
-    errors.extend(_contradictions(expects, document))
+    refusals = [
+        refusal
+        for kind in KINDS
+        if getattr(expects, kind.name) is not None
+        for rule in kind.rules
+        for refusal in rule(expects)
+    ]
+    errors.extend(document.error(r.message, r.at, key=r.key) for r in refusals)
 
     # A refused pattern already says why the case cannot fail (or cannot be graded at all), so
     # the whole-case verdict below waits until the patterns are good.
-    if effective and not partial and not pattern_errors and _passes_on_the_empty_run(expects):
+    ungradable = any(r.ungradable for r in refusals)
+    if effective and not partial and not ungradable and _passes_on_the_empty_run(expects):
         errors.append(
             document.error(
                 "every check passes on a run that did nothing (no reply, no tool calls), so this "
@@ -340,192 +334,6 @@ def _passes_alone_on_the_empty_run(kind: str, value: Any) -> bool:
     two different checks share a key."""
     alone = Expectations(**{kind: value})
     return all(g.passed for g in grade(alone, RunRecord.empty()))
-
-
-def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
-    """SPEC §4 rule 4: ``min``/``max``/``exact_tool_calls`` that no count satisfies, and a
-    ``max`` or ``exact`` below the calls the other checks need."""
-    here = ("expects",)
-    errors = []
-    low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
-    if low is not None and high is not None and low > high:
-        errors.append(
-            document.error(
-                f"min_tool_calls ({low}) is greater than max_tool_calls ({high}); "
-                "no run can satisfy both",
-                here + ("min_tool_calls",),
-            )
-        )
-    if exact is not None:
-        if low is not None and exact < low:
-            errors.append(
-                document.error(
-                    f"exact_tool_calls ({exact}) is below min_tool_calls ({low}); "
-                    "drop one of them or make them agree",
-                    here + ("exact_tool_calls",),
-                )
-            )
-        if high is not None and exact > high:
-            errors.append(
-                document.error(
-                    f"exact_tool_calls ({exact}) is above max_tool_calls ({high}); "
-                    "drop one of them or make them agree",
-                    here + ("exact_tool_calls",),
-                )
-            )
-    if high is None and exact is None:
-        return errors  # nothing caps the calls, so no other check can need too many
-    needed, reasons = _calls_needed(expects)
-    for kind, limit in (("max_tool_calls", high), ("exact_tool_calls", exact)):
-        if limit is not None and limit < needed:
-            errors.append(
-                document.error(
-                    f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
-                    f"({'; '.join(reasons())}); no run can satisfy them all; "
-                    f"raise it to {needed} or drop one of those checks",
-                    here + (kind,),
-                )
-            )
-    return errors
-
-
-def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
-    """The fewest dispatches a run needs to pass the checks that name tools, and a function
-    that words the reasons (called only when a cap is below the need).
-
-    Each tool needs as many calls as its most demanding check (one for ``tools_used`` or a
-    payload check, ``call_index + 1`` with an index); calls to different tools are different
-    dispatches. ``all_tools_succeeded: false`` needs one call that failed.
-    """
-    # tool → (calls, kind, index, call_index) of the check that needs the most calls of it.
-    need: dict[str, tuple[int, str, int, int | None]] = {}
-    for i, name in enumerate(expects.tools_used or ()):
-        need.setdefault(name, (1, "tools_used", i, None))
-    for kind, i, entry in _payload_entries(expects):
-        calls = (entry.call_index or 0) + 1
-        if calls > need.get(entry.tool, (0,))[0]:
-            need[entry.tool] = (calls, kind, i, entry.call_index)
-    total = sum(needed[0] for needed in need.values())
-    if total == 0 and expects.all_tools_succeeded is False:
-        return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
-
-    def reasons() -> list[str]:
-        worded = []
-        for tool, (calls, kind, i, call_index) in need.items():
-            index = "" if call_index is None else f" with call_index {call_index}"
-            worded.append(f"{calls} to {quote(tool)} for expects.{kind}[{i}]{index}")
-        return worded
-
-    return total, reasons
-
-
-def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadNeedle]]:
-    """Every ``tool_arguments_contain`` and ``tool_results_contain`` entry, with its kind and
-    index."""
-    for kind, entries in (
-        ("tool_arguments_contain", expects.tool_arguments_contain),
-        ("tool_results_contain", expects.tool_results_contain),
-    ):
-        for index, entry in enumerate(entries or ()):
-            yield kind, index, entry
-
-
-def _bad_patterns(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
-    """SPEC §4 rule 5 (patterns compile as RE2), and no pattern that matches every reply."""
-    errors = []
-    for index, pattern in enumerate(expects.response_matches or ()):
-        where = ("expects", "response_matches", index)
-        try:
-            compile_pattern(pattern)
-        except PatternError as exc:
-            errors.append(document.error(_pattern_message(pattern, str(exc)), where))
-            continue
-        if _matches_every_text(pattern):
-            errors.append(
-                document.error(
-                    f"pattern {quote(pattern)} matches every reply, because it can match the "
-                    "empty string somewhere in any text, so this check can never fail; require at "
-                    'least one character (e.g. "x+" rather than "x*", no empty alternative as in '
-                    '"a|"), or anchor it (e.g. "^$" to match only an empty reply)',
-                    where,
-                )
-            )
-    return errors
-
-
-_matches_every_text = lru_cache(maxsize=1024)(matches_every_text)
-"""Suites repeat their patterns; each verdict takes several RE2 searches (bounded like the
-compiled patterns :func:`compile_pattern` keeps)."""
-
-
-def _contradictions(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
-    """Checks that no run can pass together, each reported at the entry that forbids what
-    another one requires. (Count bounds are :func:`_incoherent_bounds`.)"""
-    errors: list[AdmissionError] = []
-    # Every contradiction involves a "not" kind: without one (most cases), nothing to look at.
-    if not expects.tools_not_used and not expects.response_not_contains:
-        return errors
-    used: dict[str, int] = {}
-    for i, name in enumerate(expects.tools_used or ()):
-        used.setdefault(name, i)
-    forbidden: dict[str, int] = {}
-    for j, name in enumerate(expects.tools_not_used or ()):
-        forbidden.setdefault(name, j)
-        if name in used:
-            errors.append(
-                document.error(
-                    f"{quote(name)} is in both expects.tools_used[{used[name]}] and "
-                    f"expects.tools_not_used[{j}]; no run can both call it and not call it; "
-                    "remove it from one of the lists",
-                    ("expects", "tools_not_used", j),
-                )
-            )
-    for kind, i, entry in _payload_entries(expects):
-        if entry.tool in forbidden:
-            errors.append(
-                document.error(
-                    f"expects.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
-                    f"expects.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
-                    "satisfy both; drop one of them",
-                    ("expects", kind, i, "tool"),
-                )
-            )
-    required = expects.response_contains or ()
-    wanted = [nfc(text) for text in required]
-    for j, banned in enumerate(expects.response_not_contains or ()):
-        normal = nfc(banned)
-        i = next((k for k, text in enumerate(wanted) if normal in text), -1)
-        if i < 0:
-            continue
-        if normal == wanted[i]:
-            relation, as_written = "is the same text as", banned == required[i]
-            outcome = "no reply can both contain it and not contain it"
-        else:
-            relation, as_written = "occurs inside", banned in required[i]
-            outcome = f"a reply that contains {quote(required[i])} always contains {quote(banned)}"
-        # Say so when the two only meet once normalised, as the checks compare them.
-        nfc_part = "" if as_written else " (in Unicode NFC, the form checks compare in)"
-        errors.append(
-            document.error(
-                f"expects.response_not_contains[{j}] {quote(banned)} {relation} "
-                f"expects.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
-                "no reply can pass both; remove or change one of them",
-                ("expects", "response_not_contains", j),
-            )
-        )
-    return errors
-
-
-def _pattern_message(pattern: str, reason: str) -> str:
-    hint = ""
-    if any(
-        s in reason for s in ("invalid escape sequence: \\1", "invalid perl operator: (?")
-    ) or any(f"\\{d}" in pattern for d in "123456789"):
-        hint = " (RE2 has no backreferences or lookaround)"
-    return (
-        f"pattern {quote(pattern)} is not valid RE2: {reason}{hint}; "
-        "patterns use the RE2 syntax of Go and Rust's regex crate"
-    )
 
 
 def _mixed_turns(turns: list[Any], document: RawDocument) -> list[AdmissionError]:
