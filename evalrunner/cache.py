@@ -21,19 +21,18 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import fields
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalrunner import __version__
+from evalrunner.grade.kinds import BY_NAME, KINDS
 from evalrunner.load import KeyPositions
 from evalrunner.model import (
     AdmissionError,
     Case,
     Expectations,
     ModelResponse,
-    PayloadNeedle,
     TextResponse,
     ToolCall,
     ToolCallsResponse,
@@ -270,15 +269,12 @@ def _response(response: ModelResponse) -> list[Any]:
 
 
 def _expectations(expects: Expectations) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in fields(expects):
-        name, value = field.name, getattr(expects, field.name)
-        if value is None:
-            continue
-        if isinstance(value, tuple) and value and isinstance(value[0], PayloadNeedle):
-            value = [[n.tool, n.needle, n.call_index] for n in value]
-        out[name] = value
-    return out
+    """Each declared kind's value, as its kind writes it (:attr:`Kind.dump`)."""
+    return {
+        kind.name: kind.dump(value)
+        for kind in KINDS
+        if (value := getattr(expects, kind.name)) is not None
+    }
 
 
 class _Damaged(ValueError):
@@ -294,26 +290,11 @@ def _kind(value: object, expected: type | tuple[type, ...]) -> Any:
     return value
 
 
-def _texts(value: object) -> tuple[str, ...]:
-    return tuple(_kind(item, str) for item in _kind(value, list))
-
-
 def _count(value: object) -> int:
     number: int = _kind(value, int)
     if number < 0:
         raise _Damaged(number)
     return number
-
-
-_TEXT_KINDS = (
-    "response_contains",
-    "response_not_contains",
-    "response_matches",
-    "tools_used",
-    "tools_not_used",
-)
-_COUNT_KINDS = ("max_tool_calls", "min_tool_calls", "exact_tool_calls")
-_NEEDLE_KINDS = ("tool_arguments_contain", "tool_results_contain")
 
 
 def _decode(data: object) -> Outcome:
@@ -347,21 +328,10 @@ def _decode(data: object) -> Outcome:
         raise _Damaged("a case has turns, and each turn responses")
     expects: dict[str, Any] = {}
     for name, value in _kind(case["expects"], dict).items():
-        if name in _TEXT_KINDS:
-            expects[name] = _texts(value)
-        elif name in _COUNT_KINDS:
-            expects[name] = _count(value)
-        elif name == "all_tools_succeeded":
-            expects[name] = _kind(value, bool)
-        elif name in _NEEDLE_KINDS:
-            expects[name] = tuple(
-                PayloadNeedle(
-                    _kind(tool, str), _kind(needle, str), None if index is None else _count(index)
-                )
-                for tool, needle, index in (_kind(n, list) for n in _kind(value, list))
-            )
-        else:
+        kind = BY_NAME.get(name)
+        if kind is None:
             raise _Damaged(name)
+        expects[name] = kind.parse(value)  # a value of another shape: ValueError, a miss
     if not expects:
         raise _Damaged("an admitted case has a check")
     case_class = case["class"]

@@ -630,7 +630,13 @@ def test_a_kind_is_defined_once_and_everything_else_agrees_with_it() -> None:
         schema = tree.documents[kind.schema]
         assert schema["title"] == kind.name and schema["description"], kind.schema
         assert kind.evidence is None or kind.evidence in NO_EVIDENCE, kind.name
-        assert kind.parse and kind.grader and all(callable(rule) for rule in kind.rules)
+        assert all(callable(rule) for rule in kind.rules)
+        values = [getattr(c.expects, kind.name) for c in GATED]
+        values = [value for value in values if value is not None]
+        assert values, f"no case of evals/regression declares {kind.name}: add one"
+        assert all(kind.parse(kind.dump(value)) == value for value in values), (
+            f"{kind.name}: parse does not read back what dump writes"
+        )
     assert kinds_table() in README, (
         "README.md's kinds table is evalrunner.grade.kinds.kinds_table(); paste it:\n"
         + kinds_table()

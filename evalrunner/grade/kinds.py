@@ -12,37 +12,77 @@ generated ``docs/reference/expectations.md``. CONTRIBUTING.md says how to add a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from evalrunner.grade import counts, payloads, response, rules, tools
-from evalrunner.model import GradeResult, PayloadNeedle, RunRecord
+from evalrunner.model import GradeResult, JSONValue, PayloadNeedle, RunRecord
 
 __all__ = [
     "BY_NAME",
     "KINDS",
     "Kind",
+    "dump_needles",
+    "dump_plain",
     "kinds_table",
+    "parse_count",
+    "parse_flag",
     "parse_needles",
     "parse_texts",
-    "parse_verbatim",
 ]
 
 
-def parse_texts(value: Sequence[str]) -> tuple[str, ...]:
+def parse_texts(value: object) -> tuple[str, ...]:
     """A list of strings (names, texts, patterns) as a tuple."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError("not a list of strings")
     return tuple(value)
 
 
-def parse_verbatim(value: Any) -> Any:
-    """A scalar (an integer, a boolean) as it is."""
+def parse_count(value: object) -> int:
+    """An integer ≥ 0 (a boolean is no integer here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("not an integer ≥ 0")
     return value
 
 
-def parse_needles(value: Sequence[dict[str, Any]]) -> tuple[PayloadNeedle, ...]:
+def parse_flag(value: object) -> bool:
+    """A boolean."""
+    if not isinstance(value, bool):
+        raise ValueError("not a boolean")
+    return value
+
+
+def parse_needles(value: object) -> tuple[PayloadNeedle, ...]:
     """A list of ``{tool, needle, call_index?}`` objects as :class:`PayloadNeedle` values."""
-    return tuple(PayloadNeedle(e["tool"], e["needle"], e.get("call_index")) for e in value)
+    if not isinstance(value, list):
+        raise ValueError("not a list")
+    needles = []
+    for entry in value:
+        if not isinstance(entry, dict) or not set(entry) <= {"tool", "needle", "call_index"}:
+            raise ValueError("not a {tool, needle, call_index?} object")
+        tool, needle, index = entry.get("tool"), entry.get("needle"), entry.get("call_index")
+        if not isinstance(tool, str) or not isinstance(needle, str):
+            raise ValueError("tool and needle are strings")
+        needles.append(PayloadNeedle(tool, needle, None if index is None else parse_count(index)))
+    return tuple(needles)
+
+
+def dump_plain(value: tuple[str, ...] | int | bool) -> JSONValue:
+    """A tuple of strings, an integer or a boolean, as JSON."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def dump_needles(value: tuple[PayloadNeedle, ...]) -> JSONValue:
+    """:class:`PayloadNeedle` values as the objects a fixture writes."""
+    out: list[JSONValue] = []
+    for n in value:
+        entry: dict[str, JSONValue] = {"tool": n.tool, "needle": n.needle}
+        if n.call_index is not None:
+            entry["call_index"] = n.call_index
+        out.append(entry)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +92,12 @@ class Kind:
     - ``name``: its key in ``expects``, the field of :class:`~evalrunner.model.Expectations`
       that holds its value, and the stem of its schema file (:attr:`schema`).
     - ``value`` and ``doc``: the README table's "value" and "passes when" cells.
-    - ``parse``: the schema-valid JSON value → the typed, frozen value ``Expectations`` holds
+    - ``parse``: the JSON value → the typed, frozen (hashable) value ``Expectations`` holds
       (a tuple for a list, a frozen dataclass for an object); the grader receives it.
+      Admission hands it schema-valid values; the admission cache hands it what ``dump``
+      wrote, perhaps damaged, so it raises :class:`ValueError` on a value of another shape.
+    - ``dump``: the typed value → JSON that ``parse`` reads back as the same value (the
+      admission cache's entries).
     - ``grader``: that value and the run → one :class:`GradeResult` per check. It may read any
       part of the :class:`RunRecord`: the reply, the dispatches, the requests sent.
     - ``rules``: admission rules beyond the schema (:mod:`evalrunner.grade.rules`), run when
@@ -67,6 +111,7 @@ class Kind:
     value: str
     doc: str
     parse: Callable[[Any], Any]
+    dump: Callable[[Any], JSONValue]
     grader: Callable[[Any, RunRecord], list[GradeResult]]
     rules: tuple[rules.Rule, ...] = ()
     evidence: str | None = None
@@ -83,6 +128,7 @@ KINDS: tuple[Kind, ...] = (
         "list of strings",
         "the final response contains each string",
         parse_texts,
+        dump_plain,
         response.response_contains,
     ),
     Kind(
@@ -90,6 +136,7 @@ KINDS: tuple[Kind, ...] = (
         "list of strings",
         "the final response contains none of them",
         parse_texts,
+        dump_plain,
         response.response_not_contains,
         rules=(rules.required_text_forbidden,),
     ),
@@ -99,6 +146,7 @@ KINDS: tuple[Kind, ...] = (
         "each pattern matches somewhere in the final response (linear time; no backreferences "
         "or lookaround)",
         parse_texts,
+        dump_plain,
         response.response_matches,
         rules=(rules.patterns_compile_and_can_fail,),
     ),
@@ -107,6 +155,7 @@ KINDS: tuple[Kind, ...] = (
         "list of tool names",
         "each tool was dispatched at least once",
         parse_texts,
+        dump_plain,
         tools.tools_used,
     ),
     Kind(
@@ -114,6 +163,7 @@ KINDS: tuple[Kind, ...] = (
         "list of tool names",
         "none of them was dispatched",
         parse_texts,
+        dump_plain,
         tools.tools_not_used,
         rules=(rules.required_tool_forbidden,),
     ),
@@ -121,7 +171,8 @@ KINDS: tuple[Kind, ...] = (
         "max_tool_calls",
         "integer ≥ 0",
         "dispatches ≤ n",
-        parse_verbatim,
+        parse_count,
+        dump_plain,
         counts.max_tool_calls,
         rules=(rules.cap_below_need("max_tool_calls"),),
     ),
@@ -129,7 +180,8 @@ KINDS: tuple[Kind, ...] = (
         "min_tool_calls",
         "integer ≥ 1",
         "dispatches ≥ n",
-        parse_verbatim,
+        parse_count,
+        dump_plain,
         counts.min_tool_calls,
         rules=(rules.min_above_max,),
     ),
@@ -137,7 +189,8 @@ KINDS: tuple[Kind, ...] = (
         "exact_tool_calls",
         "integer ≥ 0",
         "dispatches = n",
-        parse_verbatim,
+        parse_count,
+        dump_plain,
         counts.exact_tool_calls,
         rules=(rules.exact_against_bounds, rules.cap_below_need("exact_tool_calls")),
     ),
@@ -145,7 +198,8 @@ KINDS: tuple[Kind, ...] = (
         "all_tools_succeeded",
         "boolean",
         "every dispatch succeeded (true when there were none) equals the value",
-        parse_verbatim,
+        parse_flag,
+        dump_plain,
         tools.all_tools_succeeded,
         evidence="success",
     ),
@@ -155,6 +209,7 @@ KINDS: tuple[Kind, ...] = (
         "a call to the tool (or its `call_index`-th call, 0-based) received argument text "
         "containing the needle",
         parse_needles,
+        dump_needles,
         payloads.tool_arguments_contain,
         evidence="arguments",
     ),
@@ -164,6 +219,7 @@ KINDS: tuple[Kind, ...] = (
         "a call to the tool (or its `call_index`-th call) returned result text containing the "
         "needle",
         parse_needles,
+        dump_needles,
         payloads.tool_results_contain,
     ),
 )
