@@ -262,6 +262,8 @@ def check_expects(
 ) -> list[AdmissionError]:
     """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object, and the stricter rules
     of issue 8: no pattern that matches every reply, no checks that contradict each other.
+    The rules about one kind and its neighbours are each declared kind's ``rules``
+    (:mod:`evalrunner.grade.kinds`); at least one check, and falsifiability, are checked here.
 
     ``partial``: ``declared`` holds only the well-formed kinds of an ``expects`` with schema
     errors; the rules about the whole case (at least one check, falsifiability) are left out.
