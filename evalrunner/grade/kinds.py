@@ -96,6 +96,9 @@ class Kind:
       (a tuple for a list, a frozen dataclass for an object); the grader receives it.
       Admission hands it schema-valid values; the admission cache hands it what ``dump``
       wrote, perhaps damaged, so it raises :class:`ValueError` on a value of another shape.
+      Hashable, because admission remembers each value's verdict on the empty run: free JSON
+      inside a value (an object to compare a reply with) is best held as its canonical text,
+      :func:`evalrunner.model.argument_json`.
     - ``dump``: the typed value → JSON that ``parse`` reads back as the same value (the
       admission cache's entries).
     - ``grader``: that value and the run → one :class:`GradeResult` per check. It may read any
