@@ -5,7 +5,7 @@
 - ``docs/reference/configuration.md``: every configuration key, from the config schema
   (``schemas/config*.json``) and the environment variables of ``evalrunner.config``;
 - ``docs/reference/expectations.md``: every expectation kind, in grading order, from the kind
-  registry (``evalrunner.expectations.KINDS``) and ``schemas/expects/*.schema.json``.
+  registry (``evalrunner.expectations.kinds.KINDS``) and ``schemas/expects/*.schema.json``.
 
     python docs/gen_reference.py           # write the pages
     python docs/gen_reference.py --check   # exit 1, naming them, if a committed page is stale
@@ -193,9 +193,7 @@ def expectations_page() -> str:
         "| kind | value |\n|---|---|\n",
     ]
     for kind in KINDS:
-        schema = json.loads(
-            (ROOT / "schemas" / "expects" / f"{kind.name}.schema.json").read_text("utf-8")
-        )
+        schema = json.loads((ROOT / "schemas" / kind.schema).read_text("utf-8"))
         value = _schema_type(schema, {})
         bounds = _bounds(schema)
         out.append(
@@ -203,7 +201,7 @@ def expectations_page() -> str:
         )
     out.append("\n")
     for kind in KINDS:
-        path = f"schemas/expects/{kind.name}.schema.json"
+        path = f"schemas/{kind.schema}"
         schema = json.loads((ROOT / path).read_text("utf-8"))
         out.append(f"## `{kind.name}`\n\n{schema['description']}\n\n")
         out.append(f"- Value: {_schema_type(schema, {})}")

@@ -3,12 +3,14 @@ foreign or unwritable cache is ignored, never an error; other builds' entries ar
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from evalrunner.expectations import KINDS
 from evalrunner.fixture import cache as cache_module
 from evalrunner.fixture.admit import admit
 from evalrunner.fixture.cache import CACHE_DIR_NAME, AdmissionCache, clear
@@ -63,10 +65,8 @@ def test_the_directory_is_tagged_and_ignored_by_git(tmp_path: Path) -> None:
     store = AdmissionCache(tmp_path / "c")
     store.store(store.key("a", b""), [AdmissionError("a", "bad")])
     store.save()
-    assert (
-        (tmp_path / "c" / "CACHEDIR.TAG")
-        .read_text()
-        .startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    assert (tmp_path / "c" / "CACHEDIR.TAG").read_text().startswith(
+        "Signature: 8a477f597d28d172789f06886806bc55"
     )
     assert (tmp_path / "c" / ".gitignore").read_text().splitlines()[-1] == "*"
 
@@ -204,18 +204,63 @@ def test_another_programs_cache_tag_does_not_make_a_directory_ours(tmp_path: Pat
     assert sorted(p.name for p in directory.iterdir()) == ["CACHEDIR.TAG", "borg-data"]
 
 
-def test_the_entry_check_knows_every_expectation_kind_and_no_other() -> None:
-    # The kinds an entry may hold are listed where entries are checked; a kind added to the
-    # model but not there would make every case using it a miss (slow, not wrong), and one
-    # listed there but gone from the model would let a stale entry through: both fail here.
-    from dataclasses import fields
-
-    from evalrunner.model import Expectations
-
-    listed = {
-        *cache_module._TEXT_KINDS,
-        *cache_module._COUNT_KINDS,
-        *cache_module._NEEDLE_KINDS,
-        "all_tools_succeeded",
+def test_every_kind_round_trips_through_its_own_codec() -> None:
+    # Entries are written and checked by each kind's dump and parse: the cases round-tripped
+    # above use every kind, so a kind whose parse does not read back its dump fails there.
+    declared = {
+        kind.name
+        for _, _, outcome in outcomes()
+        if isinstance(outcome, Case)
+        for kind in KINDS
+        if getattr(outcome.expects, kind.name) is not None
     }
-    assert listed == {field.name for field in fields(Expectations)}
+    assert declared == {kind.name for kind in KINDS}
+
+
+@pytest.mark.parametrize(
+    "kind, value",
+    [
+        ("response_contains", "not a list"),
+        ("tools_used", [1]),
+        ("max_tool_calls", -1),
+        ("exact_tool_calls", True),
+        ("all_tools_succeeded", 1),
+        ("tool_arguments_contain", [["echo", "x", None]]),
+        ("tool_results_contain", [{"tool": "echo", "needle": "x", "call_index": -1}]),
+        ("tool_results_contain", [{"tool": "echo", "needle": "x", "extra": 1}]),
+        ("no_such_kind", [1]),
+    ],
+)
+def test_an_entry_with_a_value_of_another_shape_is_a_miss(
+    tmp_path: Path, kind: str, value: object
+) -> None:
+    directory = tmp_path / CACHE_DIR_NAME
+    fixture = tmp_path / "a.json"
+    fixture.write_text(
+        json.dumps(
+            {
+                "name": "a",
+                "turns": [
+                    {"user_input": "hi", "steps": [{"response": {"type": "text", "content": "x"}}]}
+                ],
+                "expects": {"response_contains": ["x"]},
+            }
+        ),
+        encoding="utf-8",
+    )
+    document = load_document(fixture)
+    assert not isinstance(document, list)
+    case = admit(document)
+    assert isinstance(case, Case)
+    store = AdmissionCache(directory)
+    key = store.key(str(fixture), fixture.read_bytes())
+    store.store(key, case)
+    store.save()
+    assert AdmissionCache(directory).lookup(key) == case
+    with sqlite3.connect(directory / "admission.sqlite3") as connection:
+        (text,) = connection.execute("SELECT value FROM entries").fetchone()
+        entry = json.loads(text)
+        entry["case"]["expects"][kind] = value
+        connection.execute("UPDATE entries SET value = ?", (json.dumps(entry),))
+        connection.commit()
+    assert AdmissionCache(directory).lookup(key) is None

@@ -4,17 +4,21 @@ and failure details; grading order; and falsifiability of the gated suite."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from evalrunner.expectations import KINDS, grade
+from evalrunner.expectations import KINDS, NO_EVIDENCE, grade
 from evalrunner.expectations._format import listing, quote
+from evalrunner.expectations.kinds import kinds_table
 from evalrunner.expectations.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.fixture.admit import admit_suite
 from evalrunner.fixture.load import load_suite
+from evalrunner.fixture.schemas import schema_tree
 from evalrunner.model import (
     Case,
     Expectations,
@@ -25,7 +29,9 @@ from evalrunner.model import (
 )
 from evalrunner.replay import run_case
 
-REGRESSION = Path(__file__).resolve().parent.parent / "evals" / "regression"
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSION = ROOT / "evals" / "regression"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def rec(name: str, arguments: str = "{}", result: str = "", success: bool = True) -> ToolCallRecord:
@@ -601,6 +607,57 @@ def test_kind_registry_is_the_spec_table() -> None:
         "tool_arguments_contain",
         "tool_results_contain",
     ]
+
+
+def test_a_kind_is_defined_once_and_everything_else_agrees_with_it() -> None:
+    """Adding a kind in one place only fails here, naming the place that lags behind."""
+    names = [kind.name for kind in KINDS]
+    assert len(set(names)) == len(names), "a kind is registered twice"
+    assert names == [f.name for f in dataclasses.fields(Expectations)], (
+        "evalrunner.model.Expectations needs one field per kind of evalrunner.expectations.kinds.KINDS, "
+        "in the same order (the grading order)"
+    )
+    on_disk = sorted(p.name for p in (ROOT / "schemas" / "expects").glob("*.schema.json"))
+    assert on_disk == sorted(Path(kind.schema).name for kind in KINDS), (
+        "schemas/expects/ needs exactly one <kind>.schema.json per registered kind"
+    )
+    tree = schema_tree()
+    in_case = tree.documents["case.schema.json"]["$defs"]["expects"]["properties"]
+    assert in_case == {kind.name: {"$ref": kind.schema} for kind in KINDS}, (
+        "case.schema.json's $defs.expects.properties needs one $ref per kind, to its file"
+    )
+    for kind in KINDS:
+        schema = tree.documents[kind.schema]
+        assert schema["title"] == kind.name and schema["description"], kind.schema
+        assert kind.evidence is None or kind.evidence in NO_EVIDENCE, kind.name
+        assert all(callable(rule) for rule in kind.rules)
+        values = [getattr(c.expects, kind.name) for c in GATED]
+        values = [value for value in values if value is not None]
+        assert values, f"no case of evals/regression declares {kind.name}: add one"
+        assert all(kind.parse(kind.dump(value)) == value for value in values), (
+            f"{kind.name}: parse does not read back what dump writes"
+        )
+    section = README.split("\n## Expectation kinds\n", 1)[1].split("\n## ", 1)[0]
+    table = "".join(line + "\n" for line in section.splitlines() if line.startswith("|"))
+    assert table == kinds_table(), (
+        "README.md's kinds table is evalrunner.expectations.kinds.kinds_table(); paste it:\n"
+        + kinds_table()
+    )
+    page = (ROOT / "docs" / "reference" / "expectations.md").read_text(encoding="utf-8")
+    assert page == reference_generator().expectations_page(), (
+        "docs/reference/expectations.md is stale: run python docs/gen_reference.py"
+    )
+    assert all(f"\n## `{name}`\n" in page for name in names)
+
+
+def reference_generator() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "gen_reference", ROOT / "docs" / "gen_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize(

@@ -1,57 +1,23 @@
 """Stage 4, grade: a case's expectations against a run record, as :class:`GradeResult` values.
 
-Pure: no I/O, no clock. One module per family of kinds; this module ties each kind's name to
-its grader in :data:`KINDS`, in the grading order of SPEC §6 (the field order of
-:class:`~evalrunner.model.Expectations`). Tests hold ``KINDS``, the schema files in
-``schemas/expects/`` and the README's kind table to the same set of names.
+Pure: no I/O, no clock. One module per family of kinds; :mod:`evalrunner.expectations.kinds` defines
+each kind once (name, parser, grader, admission rules, evidence, doc) in :data:`KINDS`, in the
+grading order of SPEC §6.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
-
-from evalrunner.expectations import counts, payloads, response, tools
+from evalrunner.expectations.kinds import KINDS, Kind
 from evalrunner.model import Expectations, GradeResult, RunRecord
 
 __all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade"]
 
 
-@dataclass(frozen=True, slots=True)
-class Kind:
-    """One expectation kind: its name (the key in ``expects``) and its grader."""
-
-    name: str
-    grader: Callable[[Any, RunRecord], list[GradeResult]]
-
-
-_GRADERS: dict[str, Callable[[Any, RunRecord], list[GradeResult]]] = {
-    "response_contains": response.response_contains,
-    "response_not_contains": response.response_not_contains,
-    "response_matches": response.response_matches,
-    "tools_used": tools.tools_used,
-    "tools_not_used": tools.tools_not_used,
-    "max_tool_calls": counts.max_tool_calls,
-    "min_tool_calls": counts.min_tool_calls,
-    "exact_tool_calls": counts.exact_tool_calls,
-    "all_tools_succeeded": tools.all_tools_succeeded,
-    "tool_arguments_contain": payloads.tool_arguments_contain,
-    "tool_results_contain": payloads.tool_results_contain,
-}
-
-KINDS: tuple[Kind, ...] = tuple(Kind(f.name, _GRADERS[f.name]) for f in fields(Expectations))
-"""Every expectation kind, in grading order. Built from the fields of ``Expectations``, so a
-kind without a grader fails at import."""
-
-
-EVIDENCE: dict[str, str] = {
-    "tool_arguments_contain": "arguments",
-    "all_tools_succeeded": "success",
-}
+EVIDENCE: dict[str, str] = {kind.name: kind.evidence for kind in KINDS if kind.evidence}
 """Kinds that read a dispatch field some agent paths cannot observe (see
-:attr:`RunRecord.unobserved`). Every other kind reads what every path observes: the final
-reply, and the tool calls whose results were fed back to the model."""
+:attr:`RunRecord.unobserved`), from each kind's ``evidence``. Every other kind reads what
+every path observes: the final reply, and the tool calls whose results were fed back to the
+model."""
 
 NO_EVIDENCE: dict[str, str] = {
     "arguments": (
@@ -82,7 +48,7 @@ def grade(expects: Expectations, run: RunRecord) -> tuple[GradeResult, ...]:
         if value is None:
             continue
         graded = kind.grader(value, run)
-        missing = EVIDENCE.get(kind.name)
+        missing = kind.evidence
         if missing is not None and missing in run.unobserved:
             graded = [GradeResult(r.check, False, NO_EVIDENCE[missing]) for r in graded]
         results.extend(graded)

@@ -1,0 +1,239 @@
+"""The expectation kinds: one :class:`Kind` per key of a fixture's ``expects``, in
+:data:`KINDS`, in grading order (SPEC §6).
+
+Everything evalrunner does with a kind reads it from here: admission parses a value with
+``parse`` and checks it with ``rules``, grading calls ``grader``, a run that could not observe
+``evidence`` fails the check, and the README's kinds table is :func:`kinds_table`. The rest is
+held equal to this table by ``tests/test_grade.py``: the fields of
+:class:`~evalrunner.model.Expectations` (same names, same order), the schema files
+``schemas/expects/<name>.schema.json`` and the case schema's ``expects`` properties, and the
+generated ``docs/reference/expectations.md``. CONTRIBUTING.md says how to add a kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evalrunner.expectations import counts, payloads, response, rules, tools
+from evalrunner.model import GradeResult, JSONValue, PayloadNeedle, RunRecord
+
+__all__ = [
+    "BY_NAME",
+    "KINDS",
+    "Kind",
+    "dump_needles",
+    "dump_plain",
+    "kinds_table",
+    "parse_count",
+    "parse_flag",
+    "parse_needles",
+    "parse_texts",
+]
+
+
+def parse_texts(value: object) -> tuple[str, ...]:
+    """A list of strings (names, texts, patterns) as a tuple."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError("not a list of strings")
+    return tuple(value)
+
+
+def parse_count(value: object) -> int:
+    """An integer ≥ 0 (a boolean is no integer here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("not an integer ≥ 0")
+    return value
+
+
+def parse_flag(value: object) -> bool:
+    """A boolean."""
+    if not isinstance(value, bool):
+        raise ValueError("not a boolean")
+    return value
+
+
+def parse_needles(value: object) -> tuple[PayloadNeedle, ...]:
+    """A list of ``{tool, needle, call_index?}`` objects as :class:`PayloadNeedle` values."""
+    if not isinstance(value, list):
+        raise ValueError("not a list")
+    needles = []
+    for entry in value:
+        if not isinstance(entry, dict) or not set(entry) <= {"tool", "needle", "call_index"}:
+            raise ValueError("not a {tool, needle, call_index?} object")
+        tool, needle, index = entry.get("tool"), entry.get("needle"), entry.get("call_index")
+        if not isinstance(tool, str) or not isinstance(needle, str):
+            raise ValueError("tool and needle are strings")
+        needles.append(PayloadNeedle(tool, needle, None if index is None else parse_count(index)))
+    return tuple(needles)
+
+
+def dump_plain(value: tuple[str, ...] | int | bool) -> JSONValue:
+    """A tuple of strings, an integer or a boolean, as JSON."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def dump_needles(value: tuple[PayloadNeedle, ...]) -> JSONValue:
+    """:class:`PayloadNeedle` values as the objects a fixture writes."""
+    out: list[JSONValue] = []
+    for n in value:
+        entry: dict[str, JSONValue] = {"tool": n.tool, "needle": n.needle}
+        if n.call_index is not None:
+            entry["call_index"] = n.call_index
+        out.append(entry)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One expectation kind.
+
+    - ``name``: its key in ``expects``, the field of :class:`~evalrunner.model.Expectations`
+      that holds its value, and the stem of its schema file (:attr:`schema`).
+    - ``value`` and ``doc``: the README table's "value" and "passes when" cells.
+    - ``parse``: the JSON value → the typed, frozen (hashable) value ``Expectations`` holds
+      (a tuple for a list, a frozen dataclass for an object); the grader receives it.
+      Admission hands it schema-valid values; the admission cache hands it what ``dump``
+      wrote, perhaps damaged, so it raises :class:`ValueError` on a value of another shape.
+      Hashable, because admission remembers each value's verdict on the empty run: free JSON
+      inside a value (an object to compare a reply with) is best held as its canonical text,
+      :func:`evalrunner.model.argument_json`.
+    - ``dump``: the typed value → JSON that ``parse`` reads back as the same value (the
+      admission cache's entries).
+    - ``grader``: that value and the run → one :class:`GradeResult` per check. It may read any
+      part of the :class:`RunRecord`: the reply, the dispatches, the requests sent.
+    - ``rules``: admission rules beyond the schema (:mod:`evalrunner.expectations.rules`), run when
+      this kind is declared; each refusal names its place in the case.
+    - ``evidence``: the dispatch field the grader reads that some agent paths cannot observe
+      (a key of :data:`evalrunner.expectations.NO_EVIDENCE`), or ``None`` when every path observes
+      what it reads.
+    """
+
+    name: str
+    value: str
+    doc: str
+    parse: Callable[[Any], Any]
+    dump: Callable[[Any], JSONValue]
+    grader: Callable[[Any, RunRecord], list[GradeResult]]
+    rules: tuple[rules.Rule, ...] = ()
+    evidence: str | None = None
+
+    @property
+    def schema(self) -> str:
+        """Its schema file, relative to ``schemas/``."""
+        return f"expects/{self.name}.schema.json"
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        "response_contains",
+        "list of strings",
+        "the final response contains each string",
+        parse_texts,
+        dump_plain,
+        response.response_contains,
+    ),
+    Kind(
+        "response_not_contains",
+        "list of strings",
+        "the final response contains none of them",
+        parse_texts,
+        dump_plain,
+        response.response_not_contains,
+        rules=(rules.required_text_forbidden,),
+    ),
+    Kind(
+        "response_matches",
+        "list of RE2 patterns",
+        "each pattern matches somewhere in the final response (linear time; no backreferences "
+        "or lookaround)",
+        parse_texts,
+        dump_plain,
+        response.response_matches,
+        rules=(rules.patterns_compile_and_can_fail,),
+    ),
+    Kind(
+        "tools_used",
+        "list of tool names",
+        "each tool was dispatched at least once",
+        parse_texts,
+        dump_plain,
+        tools.tools_used,
+    ),
+    Kind(
+        "tools_not_used",
+        "list of tool names",
+        "none of them was dispatched",
+        parse_texts,
+        dump_plain,
+        tools.tools_not_used,
+        rules=(rules.required_tool_forbidden,),
+    ),
+    Kind(
+        "max_tool_calls",
+        "integer ≥ 0",
+        "dispatches ≤ n",
+        parse_count,
+        dump_plain,
+        counts.max_tool_calls,
+        rules=(rules.cap_below_need("max_tool_calls"),),
+    ),
+    Kind(
+        "min_tool_calls",
+        "integer ≥ 1",
+        "dispatches ≥ n",
+        parse_count,
+        dump_plain,
+        counts.min_tool_calls,
+        rules=(rules.min_above_max,),
+    ),
+    Kind(
+        "exact_tool_calls",
+        "integer ≥ 0",
+        "dispatches = n",
+        parse_count,
+        dump_plain,
+        counts.exact_tool_calls,
+        rules=(rules.exact_against_bounds, rules.cap_below_need("exact_tool_calls")),
+    ),
+    Kind(
+        "all_tools_succeeded",
+        "boolean",
+        "every dispatch succeeded (true when there were none) equals the value",
+        parse_flag,
+        dump_plain,
+        tools.all_tools_succeeded,
+        evidence="success",
+    ),
+    Kind(
+        "tool_arguments_contain",
+        "list of `{tool, needle, call_index?}`",
+        "a call to the tool (or its `call_index`-th call, 0-based) received argument text "
+        "containing the needle",
+        parse_needles,
+        dump_needles,
+        payloads.tool_arguments_contain,
+        evidence="arguments",
+    ),
+    Kind(
+        "tool_results_contain",
+        "list of `{tool, needle, call_index?}`",
+        "a call to the tool (or its `call_index`-th call) returned result text containing the "
+        "needle",
+        parse_needles,
+        dump_needles,
+        payloads.tool_results_contain,
+    ),
+)
+"""Every expectation kind, in grading order: the field order of ``Expectations``."""
+
+BY_NAME: dict[str, Kind] = {kind.name: kind for kind in KINDS}
+""":data:`KINDS` by name."""
+
+
+def kinds_table() -> str:
+    """The README's table of kinds, in grading order (a test holds the README to it)."""
+    rows = ["| kind | value | passes when |", "|------|-------|-------------|"]
+    rows += [f"| `{kind.name}` | {kind.value} | {kind.doc} |" for kind in KINDS]
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,234 @@
+"""Admission rules a schema cannot express, one function per rule, each named by the kind
+whose entry it points at in :data:`evalrunner.expectations.kinds.KINDS` (SPEC §4 rules 4 and 5, and
+the stricter rules of issue 8: no pattern that matches every reply, no checks that contradict
+each other).
+
+Pure: a rule reads a case's :class:`Expectations` and yields :class:`Refusal` values, each
+placed at a path inside the case; admission turns them into positioned errors. A rule runs
+only when its kind is declared, and may read the other kinds it is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+from evalrunner.expectations._format import nfc, quote
+from evalrunner.expectations.response import PatternError, compile_pattern, matches_every_text
+from evalrunner.model import Expectations, JSONPath, PayloadNeedle
+
+__all__ = [
+    "Refusal",
+    "Rule",
+    "cap_below_need",
+    "exact_against_bounds",
+    "min_above_max",
+    "patterns_compile_and_can_fail",
+    "required_text_forbidden",
+    "required_tool_forbidden",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why an admission rule refuses a case: the message, and where in the case it points.
+
+    ``key``: point at the key of ``at`` rather than at its value. ``ungradable``: the check
+    cannot be graded as written (a pattern RE2 refuses), or already says why the case can never
+    fail, so admission does not also ask whether the case passes on an empty run.
+    """
+
+    message: str
+    at: JSONPath
+    key: bool = False
+    ungradable: bool = False
+
+
+Rule = Callable[[Expectations], Iterator[Refusal]]
+"""An admission rule: a case's expectations → every refusal it finds in them."""
+
+_HERE = ("expects",)
+
+
+def min_above_max(expects: Expectations) -> Iterator[Refusal]:
+    """SPEC §4 rule 4: ``min_tool_calls`` above ``max_tool_calls``, which no count satisfies."""
+    low, high = expects.min_tool_calls, expects.max_tool_calls
+    if low is not None and high is not None and low > high:
+        yield Refusal(
+            f"min_tool_calls ({low}) is greater than max_tool_calls ({high}); "
+            "no run can satisfy both",
+            _HERE + ("min_tool_calls",),
+        )
+
+
+def exact_against_bounds(expects: Expectations) -> Iterator[Refusal]:
+    """SPEC §4 rule 4: ``exact_tool_calls`` outside ``min``/``max_tool_calls``."""
+    low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
+    if exact is None:
+        return
+    if low is not None and exact < low:
+        yield Refusal(
+            f"exact_tool_calls ({exact}) is below min_tool_calls ({low}); "
+            "drop one of them or make them agree",
+            _HERE + ("exact_tool_calls",),
+        )
+    if high is not None and exact > high:
+        yield Refusal(
+            f"exact_tool_calls ({exact}) is above max_tool_calls ({high}); "
+            "drop one of them or make them agree",
+            _HERE + ("exact_tool_calls",),
+        )
+
+
+def cap_below_need(kind: str) -> Rule:
+    """SPEC §4 rule 4: the count kind ``kind`` (a cap: ``max`` or ``exact_tool_calls``) below
+    the calls the other checks need."""
+
+    def rule(expects: Expectations) -> Iterator[Refusal]:
+        limit = getattr(expects, kind)
+        if limit is None:
+            return
+        needed, reasons = _calls_needed(expects)
+        if limit < needed:
+            yield Refusal(
+                f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
+                f"({'; '.join(reasons())}); no run can satisfy them all; "
+                f"raise it to {needed} or drop one of those checks",
+                _HERE + (kind,),
+            )
+
+    rule.__name__ = rule.__qualname__ = f"{kind}_below_need"
+    return rule
+
+
+def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
+    """The fewest dispatches a run needs to pass the checks that name tools, and a function
+    that words the reasons (called only when a cap is below the need).
+
+    Each tool needs as many calls as its most demanding check (one for ``tools_used`` or a
+    payload check, ``call_index + 1`` with an index); calls to different tools are different
+    dispatches. ``all_tools_succeeded: false`` needs one call that failed.
+    """
+    # tool → (calls, kind, index, call_index) of the check that needs the most calls of it.
+    need: dict[str, tuple[int, str, int, int | None]] = {}
+    for i, name in enumerate(expects.tools_used or ()):
+        need.setdefault(name, (1, "tools_used", i, None))
+    for kind, i, entry in _payload_entries(expects):
+        calls = (entry.call_index or 0) + 1
+        if calls > need.get(entry.tool, (0,))[0]:
+            need[entry.tool] = (calls, kind, i, entry.call_index)
+    total = sum(needed[0] for needed in need.values())
+    if total == 0 and expects.all_tools_succeeded is False:
+        return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
+
+    def reasons() -> list[str]:
+        worded = []
+        for tool, (calls, kind, i, call_index) in need.items():
+            index = "" if call_index is None else f" with call_index {call_index}"
+            worded.append(f"{calls} to {quote(tool)} for expects.{kind}[{i}]{index}")
+        return worded
+
+    return total, reasons
+
+
+def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadNeedle]]:
+    """Every ``tool_arguments_contain`` and ``tool_results_contain`` entry, with its kind and
+    index."""
+    for kind, entries in (
+        ("tool_arguments_contain", expects.tool_arguments_contain),
+        ("tool_results_contain", expects.tool_results_contain),
+    ):
+        for index, entry in enumerate(entries or ()):
+            yield kind, index, entry
+
+
+def patterns_compile_and_can_fail(expects: Expectations) -> Iterator[Refusal]:
+    """SPEC §4 rule 5 (patterns compile as RE2), and no pattern that matches every reply."""
+    for index, pattern in enumerate(expects.response_matches or ()):
+        where = ("expects", "response_matches", index)
+        try:
+            compile_pattern(pattern)
+        except PatternError as exc:
+            yield Refusal(_pattern_message(pattern, str(exc)), where, ungradable=True)
+            continue
+        if _matches_every_text(pattern):
+            yield Refusal(
+                f"pattern {quote(pattern)} matches every reply, because it can match the "
+                "empty string somewhere in any text, so this check can never fail; require at "
+                'least one character (e.g. "x+" rather than "x*", no empty alternative as in '
+                '"a|"), or anchor it (e.g. "^$" to match only an empty reply)',
+                where,
+                ungradable=True,
+            )
+
+
+_matches_every_text = lru_cache(maxsize=1024)(matches_every_text)
+"""Suites repeat their patterns; each verdict takes several RE2 searches (bounded like the
+compiled patterns :func:`compile_pattern` keeps)."""
+
+
+def _pattern_message(pattern: str, reason: str) -> str:
+    hint = ""
+    if any(
+        s in reason for s in ("invalid escape sequence: \\1", "invalid perl operator: (?")
+    ) or any(f"\\{d}" in pattern for d in "123456789"):
+        hint = " (RE2 has no backreferences or lookaround)"
+    return (
+        f"pattern {quote(pattern)} is not valid RE2: {reason}{hint}; "
+        "patterns use the RE2 syntax of Go and Rust's regex crate"
+    )
+
+
+def required_tool_forbidden(expects: Expectations) -> Iterator[Refusal]:
+    """A tool that ``tools_not_used`` forbids and another check needs a call to: reported at
+    the entry of ``tools_used`` that names it, or of the payload check that needs it."""
+    if not expects.tools_not_used:
+        return
+    used: dict[str, int] = {}
+    for i, name in enumerate(expects.tools_used or ()):
+        used.setdefault(name, i)
+    forbidden: dict[str, int] = {}
+    for j, name in enumerate(expects.tools_not_used):
+        forbidden.setdefault(name, j)
+        if name in used:
+            yield Refusal(
+                f"{quote(name)} is in both expects.tools_used[{used[name]}] and "
+                f"expects.tools_not_used[{j}]; no run can both call it and not call it; "
+                "remove it from one of the lists",
+                ("expects", "tools_not_used", j),
+            )
+    for kind, i, entry in _payload_entries(expects):
+        if entry.tool in forbidden:
+            yield Refusal(
+                f"expects.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
+                f"expects.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
+                "satisfy both; drop one of them",
+                ("expects", kind, i, "tool"),
+            )
+
+
+def required_text_forbidden(expects: Expectations) -> Iterator[Refusal]:
+    """A ``response_not_contains`` entry that some ``response_contains`` entry contains (in
+    NFC, as the checks compare), reported at the entry that forbids it."""
+    required = expects.response_contains or ()
+    wanted = [nfc(text) for text in required]
+    for j, banned in enumerate(expects.response_not_contains or ()):
+        normal = nfc(banned)
+        i = next((k for k, text in enumerate(wanted) if normal in text), -1)
+        if i < 0:
+            continue
+        if normal == wanted[i]:
+            relation, as_written = "is the same text as", banned == required[i]
+            outcome = "no reply can both contain it and not contain it"
+        else:
+            relation, as_written = "occurs inside", banned in required[i]
+            outcome = f"a reply that contains {quote(required[i])} always contains {quote(banned)}"
+        # Say so when the two only meet once normalised, as the checks compare them.
+        nfc_part = "" if as_written else " (in Unicode NFC, the form checks compare in)"
+        yield Refusal(
+            f"expects.response_not_contains[{j}] {quote(banned)} {relation} "
+            f"expects.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
+            "no reply can pass both; remove or change one of them",
+            ("expects", "response_not_contains", j),
+        )
