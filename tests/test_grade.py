@@ -614,8 +614,8 @@ def test_a_kind_is_defined_once_and_everything_else_agrees_with_it() -> None:
     names = [kind.name for kind in KINDS]
     assert len(set(names)) == len(names), "a kind is registered twice"
     assert names == [f.name for f in dataclasses.fields(Expectations)], (
-        "evalrunner.model.Expectations needs one field per kind of evalrunner.expectations.kinds.KINDS, "
-        "in the same order (the grading order)"
+        "evalrunner.model.Expectations needs one field per kind of "
+        "evalrunner.expectations.kinds.KINDS, in the same order (the grading order)"
     )
     on_disk = sorted(p.name for p in (ROOT / "schemas" / "expects").glob("*.schema.json"))
     assert on_disk == sorted(Path(kind.schema).name for kind in KINDS), (
