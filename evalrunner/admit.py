@@ -29,6 +29,7 @@ from evalrunner.model import (
     AdmissionError,
     Case,
     CaseClass,
+    DoubleRule,
     Expectations,
     JSONPath,
     ModelResponse,
@@ -37,6 +38,7 @@ from evalrunner.model import (
     TextResponse,
     ToolCall,
     ToolCallsResponse,
+    ToolDouble,
     Turn,
     argument_json,
 )
@@ -173,6 +175,9 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
             turns = cast("list[Any]", data["turns"])
             errors.extend(_duplicate_ids(turns, document))
             errors.extend(_mixed_turns(turns, document))
+        doubles = data.get("tools")
+        if isinstance(doubles, list):
+            errors.extend(_double_problems(doubles, document, schema_errors))
     if errors:
         return _unique_sorted(errors)
     return build_case(cast("dict[str, Any]", data), document, expects)
@@ -224,9 +229,18 @@ def build_case(
         expects=_expectations(data["expects"]) if expects is None else expects,
         description=data.get("description"),
         case_class=cast("CaseClass | None", data.get("class")),
+        tools=tuple(_double(raw) for raw in data.get("tools", ())),
         source=document.path,
         positions=KeyPositions(document.path, _name_key(data), data["expects"]),
     )
+
+
+def _double(raw: Mapping[str, Any]) -> ToolDouble:
+    rules = tuple(
+        DoubleRule(rule.get("when"), rule.get("returns"), rule.get("error"))
+        for rule in raw["results"]
+    )
+    return ToolDouble(raw["name"], rules, raw.get("description", ""), raw.get("parameters", {}))
 
 
 def _response(raw: Mapping[str, Any]) -> ModelResponse:
@@ -528,6 +542,40 @@ def _pattern_message(pattern: str, reason: str) -> str:
     )
 
 
+def _double_problems(
+    doubles: list[Any], document: RawDocument, schema_errors: Sequence[AdmissionError]
+) -> list[AdmissionError]:
+    """Tool doubles beyond the schema: names unique among them, and each ``parameters`` a
+    JSON Schema that checks what it says (:func:`evalrunner.schema_check.schema_problems`).
+    A double with schema errors of its own is left to them; the others are still checked."""
+    broken = {e.json_path[1:3] for e in schema_errors if e.json_path[:1] == ("tools",)}
+    errors = []
+    first: dict[str, int] = {}
+    for index, double in enumerate(doubles):
+        if not isinstance(double, dict) or (index,) in broken:
+            continue  # not a double at all, or a key missing or unknown: the schema says so
+        name = double.get("name")
+        if not isinstance(name, str) or (index, "name") in broken:
+            pass
+        elif (earlier := first.setdefault(name, index)) != index:
+            errors.append(
+                document.error(
+                    f"tool double {quote(name)} is already declared at tools[{earlier}]; "
+                    "double names must be unique in a case: merge their results into one double",
+                    ("tools", index, "name"),
+                )
+            )
+        if isinstance(double.get("parameters"), dict) and (index, "parameters") not in broken:
+            from evalrunner.schema_check import schema_problems
+
+            at = ("tools", index, "parameters")
+            errors.extend(
+                document.error(f"{dotted(at + p.path)}: {p.message}", at + p.path, key=p.key)
+                for p in schema_problems(double["parameters"])
+            )
+    return errors
+
+
 def _mixed_turns(turns: list[Any], document: RawDocument) -> list[AdmissionError]:
     """A case is scripted (steps in every turn) or live (steps in none): a turn without steps
     in a scripted case is a step forgotten, and would silently send that turn to nobody."""
@@ -614,6 +662,31 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
             document.error(f"missing required key {key!r} in {where}", path)
             for key in cast(list[str], error.validator_value)
             if key not in instance
+        ]
+    if keyword == "oneOf" and path[:1] == ("tools",) and isinstance(instance, dict):
+        if "returns" in instance and "error" in instance:
+            return [
+                document.error(
+                    f"{where} has both 'returns' and 'error'; keep one: returns answers the "
+                    "call with a result, error makes it fail with that text",
+                    path + ("error",),
+                    key=True,
+                )
+            ]
+        return [
+            document.error(
+                f"{where} has neither 'returns' nor 'error'; add returns (the result) or "
+                "error (the text the call fails with)",
+                path,
+            )
+        ]
+    if keyword == "pattern" and path[:1] == ("tools",) and path[-1:] == ("name",):
+        return [
+            document.error(
+                f'{where} "{printable(str(instance))}" is not a tool name every model API '
+                "accepts; use 1 to 64 letters, digits, '_' or '-'",
+                path,
+            )
         ]
     if keyword == "oneOf" and not path and not isinstance(instance, dict):
         return []  # not an object at all: the "type" error says so

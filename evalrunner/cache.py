@@ -31,14 +31,17 @@ from evalrunner.load import KeyPositions
 from evalrunner.model import (
     AdmissionError,
     Case,
+    DoubleRule,
     Expectations,
     ModelResponse,
     PayloadNeedle,
     TextResponse,
     ToolCall,
     ToolCallsResponse,
+    ToolDouble,
     Turn,
 )
+from evalrunner.tools import double_json
 
 if TYPE_CHECKING:
     import sqlite3
@@ -249,6 +252,7 @@ def _encode(outcome: Outcome) -> dict[str, Any]:
                 "expects": _expectations(outcome.expects),
                 "description": outcome.description,
                 "class": outcome.case_class,
+                "tools": [double_json(double) for double in outcome.tools],
                 "source": os.fsdecode(outcome.source),
                 # Positions are found in the file when a report asks (KeyPositions): only
                 # which key holds the name is kept, never the positions themselves.
@@ -378,8 +382,32 @@ def _decode(data: object) -> Outcome:
         expects=Expectations(**expects),
         description=None if description is None else _kind(description, str),
         case_class=case_class,
+        tools=tuple(_decode_double(d) for d in _kind(case.get("tools", []), list)),
         source=source,
         positions=KeyPositions(source, name_key, expects),
+    )
+
+
+def _decode_double(data: object) -> ToolDouble:
+    """A tool double as :func:`double_json` writes it; its JSON values are plain JSON."""
+    entry: dict[str, Any] = _kind(data, dict)
+    rules = []
+    for rule in _kind(entry["results"], list):
+        rule = _kind(rule, dict)
+        when = rule.get("when")
+        error = rule.get("error")
+        rules.append(
+            DoubleRule(
+                None if when is None else _kind(when, dict),
+                rule.get("returns"),
+                None if error is None else _kind(error, str),
+            )
+        )
+    return ToolDouble(
+        _kind(entry["name"], str),
+        tuple(rules),
+        _kind(entry["description"], str),
+        _kind(entry["parameters"], dict),
     )
 
 
