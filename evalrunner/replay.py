@@ -141,6 +141,7 @@ def run_case(
             [turn.user_input for turn in case.turns],
             trimmed_history=trimmed_history,
             framed_results=framed_results,
+            doubles=case.tools,
         )
         run = _CaseRun(case, agent_factory, tools, max_tool_iterations, where, monitor)
         run.provider = provider

@@ -11,9 +11,10 @@ import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, runtime_checkable
 
 from evalrunner.model import (
+    DoubleRule,
     JSONValue,
     ToolCall,
     ToolCallRecord,
@@ -393,26 +394,48 @@ class DoubleTool:
 
     def call(self, arguments: dict[str, Any]) -> str:
         """Answer one call by the double's rules."""
-        name = self.double.name
-        if self.double.parameters:
-            from evalrunner.schema_check import argument_problem
+        answered = answer(self.double, arguments)
+        if answered is None:
+            message = unanswered_message(self.double.name, arguments)
+            if self._unanswered is not None:
+                self._unanswered(message)
+            raise UnansweredCall(message)
+        kind, text = answered
+        if kind != "returns":
+            raise DoubleError(text)
+        return text
 
-            problem = argument_problem(self.double.parameters, arguments)
-            if problem is not None:
-                raise DoubleError(f"Invalid arguments for {name}: {problem}")
-        for rule in self.double.results:
-            if rule.when is None or holds(arguments, rule.when):
-                if rule.error is not None:
-                    raise DoubleError(rule.error)
-                return rule.result_text
-        message = (
-            f"the tool double {name} has no result for the call with arguments "
-            f"{_written(arguments)}: no rule of its results matches them; a fixture scripts "
-            "every answer: add a rule whose `when` these arguments hold, or one without `when`"
-        )
-        if self._unanswered is not None:
-            self._unanswered(message)
-        raise UnansweredCall(message)
+
+DoubleAnswer = tuple[Literal["returns", "error", "invalid"], str]
+"""How a double answers a call: a result (``returns``), or a failure with its text (an
+``error`` rule, or ``invalid`` arguments)."""
+
+
+def answer(double: ToolDouble, arguments: object) -> DoubleAnswer | None:
+    """How ``double`` answers a call with ``arguments`` (see :class:`DoubleTool`); ``None``
+    when no rule does."""
+    name = double.name
+    if double.parameters:
+        from evalrunner.schema_check import argument_problem
+
+        problem = argument_problem(double.parameters, arguments)
+        if problem is not None:
+            return "invalid", f"Invalid arguments for {name}: {problem}"
+    for rule in double.results:
+        if rule.when is None or holds(arguments, rule.when):
+            if rule.error is not None:
+                return "error", rule.error
+            return "returns", rule.result_text
+    return None
+
+
+def unanswered_message(name: str, arguments: object) -> str:
+    """The run error of a call to the double ``name`` that no rule answers."""
+    return (
+        f"the tool double {name} has no result for the call with arguments "
+        f"{_written(arguments)}: no rule of its results matches them; a fixture scripts "
+        "every answer: add a rule whose `when` these arguments hold, or one without `when`"
+    )
 
 
 def with_doubles(
@@ -470,3 +493,15 @@ def json_equal(left: object, right: object) -> bool:
     if isinstance(left, list) and isinstance(right, list):
         return len(left) == len(right) and all(map(json_equal, left, right))
     return type(left) is type(right) and left == right
+
+
+def double_from_json(data: Mapping[str, Any]) -> ToolDouble:
+    """A double as :func:`double_json` writes it (a command agent's turn-1 line), back as a
+    :class:`~evalrunner.model.ToolDouble`."""
+    rules = tuple(
+        DoubleRule(rule.get("when"), rule.get("returns"), rule.get("error"))
+        for rule in data["results"]
+    )
+    return ToolDouble(
+        data["name"], rules, data.get("description", ""), data.get("parameters", {})
+    )

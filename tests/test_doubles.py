@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from evalrunner.admit import admit
 from evalrunner.agent import AgentContext, ReferenceAgent
 from evalrunner.cli import app
+from evalrunner.conformance import ConversationMonitor
 from evalrunner.convert import convert
 from evalrunner.load import parse_document
 from evalrunner.model import (
@@ -22,11 +23,14 @@ from evalrunner.model import (
     DoubleRule,
     Message,
     ModelRequest,
+    RunError,
+    ToolCallRecord,
     ToolDouble,
 )
 from evalrunner.mutants import FeedsWrongResult
+from evalrunner.provider import ReplayProvider
 from evalrunner.replay import run_case
-from evalrunner.tools import EchoTool, holds, json_equal, tool_spec
+from evalrunner.tools import DoubleTool, EchoTool, holds, json_equal, tool_spec
 
 runner = CliRunner()
 
@@ -506,3 +510,52 @@ def test_convert_to_toml_refuses_a_null_naming_its_path(
     assert "Traceback" not in result.output
     for target in ("yaml", "json"):  # the other formats hold it
         assert not isinstance(convert(document(source.read_text(), "json"), target), list)
+
+
+def _out_of_process_turn(doubles: object, fed: str, success: bool | None) -> str | None:
+    """One turn of a case with ``doubles`` whose agent runs its own tools (a command agent)
+    and feeds back ``fed`` for the one call; the case's error."""
+    case = admitted(json.dumps(fixture(doubles)), "json")
+    monitor = ConversationMonitor(ReplayProvider(case.turns), ["go"], doubles=case.tools)
+    offered = tuple(tool_spec(DoubleTool(double)) for double in case.tools)
+    monitor.begin_turn(0)
+    user = Message("user", "go")
+    response = monitor.complete(ModelRequest((user,), offered))
+    call = response.tool_calls[0]  # type: ignore[union-attr]
+    history = (
+        user,
+        Message("assistant", "", (call,)),
+        Message("tool", fed, tool_call_id=call.id),
+    )
+    monitor.complete(ModelRequest(history, offered))
+    reports = (
+        None
+        if success is None
+        else [ToolCallRecord(call.name, call.arguments, fed, success, call.id)]
+    )
+    with contextlib.suppress(RunError):
+        monitor.end_turn(reports, None)
+    return monitor.error
+
+
+def test_a_command_agent_is_held_to_the_doubles_answers() -> None:
+    assert _out_of_process_turn([WEATHER], "x: Paris", True) is None
+    assert _out_of_process_turn([WEATHER], "x: Paris", None) is None
+    altered = _out_of_process_turn([WEATHER], "x: Rome", True)
+    assert altered == (
+        'turn 1: the tool double get_weather returns "x: Paris" for tool call "c1" '
+        '(get_weather), but the agent fed back "x: Rome"; the result fed back must be what '
+        "the tool returned"
+    )
+    as_failed = _out_of_process_turn([WEATHER], "x: Paris", False)
+    assert as_failed is not None and "fed it back as a failed call" in as_failed
+    failing = [{"name": "get_weather", "results": [{"error": "no such city"}]}]
+    assert _out_of_process_turn(failing, "Error: no such city", False) is None
+    hidden = _out_of_process_turn(failing, "Error: something", False)
+    assert hidden is not None and "a failed call's result must say why" in hidden
+    unanswered = [{**WEATHER, "results": [{"when": {"city": "Rome"}, "returns": "r"}]}]
+    error = _out_of_process_turn(unanswered, "Error: whatever", False)
+    assert error is not None
+    assert error.startswith(
+        'the tool double get_weather has no result for the call with arguments {"city":"Paris"}'
+    )
