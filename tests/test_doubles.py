@@ -559,3 +559,20 @@ def test_a_command_agent_is_held_to_the_doubles_answers() -> None:
     assert error.startswith(
         'the tool double get_weather has no result for the call with arguments {"city":"Paris"}'
     )
+
+
+@pytest.mark.parametrize(
+    ("returns", "wanted"),
+    [
+        ('"\\ud800"', "lone surrogate"),
+        ("1e400", "too large for a 64-bit float"),
+        ('{"a":' * 300 + "1" + "}" * 300, "nesting deeper than"),
+        ("123456789012345678901234567890", "out of range"),
+        ("NaN", "NaN"),
+    ],
+)
+def test_values_json_cannot_hold_are_refused_in_a_double(returns: str, wanted: str) -> None:
+    text = json.dumps(fixture([{"name": "get_weather", "results": [{"returns": "__R__"}]}]))
+    outcome = parse_document(text.replace('"__R__"', returns).encode(), "json", Path("c.json"))
+    assert isinstance(outcome, list)
+    assert [e.line for e in outcome] == [1] and wanted in str(outcome[0]), outcome
