@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from evalrunner.admit import admit
@@ -576,3 +578,57 @@ def test_values_json_cannot_hold_are_refused_in_a_double(returns: str, wanted: s
     outcome = parse_document(text.replace('"__R__"', returns).encode(), "json", Path("c.json"))
     assert isinstance(outcome, list)
     assert [e.line for e in outcome] == [1] and wanted in str(outcome[0]), outcome
+
+
+# --- convert round-trips random doubles -----------------------------------------------------------
+
+_keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+_atoms = (
+    st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+)
+_values = st.recursive(
+    _atoms,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def _doubles(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out = []
+    for index in range(draw(st.integers(1, 3))):
+        rules = []
+        for _ in range(draw(st.integers(1, 3))):
+            rule: dict[str, Any] = {}
+            if draw(st.booleans()):
+                rule["when"] = draw(st.dictionaries(_keys, _values, max_size=3))
+            if draw(st.booleans()):
+                rule["error"] = draw(st.text(min_size=1, max_size=8).filter(str.strip))
+            else:
+                rule["returns"] = draw(_values)
+            rules.append(rule)
+        double: dict[str, Any] = {"name": f"tool_{index}", "results": rules}
+        if draw(st.booleans()):
+            double["description"] = draw(st.text(max_size=10))
+        if draw(st.booleans()):
+            double["parameters"] = {"type": "object", "default": draw(_values)}
+        out.append(double)
+    return out
+
+
+@pytest.mark.fuzz
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_doubles())
+def test_random_doubles_survive_json_yaml_toml_json(doubles: list[dict[str, Any]]) -> None:
+    text = json.dumps(fixture(doubles, [{"id": "c", "name": "tool_0", "arguments": {}}]))
+    case = admitted(text, "json")
+    as_yaml = convert(document(text, "json"), "yaml")
+    assert not isinstance(as_yaml, list)
+    as_toml = convert(document(as_yaml.text, "yaml"), "toml")
+    assert not isinstance(as_toml, list), as_toml
+    back = convert(document(as_toml.text, "toml"), "json")
+    assert not isinstance(back, list)
+    assert as_yaml.case == as_toml.case == back.case == case
