@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
-from evalrunner.model import JSONPath, render_json_path
+from evalrunner.model import JSONPath, argument_json, render_json_path
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -93,7 +93,7 @@ def argument_problem(schema: Mapping[str, Any], arguments: object) -> str | None
     """Why ``arguments`` break ``schema`` (one sentence, naming where), or ``None``."""
     from jsonschema.exceptions import best_match
 
-    error = best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(arguments))
+    error = best_match(_validator(argument_json(schema)).iter_errors(arguments))
     if error is None:
         return None
     where = tuple(error.absolute_path)
