@@ -159,6 +159,34 @@ class Expectations:
 
 
 @dataclass(frozen=True, slots=True)
+class DoubleRule:
+    """One rule of a tool double: when the call's arguments hold ``when`` (a subset match of
+    JSON values; ``None`` matches any call), the call returns ``returns`` (text verbatim, any
+    other JSON value as compact JSON with sorted keys) or, with ``error``, fails with it."""
+
+    when: Mapping[str, JSONValue] | None = field(default=None, hash=False)
+    returns: JSONValue = field(default=None, hash=False)
+    error: str | None = None
+
+    @property
+    def result_text(self) -> str:
+        """What a call this rule answers returns (for a ``returns`` rule)."""
+        return self.returns if isinstance(self.returns, str) else argument_json(self.returns)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDouble:
+    """A tool a fixture declares (``tools:``): offered to the agent like any tool, answering
+    each call by the first of its ``results`` rules that matches."""
+
+    name: str
+    results: tuple[DoubleRule, ...]
+    description: str = ""
+    parameters: Mapping[str, JSONValue] = field(default_factory=dict, hash=False)
+    """JSON Schema of the arguments object (checked against the metaschema at admission)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Case:
     """An admitted fixture: schema-valid, coherent, falsifiable, normalized across formats.
 
@@ -171,6 +199,8 @@ class Case:
     expects: Expectations
     description: str | None = None
     case_class: CaseClass | None = None
+    tools: tuple[ToolDouble, ...] = ()
+    """The case's tool doubles (``tools:``), in fixture order."""
     source: Path = field(default=Path(), compare=False)
     positions: Mapping[str, tuple[int, int]] = field(
         default_factory=dict, compare=False, repr=False

@@ -36,7 +36,13 @@ from evalrunner.agents.reference import (
 from evalrunner.boundary.conformance import ConversationMonitor
 from evalrunner.boundary.observer import RecordingObserver
 from evalrunner.boundary.provider import ModelProvider, ReplayProvider
-from evalrunner.boundary.tools import InvocationLog, ToolSource, fresh_tools, recorded_tools
+from evalrunner.boundary.tools import (
+    InvocationLog,
+    ToolSource,
+    fresh_tools,
+    recorded_tools,
+    with_doubles,
+)
 from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCallRecord
 
 
@@ -135,12 +141,15 @@ def run_case(
             [turn.user_input for turn in case.turns],
             trimmed_history=trimmed_history,
             framed_results=framed_results,
+            doubles=case.tools,
         )
         run = _CaseRun(case, agent_factory, tools, max_tool_iterations, where, monitor)
         run.provider = provider
         started = time.perf_counter()
         # A live model is not a finite script: its cases keep their timeout whatever the agent.
-        if timeout is None or (provider is None and _ends_by_itself(agent_factory, tools)):
+        # A double's schema may hold a pattern that backtracks for ever: its case keeps the timeout.
+        ends = provider is None and not case.tools and _ends_by_itself(agent_factory, tools)
+        if timeout is None or ends:
             run.drive()
         else:
             _drive_in_time(run, timeout)
@@ -355,7 +364,11 @@ class _CaseRun:
         """Build the tools and the agent, run every turn, then close the agent."""
         loop: AbstractEventLoop | None = None  # one per case, for agents written async
         try:
-            case_tools, log = recorded_tools(fresh_tools(self.tools))
+            configured = fresh_tools(self.tools)
+            if self.case.tools:
+                # A call no double answers is the case's run error, sticky like a violation.
+                configured = with_doubles(configured, self.case.tools, self.monitor.refuse)
+            case_tools, log = recorded_tools(configured)
             self.log = log
             context = AgentContext(
                 provider=self.monitor,
@@ -363,6 +376,7 @@ class _CaseRun:
                 observer=self.observer,
                 workspace=self.workspace,
                 max_tool_iterations=self.max_tool_iterations,
+                doubles=self.case.tools,
             )
             agent = self.agent_factory(context)
             with self._close_lock:

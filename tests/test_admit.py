@@ -91,7 +91,7 @@ def test_unknown_key_with_no_close_match_lists_what_is_allowed(tmp_path: Path) -
     error = only(errors(tmp_path, "a.yaml", text))
     assert error.message == (
         "unknown key 'zzz' in the case (allowed: $schema, class, description, expects, "
-        "model_name, name, recorded, turns)"
+        "model_name, name, recorded, tools, turns)"
     )
     assert (error.line, error.col) == (2, 1)
 

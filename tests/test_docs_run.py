@@ -160,6 +160,14 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
             '--agent-command "python examples/flaky-agent/flaky_agent.py"'
         ): (1, "3/5 runs passed  FLAKY  pass^5 no  pass@5 yes  Wilson 95% [0.231, 0.882]"),
     },
+    "docs/how-to/tool-doubles.md": {
+        "evalrunner run weather-evals": (0, "1/1 cases passed"),
+        (
+            'evalrunner run weather-evals --agent-command "python '
+            'examples/sdk-agents/anthropic_agent.py"'
+        ): (0, "1/1 cases passed"),
+        "evalrunner convert weather-evals/weather.yaml --to toml": (0, "[[tools]]"),
+    },
     "docs/how-to/mutants.md": {
         "evalrunner mutate": (0, "73/73 mutant runs killed"),
         "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),

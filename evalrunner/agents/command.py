@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 
 from evalrunner.agents.reference import AgentContext
 from evalrunner.boundary.conformance import ConversationMonitor
+from evalrunner.boundary.tools import double_json
 from evalrunner.config import DEFAULT_AGENT_EXIT_GRACE_SECS
 from evalrunner.fixture.admit import argument_text
 from evalrunner.fixture.schemas import agent_reply_validator
@@ -235,6 +236,7 @@ class CommandAgent:
         self._pool = pool
         # Per case and unguessable: a reply or end carrying another case's token is a leak.
         self._case = secrets.token_hex(8)
+        self._doubles = [double_json(double) for double in context.doubles]
         self.reports_dispatches = False
         self._awaiting = False  # a line is being read: close() then kills without grace
         self._lock = threading.Lock()
@@ -271,10 +273,12 @@ class CommandAgent:
         """Send one turn's input line and read the reply line."""
         self._turn += 1
         proc = self._proc
+        # Turn 1's line lists the case's tool doubles, for the command to serve.
+        doubles = {"tools": self._doubles} if self._doubles and self._turn == 1 else {}
         if proc.protocol is None:
             # The opening line: a turn line of protocol 1, which a command taking up protocol
             # 2 answers with the handshake (and otherwise ignores) instead of a reply.
-            answer = self._exchange({"turn": self._turn, "user_input": user_input})
+            answer = self._exchange({"turn": self._turn, "user_input": user_input, **doubles})
             message = _strict_json(answer)
             if not (isinstance(message, dict) and "evalrunner" in message):
                 proc.protocol = 1
@@ -282,13 +286,14 @@ class CommandAgent:
             self._accept_handshake(message)
             proc.protocol = PERSISTENT
         if proc.protocol == 1:
-            answer = self._exchange({"turn": self._turn, "user_input": user_input})
+            answer = self._exchange({"turn": self._turn, "user_input": user_input, **doubles})
             return self._reply(answer, _strict_json(answer))
         line = {
             "case": self._case,
             "turn": self._turn,
             "user_input": user_input,
             "workspace": str(self._workspace),
+            **doubles,
         }
         if self._previous is not None:
             proc.mark_line()

@@ -25,6 +25,7 @@ from evalrunner.model import (
     TextResponse,
     ToolCall,
     ToolCallRecord,
+    ToolDouble,
 )
 
 
@@ -86,6 +87,9 @@ class AgentContext:
     observer: Observer
     workspace: _Workspace = _Workspace()
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
+    doubles: tuple[ToolDouble, ...] = ()
+    """The case's tool doubles (``tools:`` in the fixture). In-process agents get them among
+    ``tools`` already; an agent that runs its own tools serves them from here."""
 
 
 AgentFactory = Callable[[AgentContext], Agent]

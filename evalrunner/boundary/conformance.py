@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
 from evalrunner.boundary.provider import ModelProvider
-from evalrunner.boundary.tools import InvocationLog, ToolInvocation
+from evalrunner.boundary.tools import InvocationLog, ToolInvocation, answer, unanswered_message
 from evalrunner.model import (
     MESSAGE_ROLES,
     Message,
@@ -46,6 +46,7 @@ from evalrunner.model import (
     ToolCall,
     ToolCallRecord,
     ToolCallsResponse,
+    ToolDouble,
     argument_json,
 )
 
@@ -107,8 +108,10 @@ class ConversationMonitor:
         *,
         trimmed_history: bool = False,
         framed_results: bool = False,
+        doubles: Sequence[ToolDouble] = (),
     ) -> None:
         self._model = model
+        self._doubles = {double.name: double for double in doubles}
         # What isinstance(model, TurnScripted) asks, asked directly: against a runtime
         # Protocol it costs more than a whole model request.
         scripted = all(callable(getattr(model, name, None)) for name in ("begin_turn", "end_turn"))
@@ -188,7 +191,7 @@ class ConversationMonitor:
                         "turn must send at least one model request, or its checks grade the "
                         "agent's own words, not the model's"
                     )
-                self._dispatches += _reconcile(
+                dispatches = _reconcile(
                     turn,
                     self._fed,
                     reports,
@@ -197,6 +200,9 @@ class ConversationMonitor:
                     self._handed,
                     _Boundary(self._unoffered, self._framed),
                 )
+                if tools is None and self._doubles:  # in process, the doubles saw it all
+                    _check_doubles(turn, dispatches, self._doubles, self._framed)
+                self._dispatches += dispatches
             except RunError as exc:
                 self._fail(str(exc))
                 raise
@@ -849,6 +855,47 @@ def _check_invocations(
                 f"{where}: the agent reported tool call {_quote(left.call.id)} "
                 f"({left.call.name}) as a success, but the {left.call.name} tool never "
                 "received it"
+            )
+
+
+def _check_doubles(
+    turn: int, dispatches: Sequence[Dispatch], doubles: Mapping[str, ToolDouble], framed: bool
+) -> None:
+    """An agent that runs its own tools (a command agent) served the case's tool doubles as
+    the fixture says: for the model's arguments, each call's result fed back is the double's
+    answer, and a call no rule answers is the case's run error, as it is in process."""
+    where = f"turn {turn + 1}"
+    for dispatch in dispatches:
+        call = dispatch.call
+        double = doubles.get(call.name)
+        arguments = _json_or_none(call.arguments) if double is not None else None
+        if double is None or not isinstance(arguments, dict):
+            continue  # not a double, or arguments the agent must refuse before any tool runs
+        answered = answer(double, arguments)
+        if answered is None:
+            raise RunError(unanswered_message(call.name, arguments))
+        kind, text = answered
+        named = f"tool call {_quote(call.id)} ({call.name})"
+        fed = dispatch.result
+        if kind == "returns":
+            wanted = text or "(no output)"
+            if fed == wanted or (framed and _holds_result(fed, wanted)):
+                if dispatch.success is False:
+                    raise RunError(
+                        f"{where}: the tool double {call.name} answered {named} with a result, "
+                        "but the agent fed it back as a failed call"
+                    )
+                continue
+            raise RunError(
+                f"{where}: the tool double {call.name} returns {_quote(wanted)} for {named}, "
+                f"but the agent fed back {_quote(fed)}; the result fed back must be what the "
+                "tool returned"
+            )
+        if text not in fed or dispatch.success is True:
+            how = "as a success" if dispatch.success is True else f"as {_quote(fed)}"
+            raise RunError(
+                f"{where}: the tool double {call.name} fails {named} with {_quote(text)}, "
+                f"but the agent fed it back {how}; a failed call's result must say why it failed"
             )
 
 

@@ -11,9 +11,17 @@ import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, runtime_checkable
 
-from evalrunner.model import JSONValue, ToolCall, ToolCallRecord, ToolSpec, argument_json
+from evalrunner.model import (
+    DoubleRule,
+    JSONValue,
+    ToolCall,
+    ToolCallRecord,
+    ToolDouble,
+    ToolSpec,
+    argument_json,
+)
 
 
 @runtime_checkable
@@ -335,3 +343,165 @@ def recorded_tools(tools: Mapping[str, Tool]) -> tuple[dict[str, Tool], Invocati
     """The case's tools, each logging what it receives into one fresh :class:`InvocationLog`."""
     log = InvocationLog(tools)
     return {name: RecordedTool(tool, log) for name, tool in tools.items()}, log
+
+
+# --- tool doubles: tools a fixture declares ------------------------------------------------------
+
+
+class DoubleError(Exception):
+    """A tool double's call failed: its arguments break ``parameters``, or the rule that
+    answered it is an ``error`` rule. ``str()`` is the text the call fails with."""
+
+
+class UnansweredCall(DoubleError):
+    """No rule of a tool double answered a call: a run error of the case (the fixture must
+    script every answer)."""
+
+
+class DoubleTool:
+    """A fixture's :class:`~evalrunner.model.ToolDouble` as a :class:`Tool`.
+
+    A call whose arguments break ``parameters`` raises ``Invalid arguments for NAME: ...``;
+    otherwise the first rule whose ``when`` the arguments hold (:func:`holds`) answers: its
+    ``returns`` (text verbatim, another JSON value as compact JSON with sorted keys), or its
+    ``error`` raised. A call no rule answers raises :class:`UnansweredCall`, and is first
+    handed to ``unanswered`` (the case's monitor makes it the case's sticky run error, so an
+    agent that catches the exception cannot hide it).
+    """
+
+    def __init__(
+        self, double: ToolDouble, unanswered: Callable[[str], object] | None = None
+    ) -> None:
+        self.double = double
+        self._unanswered = unanswered
+
+    @property
+    def name(self) -> str:
+        """The double's name."""
+        return self.double.name
+
+    @property
+    def description(self) -> str:
+        """The double's description (empty when the fixture gives none)."""
+        return self.double.description
+
+    @property
+    def parameters(self) -> dict[str, JSONValue]:
+        """The double's argument schema; an object of any properties when it gives none."""
+        if not self.double.parameters:
+            return {"type": "object", "properties": {}}
+        return copy.deepcopy(dict(self.double.parameters))
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        """Answer one call by the double's rules."""
+        answered = answer(self.double, arguments)
+        if answered is None:
+            message = unanswered_message(self.double.name, arguments)
+            if self._unanswered is not None:
+                self._unanswered(message)
+            raise UnansweredCall(message)
+        kind, text = answered
+        if kind != "returns":
+            raise DoubleError(text)
+        return text
+
+
+DoubleAnswer = tuple[Literal["returns", "error", "invalid"], str]
+"""How a double answers a call: a result (``returns``), or a failure with its text (an
+``error`` rule, or ``invalid`` arguments)."""
+
+
+def answer(double: ToolDouble, arguments: object) -> DoubleAnswer | None:
+    """How ``double`` answers a call with ``arguments`` (see :class:`DoubleTool`); ``None``
+    when no rule does."""
+    name = double.name
+    if double.parameters:
+        from evalrunner.schema_check import argument_problem
+
+        problem = argument_problem(double.parameters, arguments)
+        if problem is not None:
+            return "invalid", f"Invalid arguments for {name}: {problem}"
+    for rule in double.results:
+        if rule.when is None or holds(arguments, rule.when):
+            if rule.error is not None:
+                return "error", rule.error
+            return "returns", rule.result_text
+    return None
+
+
+def unanswered_message(name: str, arguments: object) -> str:
+    """The run error of a call to the double ``name`` that no rule answers."""
+    return (
+        f"the tool double {name} has no result for the call with arguments "
+        f"{_written(arguments)}: no rule of its results matches them; a fixture scripts "
+        "every answer: add a rule whose `when` these arguments hold, or one without `when`"
+    )
+
+
+def with_doubles(
+    tools: Mapping[str, Tool],
+    doubles: Iterable[ToolDouble],
+    unanswered: Callable[[str], object] | None = None,
+) -> dict[str, Tool]:
+    """``tools`` with the case's doubles among them, each replacing a tool of its name."""
+    out = dict(tools)
+    for double in doubles:
+        out[double.name] = DoubleTool(double, unanswered)
+    return out
+
+
+def double_json(double: ToolDouble) -> dict[str, JSONValue]:
+    """A double as the fixture writes it (``name``, ``description``, ``parameters``,
+    ``results``), for an agent that runs its own tools (the command agent's case line)."""
+    results: list[JSONValue] = []
+    for rule in double.results:
+        entry: dict[str, JSONValue] = {}
+        if rule.when is not None:
+            entry["when"] = dict(rule.when)
+        if rule.error is not None:
+            entry["error"] = rule.error
+        else:
+            entry["returns"] = rule.returns
+        results.append(entry)
+    return {
+        "name": double.name,
+        "description": double.description,
+        "parameters": dict(double.parameters),
+        "results": results,
+    }
+
+
+def holds(value: object, pattern: object) -> bool:
+    """Whether JSON ``value`` holds ``pattern``: an object holds each key of an object
+    pattern with a value that holds it (recursively); anything else equals it as a JSON
+    value (arrays whole, numbers by value, a boolean never a number)."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(
+            key in value and holds(value[key], want) for key, want in pattern.items()
+        )
+    return json_equal(value, pattern)
+
+
+def json_equal(left: object, right: object) -> bool:
+    """Equality of JSON values: ``1 == 1.0``, but ``true`` is not ``1``."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(json_equal, left, right))
+    return type(left) is type(right) and left == right
+
+
+def double_from_json(data: Mapping[str, Any]) -> ToolDouble:
+    """A double as :func:`double_json` writes it (a command agent's turn-1 line), back as a
+    :class:`~evalrunner.model.ToolDouble`."""
+    rules = tuple(
+        DoubleRule(rule.get("when"), rule.get("returns"), rule.get("error"))
+        for rule in data["results"]
+    )
+    return ToolDouble(
+        data["name"], rules, data.get("description", ""), data.get("parameters", {})
+    )

@@ -22,11 +22,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evalrunner.agents.reference import Agent, AgentContext, ReferenceAgent
 from evalrunner.boundary.observer import RecordingObserver
 from evalrunner.boundary.provider import ModelProvider
-from evalrunner.boundary.tools import Tool, builtin_tools
+from evalrunner.boundary.tools import Tool, builtin_tools, double_from_json, with_doubles
 from evalrunner.model import (
     Message,
     ModelRequest,
@@ -368,7 +369,10 @@ def _serve_command(
             continue
         if agent is None or message["case"] != case:
             case, observer = message["case"], RecordingObserver()
-            agent = chosen.factory(_context(client, observer, tools, Path(message["workspace"])))
+            case_tools = _with_doubles(tools, message)
+            agent = chosen.factory(
+                _context(client, observer, case_tools, Path(message["workspace"]))
+            )
         reply = _respond(chosen, agent, message["user_input"])
         if reply is None:
             return 1
@@ -380,9 +384,14 @@ def _serve_command(
 def _serve_one_case(chosen: Mutant, client: ModelProvider, tools: dict[str, Tool] | None) -> int:
     """Protocol 1: the turns of one case, until stdin closes."""
     observer = RecordingObserver()
-    agent = chosen.factory(_context(client, observer, tools, _workspace()))
+    agent: Agent | None = None
     for line in sys.stdin:
-        reply = _respond(chosen, agent, json.loads(line)["user_input"])
+        message = json.loads(line)
+        if agent is None:  # turn 1's line lists the case's tool doubles
+            agent = chosen.factory(
+                _context(client, observer, _with_doubles(tools, message), _workspace())
+            )
+        reply = _respond(chosen, agent, message["user_input"])
         if reply is None:
             return 1
         reports = [_reported(record) for record in observer.take()]
@@ -403,6 +412,15 @@ def _context(
         observer=observer,
         workspace=workspace,
     )
+
+
+def _with_doubles(tools: dict[str, Tool] | None, line: dict[str, Any]) -> dict[str, Tool] | None:
+    """The tools for a case whose turn-1 ``line`` may list tool doubles."""
+    doubles = line.get("tools")
+    if not doubles:
+        return tools
+    base = builtin_tools() if tools is None else tools
+    return with_doubles(base, [double_from_json(double) for double in doubles])
 
 
 def _respond(chosen: Mutant, agent: Agent, user_input: str) -> str | None:

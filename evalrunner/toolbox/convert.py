@@ -11,7 +11,9 @@ a case tests is a :class:`ConversionError`, never a file. Per target:
   literal block when that keeps it exact, else a quoted string with escapes.
 * TOML: written by tomli-w. TOML has no ``null``, so a tool call's ``arguments`` object that
   holds one is written as its argument text instead (the compact JSON the agent receives
-  either way: the admitted case is the same). Multi-line text uses ``\"\"\"`` blocks unless a
+  either way: the admitted case is the same); a null anywhere else (a tool double's
+  ``when``, ``returns`` or ``parameters``) is refused, at its position, as an admission
+  error. Multi-line text uses ``\"\"\"`` blocks unless a
   string holds a carriage return, which those blocks would not keep. Comments are lost.
 * JSON: 2-space indent, non-ASCII kept.
 
@@ -40,7 +42,8 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from evalrunner.fixture.admit import admit, argument_text
 from evalrunner.fixture.load import RawDocument, parse_document
-from evalrunner.model import AdmissionError, Case, Format, JSONValue
+from evalrunner.model import AdmissionError, Case, Format, JSONPath, JSONValue
+from evalrunner.text import dotted
 
 SUFFIXES: dict[Format, str] = {"json": ".json", "yaml": ".yaml", "toml": ".toml"}
 """The file ending a converted fixture gets, by format."""
@@ -116,6 +119,9 @@ def convert(
     if target == "yaml":
         text = _to_yaml(document, reference, target_path)
     elif target == "toml":
+        nulls = _toml_nulls(document)
+        if nulls:
+            return nulls
         text = _to_toml(document.data, reference)
     else:
         text = _to_json(document.data, reference)
@@ -168,6 +174,29 @@ def _holds_null(node: object) -> bool:
     if isinstance(node, list):
         return any(_holds_null(v) for v in node)
     return False
+
+
+def _toml_nulls(document: RawDocument) -> list[AdmissionError]:
+    """A refusal at each null TOML cannot write: any but those inside a tool call's
+    ``arguments`` (written as its argument text instead)."""
+    body = _toml_ready(_without_schema_key(document.data))
+    errors = []
+    stack: list[tuple[object, JSONPath]] = [(body, ())]
+    while stack:
+        node, path = stack.pop()
+        if node is None:
+            errors.append(
+                document.error(
+                    f"{dotted(path)} is null, and TOML has no null; keep this fixture in JSON "
+                    "or YAML, or give a value other than null",
+                    path,
+                )
+            )
+        elif isinstance(node, dict):
+            stack.extend((value, (*path, key)) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, (*path, i)) for i, value in enumerate(node))
+    return sorted(errors, key=AdmissionError.sort_key)
 
 
 def _toml_ready(data: dict[str, Any]) -> dict[str, Any]:

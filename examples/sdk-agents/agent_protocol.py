@@ -1,9 +1,10 @@
 """evalrunner's agent-command protocol, both versions, for the SDK agents of this directory.
 
 :func:`serve` reads the runner's lines on stdin and prints the agent's lines on stdout. The
-agent supplies ``start_case``: called once per case, it returns the function that handles that
-case's turns (user input in, reply line out), holding that case's conversation and nothing
-else, so no state can pass from one case to the next.
+agent supplies ``start_case``: called once per case with the case's tool doubles (the
+``"tools"`` of its turn-1 line, ``[]`` when it declares none), it returns the function that
+handles that case's turns (user input in, reply line out), holding that case's conversation
+and nothing else, so no state can pass from one case to the next.
 
 - Protocol 1 (one process per case): one turn line in, one reply line out, until stdin closes.
 - Protocol 2 (persistent), taken up when the runner offers it in ``EVALRUNNER_PROTOCOLS``:
@@ -29,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 TurnHandler = Callable[[str], dict[str, Any]]
+CaseStarter = Callable[[list[dict[str, Any]]], TurnHandler]
+"""Starts one case, given its tool doubles: its turn handler."""
 """One case's conversation: a user input in, the turn's reply line (without ``case``) out."""
 
 
@@ -37,7 +40,7 @@ def _emit(line: dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
 
 
-def serve(start_case: Callable[[], TurnHandler], *, persistent: bool = True) -> None:
+def serve(start_case: CaseStarter, *, persistent: bool = True) -> None:
     """Serve every case the runner sends: in protocol 2 if the runner offers it and
     ``persistent`` is true, else in protocol 1 (one case, then exit)."""
     offered = os.environ.get("EVALRUNNER_PROTOCOLS", "").split(",")
@@ -45,8 +48,9 @@ def serve(start_case: Callable[[], TurnHandler], *, persistent: bool = True) -> 
     if not opening:
         return
     if not persistent or "2" not in offered:
-        handle = start_case()
-        _emit(handle(json.loads(opening)["user_input"]))
+        first = json.loads(opening)
+        handle = start_case(first.get("tools", []))
+        _emit(handle(first["user_input"]))
         for line in sys.stdin:
             _emit(handle(json.loads(line)["user_input"]))
         return
@@ -60,7 +64,7 @@ def serve(start_case: Callable[[], TurnHandler], *, persistent: bool = True) -> 
             case, handle = None, None
             continue
         if handle is None or message["case"] != case:
-            case, handle = message["case"], start_case()
+            case, handle = message["case"], start_case(message.get("tools", []))
         try:
             reply = handle(message["user_input"])
         except Exception as exc:  # e.g. the endpoint refused a request: this case has failed

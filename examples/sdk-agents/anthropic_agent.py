@@ -28,22 +28,25 @@ import echo_tool
 from anthropic import Anthropic
 
 MODEL = "any-model"
-TOOLS = [
-    {
-        "name": echo_tool.NAME,
-        "description": echo_tool.DESCRIPTION,
-        "input_schema": echo_tool.PARAMETERS,
-    }
-]
 
 
-def complete(client: Anthropic, messages: list[dict[str, Any]], stream: bool) -> Any:
+def offered(tools: echo_tool.CaseTools) -> list[dict[str, Any]]:
+    """The case's tools, as the messages API takes them."""
+    return [
+        {"name": name, "description": description, "input_schema": parameters}
+        for name, description, parameters in tools.specs()
+    ]
+
+
+def complete(
+    client: Anthropic, messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: bool
+) -> Any:
     """One model call; the assistant message it returns."""
     request: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 1024,
         "messages": messages,
-        "tools": TOOLS,
+        "tools": tools,
     }
     if stream:
         with client.messages.stream(**request) as events:
@@ -52,13 +55,18 @@ def complete(client: Anthropic, messages: list[dict[str, Any]], stream: bool) ->
 
 
 def respond(
-    client: Anthropic, messages: list[dict[str, Any]], user_input: str, *, stream: bool
+    client: Anthropic,
+    messages: list[dict[str, Any]],
+    tools: echo_tool.CaseTools,
+    user_input: str,
+    *,
+    stream: bool,
 ) -> dict[str, Any]:
     """Handle one turn, calling the model until it stops asking for tools; the reply line."""
     messages.append({"role": "user", "content": user_input})
     dispatched: list[dict[str, Any]] = []
     while True:
-        message = complete(client, messages, stream)
+        message = complete(client, messages, offered(tools), stream)
         blocks = [block.model_dump(exclude_none=True) for block in message.content]
         messages.append({"role": "assistant", "content": blocks})
         calls = [block for block in message.content if block.type == "tool_use"]
@@ -68,9 +76,7 @@ def respond(
         results = []
         for call in calls:
             # The wire carries the arguments as an object; the tool reads them as JSON text.
-            entry = echo_tool.dispatch(
-                call.id, call.name, json.dumps(call.input, ensure_ascii=False)
-            )
+            entry = tools.dispatch(call.id, call.name, json.dumps(call.input, ensure_ascii=False))
             dispatched.append(entry)
             results.append(
                 {
@@ -88,9 +94,10 @@ def main() -> None:
     # Made once: the replay endpoint keeps its address for the life of the process.
     client = Anthropic(max_retries=0)
 
-    def start_case() -> agent_protocol.TurnHandler:
+    def start_case(doubles: list[dict[str, Any]]) -> agent_protocol.TurnHandler:
         messages: list[dict[str, Any]] = []  # this case's conversation, and only this case's
-        return functools.partial(respond, client, messages, stream=stream)
+        tools = echo_tool.CaseTools(doubles)
+        return functools.partial(respond, client, messages, tools, stream=stream)
 
     # --per-case declines protocol 2 (one process per case, as before), for comparison.
     agent_protocol.serve(start_case, persistent="--per-case" not in sys.argv[1:])

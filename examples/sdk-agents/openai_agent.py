@@ -26,43 +26,47 @@ import echo_tool
 from openai import OpenAI
 
 MODEL = "any-model"  # the replay endpoint serves the fixture whatever the model is called
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": echo_tool.NAME,
-            "description": echo_tool.DESCRIPTION,
-            "parameters": echo_tool.PARAMETERS,
-        },
-    }
-]
 
 
-def complete(client: OpenAI, messages: list[dict[str, Any]], stream: bool) -> Any:
+def offered(tools: echo_tool.CaseTools) -> list[dict[str, Any]]:
+    """The case's tools, as chat completions takes them."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": parameters},
+        }
+        for name, description, parameters in tools.specs()
+    ]
+
+
+def complete(
+    client: OpenAI, messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: bool
+) -> Any:
     """One model call; the assistant message of its answer."""
     if stream:
         with client.chat.completions.stream(
-            model=MODEL,
-            messages=messages,
-            tools=TOOLS,  # type: ignore[arg-type]
+            model=MODEL, messages=messages, tools=tools  # type: ignore[arg-type]
         ) as events:
             return events.get_final_completion().choices[0].message
     answer = client.chat.completions.create(
-        model=MODEL,
-        messages=messages,
-        tools=TOOLS,  # type: ignore[arg-type]
+        model=MODEL, messages=messages, tools=tools  # type: ignore[arg-type]
     )
     return answer.choices[0].message
 
 
 def respond(
-    client: OpenAI, messages: list[dict[str, Any]], user_input: str, *, stream: bool
+    client: OpenAI,
+    messages: list[dict[str, Any]],
+    tools: echo_tool.CaseTools,
+    user_input: str,
+    *,
+    stream: bool,
 ) -> dict[str, Any]:
     """Handle one turn, calling the model until it answers with text; the turn's reply line."""
     messages.append({"role": "user", "content": user_input})
     dispatched: list[dict[str, Any]] = []
     while True:
-        message = complete(client, messages, stream)
+        message = complete(client, messages, offered(tools), stream)
         if not message.tool_calls:
             messages.append({"role": "assistant", "content": message.content or ""})
             return {"reply": message.content or "", "tool_calls": dispatched}
@@ -84,7 +88,7 @@ def respond(
             }
         )
         for call in message.tool_calls:
-            entry = echo_tool.dispatch(call.id, call.function.name, call.function.arguments)
+            entry = tools.dispatch(call.id, call.function.name, call.function.arguments)
             dispatched.append(entry)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": entry["result"]})
 
@@ -94,13 +98,13 @@ def main() -> None:
     # Made once: the replay endpoint keeps its address for the life of the process.
     client = OpenAI(max_retries=0)
 
-    def start_case() -> agent_protocol.TurnHandler:
+    def start_case(doubles: list[dict[str, Any]]) -> agent_protocol.TurnHandler:
         messages: list[dict[str, Any]] = []  # this case's conversation, and only this case's
-        return functools.partial(respond, client, messages, stream=stream)
+        tools = echo_tool.CaseTools(doubles)
+        return functools.partial(respond, client, messages, tools, stream=stream)
 
     # --per-case declines protocol 2 (one process per case, as before), for comparison.
     agent_protocol.serve(start_case, persistent="--per-case" not in sys.argv[1:])
-
 
 if __name__ == "__main__":
     main()

@@ -31,20 +31,21 @@ import echo_tool
 from openai import OpenAI
 
 MODEL = "any-model"  # the replay endpoint serves the fixture whatever the model is called
-TOOLS: Any = [
-    {
-        "type": "function",
-        "name": echo_tool.NAME,
-        "description": echo_tool.DESCRIPTION,
-        "parameters": echo_tool.PARAMETERS,
-    }
-]
+
+
+def offered(tools: echo_tool.CaseTools) -> list[dict[str, Any]]:
+    """The case's tools, as the Responses API takes them."""
+    return [
+        {"type": "function", "name": name, "description": description, "parameters": parameters}
+        for name, description, parameters in tools.specs()
+    ]
 
 
 class Conversation:
     """One case's conversation: the input items so far, and the latest response's id."""
 
-    def __init__(self) -> None:
+    def __init__(self, tools: echo_tool.CaseTools) -> None:
+        self.tools = tools
         self.items: list[Any] = []
         self.last_id: str | None = None
 
@@ -54,7 +55,7 @@ def complete(
 ) -> Any:
     """One model call sending ``new`` items; the response, its output kept in the
     conversation."""
-    request: dict[str, Any] = {"model": MODEL, "tools": TOOLS}
+    request: dict[str, Any] = {"model": MODEL, "tools": offered(conversation.tools)}
     if previous and conversation.last_id is not None:
         request.update(input=new, previous_response_id=conversation.last_id)
     else:
@@ -87,7 +88,7 @@ def respond(
             return {"reply": response.output_text, "tool_calls": dispatched}
         new = []
         for call in calls:
-            entry = echo_tool.dispatch(call.call_id, call.name, call.arguments)
+            entry = conversation.tools.dispatch(call.call_id, call.name, call.arguments)
             dispatched.append(entry)
             new.append(
                 {"type": "function_call_output", "call_id": call.call_id, "output": entry["result"]}
@@ -99,8 +100,8 @@ def main() -> None:
     # Made once: the replay endpoint keeps its address for the life of the process.
     client = OpenAI(max_retries=0)
 
-    def start_case() -> agent_protocol.TurnHandler:
-        conversation = Conversation()  # this case's, and only this case's
+    def start_case(doubles: list[dict[str, Any]]) -> agent_protocol.TurnHandler:
+        conversation = Conversation(echo_tool.CaseTools(doubles))  # this case's, and only its
         return functools.partial(
             respond,
             client,

@@ -1,0 +1,217 @@
+"""JSON Schemas written inside a fixture (a tool double's ``parameters``): checked at admission,
+and applied to a call's arguments when it runs.
+
+A schema is held to the JSON Schema 2020-12 metaschema (with its ``regex`` format asserted),
+and beyond it: every keyword must be one JSON Schema defines (the metaschema lets any other
+key through, so a typo such as ``requried`` would silently check nothing), ``$ref`` must point
+inside the schema itself (``#`` or ``#/...``; nothing is ever fetched), and ``$id`` and a
+``$schema`` other than 2020-12 are refused (a fixture's schema is one self-contained 2020-12
+document). jsonschema is imported only when a schema is checked or applied.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
+
+from evalrunner.model import JSONPath, argument_json, render_json_path
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
+DRAFT202012 = "https://json-schema.org/draft/2020-12/schema"
+
+_SUBSCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+"""Keywords whose value maps names to subschemas."""
+
+_SUBSCHEMA = frozenset(
+    {
+        "additionalProperties",
+        "unevaluatedProperties",
+        "items",
+        "unevaluatedItems",
+        "contains",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    }
+)
+"""Keywords whose value is one subschema."""
+
+_SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+"""Keywords whose value is a list of subschemas."""
+
+KEYWORDS = frozenset(
+    {
+        # core
+        "$schema", "$id", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary",
+        "$comment", "$defs", "definitions",
+        # validation
+        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+        "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems",
+        "uniqueItems", "maxContains", "minContains", "maxProperties", "minProperties",
+        "required", "dependentRequired",
+        # metadata, format, content
+        "title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples",
+        "format", "contentEncoding", "contentMediaType",
+    }
+    | _SUBSCHEMA_MAPS
+    | _SUBSCHEMA
+    | _SUBSCHEMA_LISTS
+)  # fmt: skip
+"""Every keyword of JSON Schema 2020-12 (and ``definitions``, its older spelling of
+``$defs``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaProblem:
+    """What is wrong at ``path`` (relative to the schema's root); ``key``: the problem is the
+    key at the end of ``path`` itself, not its value."""
+
+    path: JSONPath
+    message: str
+    key: bool = False
+
+
+def schema_problems(schema: object) -> list[SchemaProblem]:
+    """Everything wrong with ``schema`` as a fixture's JSON Schema (see the module doc)."""
+    problems = [_meta_problem(error) for error in _metaschema().iter_errors(schema)]
+    problems.extend(_keyword_problems(schema))
+    return problems
+
+
+def argument_problem(schema: Mapping[str, Any], arguments: object) -> str | None:
+    """Why ``arguments`` break ``schema`` (one sentence, naming where), or ``None``."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(argument_json(schema)).iter_errors(arguments))
+    if error is None:
+        return None
+    where = tuple(error.absolute_path)
+    at = f" (at {render_json_path(where)})" if where else ""
+    return f"{error.message}{at}"
+
+
+@cache
+def _metaschema() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(
+        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_text: str) -> Draft202012Validator:
+    """A validator per schema (keyed by its text: a fixture's schema is plain JSON). Its
+    registry is empty and retrieves nothing: admission allows only references inside it."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
+
+    return Draft202012Validator(json.loads(schema_text), registry=Registry())
+
+
+def _meta_problem(error: Any) -> SchemaProblem:
+    path: JSONPath = tuple(error.absolute_path)
+    keyword = path[-1] if path else None
+    if keyword == "type" and error.validator in ("anyOf", "enum", "type"):
+        kinds = "array, boolean, integer, null, number, object, string"
+        return SchemaProblem(
+            path,
+            f"a JSON Schema type is one of {kinds} (or a list of them), "
+            f"got {_short(error.instance)}",
+        )
+    if error.validator == "type" and not path:
+        return SchemaProblem(path, "a JSON Schema is an object (or true/false)")
+    if error.validator == "format" and error.validator_value == "regex":
+        return SchemaProblem(
+            path, f"pattern {_short(error.instance)} is not a valid regular expression"
+        )
+    return SchemaProblem(path, f"not valid JSON Schema: {error.message}")
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _keyword_problems(root: object) -> Iterator[SchemaProblem]:
+    """Unknown keywords, and references that leave the schema, walking every subschema."""
+    stack: list[tuple[object, JSONPath]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if not isinstance(node, dict):
+            continue  # true/false, or not a schema at all (the metaschema says so)
+        for key, value in node.items():
+            here = (*path, key)
+            if key not in KEYWORDS:
+                yield SchemaProblem(here, _unknown(key), key=True)
+                continue
+            if key == "$ref" and isinstance(value, str):
+                problem = _reference_problem(root, value)
+                if problem is not None:
+                    yield SchemaProblem(here, problem)
+            elif key == "$id":
+                yield SchemaProblem(
+                    here,
+                    "$id is not allowed in a fixture's schema: it is one self-contained "
+                    "document; leave $id out and refer inside it with $ref: \"#/...\"",
+                    key=True,
+                )
+            elif key == "$schema" and value != DRAFT202012:
+                yield SchemaProblem(
+                    here,
+                    "a fixture's schema is JSON Schema 2020-12: $schema is "
+                    f"{json.dumps(DRAFT202012)} or left out, got {_short(value)}",
+                )
+            elif key in _SUBSCHEMA:
+                stack.append((value, here))
+            elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+                stack.extend((item, (*here, i)) for i, item in enumerate(value))
+            elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+                stack.extend((item, (*here, name)) for name, item in value.items())
+
+
+def _unknown(key: str) -> str:
+    message = f"unknown JSON Schema keyword {json.dumps(key, ensure_ascii=False)}"
+    close = difflib.get_close_matches(key, sorted(KEYWORDS), n=1, cutoff=0.6)
+    hint = f"did you mean {json.dumps(close[0])}?" if close else "use a JSON Schema 2020-12 keyword"
+    return f"{message}, which would check nothing; {hint}"
+
+
+def _reference_problem(root: object, reference: str) -> str | None:
+    """Why ``$ref`` does not resolve inside ``root``, or ``None``."""
+    if reference == "#":
+        return None
+    if not reference.startswith("#/"):
+        return (
+            f"$ref {_short(reference)} points outside this schema; a fixture's schema refers "
+            'only inside itself ("#" or a JSON Pointer such as "#/$defs/city"), nothing is fetched'
+        )
+    node = root
+    for token in reference[2:].split("/"):
+        token = _unescape(token)
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isascii() and token.isdigit() and (
+            int(token) < len(node)
+        ):
+            node = node[int(token)]
+        else:
+            return f"$ref {_short(reference)} does not resolve inside this schema"
+    return None
+
+
+def _unescape(token: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(token).replace("~1", "/").replace("~0", "~")
