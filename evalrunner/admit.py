@@ -148,27 +148,37 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
                 schema_errors and any(e.json_path[:1] == (key,) for e in schema_errors)
             )
 
-        if clean("expects"):
-            # Casts name their types as strings on this path: a subscripted type is built
-            # anew on every call (a Union costs a microsecond and a half), for nothing.
-            declared = cast("dict[str, Any]", data["expects"])
-            expects = _expectations(declared)
-            errors.extend(_check_expects(expects, declared, document, partial=False))
-        elif isinstance(data.get("expects"), dict):
-            # Some kinds are malformed: the well-formed ones are still checked among
-            # themselves; the rules about the case as a whole wait for the rest.
-            broken = {
-                e.json_path[1]
-                for e in schema_errors
-                if e.json_path[:1] == ("expects",) and len(e.json_path) > 1
-            }
-            if ("expects",) not in {e.json_path for e in schema_errors}:
+        levels: list[tuple[JSONPath, dict[str, Any], Expectations]] = []
+        whole = True  # every level is well-formed, so the rules about the whole case apply
+        for base, raw in _levels(data):
+            if not any(e.json_path[: len(base)] == base for e in schema_errors):
+                # Casts name their types as strings on this path: a subscripted type is built
+                # anew on every call (a Union costs a microsecond and a half), for nothing.
+                declared = cast("dict[str, Any]", raw)
+                levels.append((base, declared, _expectations(declared)))
+                if base == ("expects",):
+                    expects = levels[-1][2]
+                continue
+            whole = False
+            if isinstance(raw, dict) and base not in {e.json_path for e in schema_errors}:
+                # Some kinds are malformed: the well-formed ones are still checked among
+                # themselves; the rules about the case as a whole wait for the rest.
+                depth = len(base)
+                broken = {
+                    e.json_path[depth]
+                    for e in schema_errors
+                    if e.json_path[:depth] == base and len(e.json_path) > depth
+                }
                 sound = {
                     k: v
-                    for k, v in cast(dict[str, Any], data["expects"]).items()
+                    for k, v in cast(dict[str, Any], raw).items()
                     if k not in broken and k in _KIND_NAMES
                 }
-                errors.extend(check_expects(sound, document, partial=True))
+                errors.extend(check_expects(sound, document, partial=True, base=base))
+        for base, declared, level in levels:
+            errors.extend(_check_expects(level, declared, document, partial=True, base=base))
+        if whole:
+            errors.extend(_check_whole_case(levels, document))
         if clean("turns"):
             turns = cast("list[Any]", data["turns"])
             errors.extend(_duplicate_ids(turns, document))
@@ -179,6 +189,65 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
 
 
 _KIND_NAMES = frozenset(f.name for f in fields(Expectations))
+
+
+def _levels(data: Mapping[str, Any]) -> Iterator[tuple[JSONPath, object]]:
+    """Each ``expects`` the document declares, with its path: the case's, then each turn's."""
+    if "expects" in data:
+        yield ("expects",), data["expects"]
+    turns = data.get("turns")
+    if isinstance(turns, list):
+        for index, turn in enumerate(turns):
+            if isinstance(turn, dict) and "expects" in turn:
+                yield ("turns", index, "expects"), turn["expects"]
+
+
+def _check_whole_case(
+    levels: Sequence[tuple[JSONPath, Mapping[str, Any], Expectations]], document: RawDocument
+) -> list[AdmissionError]:
+    """The rules about all of a case's checks together, its ``expects`` and its turns': at
+    least one effective check, and not every check passing on a run that did nothing."""
+    effective = [
+        base
+        for base, declared, _ in levels
+        if any(not (isinstance(v, list) and not v) for v in declared.values())
+    ]
+    if not effective:
+        if not levels:
+            return [
+                document.error(
+                    "the case declares no checks; add expects (for the whole run) or expects in "
+                    "a turn, with at least one check, e.g. response_contains or exact_tool_calls",
+                    (),
+                )
+            ]
+        base, declared, _ = levels[0]
+        what = "no checks" if not declared else "only empty lists, which check nothing"
+        # Point at the (first) empty list, the part to fill in; at expects when it is empty.
+        at, on_key = (base + (next(iter(declared)),), False) if declared else (base, True)
+        return [
+            document.error(
+                f"{dotted(base)} declares {what}; add at least one check, "
+                "e.g. response_contains or exact_tool_calls",
+                at,
+                key=on_key,
+            )
+        ]
+    # A refused pattern already says why the case cannot fail (or cannot be graded at all),
+    # so the whole-case verdict waits until the patterns are good.
+    if any(_bad_patterns(level, document, base) for base, _, level in levels):
+        return []
+    if all(_passes_on_the_empty_run(level) for _, _, level in levels):
+        return [
+            document.error(
+                "every check passes on a run that did nothing (no reply, no tool calls), so "
+                "this case can never fail; add a check the scripted run must satisfy, such as "
+                "response_contains, tools_used or exact_tool_calls",
+                effective[0],
+                key=True,
+            )
+        ]
+    return []
 
 
 def _name_characters(document: RawDocument) -> list[AdmissionError]:
@@ -215,17 +284,24 @@ def build_case(
         Turn(
             user_input=turn["user_input"],
             responses=tuple(_response(step["response"]) for step in turn.get("steps", ())),
+            expects=_expectations(turn["expects"]) if "expects" in turn else None,
         )
         for turn in data["turns"]
     )
+    declared = data.get("expects", {})
     return Case(
         name=data["name"] if "name" in data else data["model_name"],
         turns=turns,
-        expects=_expectations(data["expects"]) if expects is None else expects,
+        expects=_expectations(declared) if expects is None else expects,
         description=data.get("description"),
         case_class=cast("CaseClass | None", data.get("class")),
         source=document.path,
-        positions=KeyPositions(document.path, _name_key(data), data["expects"]),
+        positions=KeyPositions(
+            document.path,
+            _name_key(data),
+            declared,
+            tuple((i, tuple(t["expects"])) for i, t in enumerate(data["turns"]) if "expects" in t),
+        ),
     )
 
 
@@ -269,54 +345,37 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
 
 
 def check_expects(
-    declared: Mapping[str, Any], document: RawDocument, *, partial: bool = False
+    declared: Mapping[str, Any],
+    document: RawDocument,
+    *,
+    partial: bool = False,
+    base: JSONPath = ("expects",),
 ) -> list[AdmissionError]:
     """SPEC §4 rules 3, 4, 5 and 7 on a schema-valid ``expects`` object, and the stricter rules
     of issue 8: no pattern that matches every reply, no checks that contradict each other.
 
     ``partial``: ``declared`` holds only the well-formed kinds of an ``expects`` with schema
     errors; the rules about the whole case (at least one check, falsifiability) are left out.
+    ``base``: where ``declared`` is (a turn's is ``turns[i].expects``).
     """
-    return _check_expects(_expectations(declared), declared, document, partial=partial)
+    return _check_expects(_expectations(declared), declared, document, partial=partial, base=base)
 
 
 def _check_expects(
-    expects: Expectations, declared: Mapping[str, Any], document: RawDocument, *, partial: bool
+    expects: Expectations,
+    declared: Mapping[str, Any],
+    document: RawDocument,
+    *,
+    partial: bool,
+    base: JSONPath = ("expects",),
 ) -> list[AdmissionError]:
-    here = ("expects",)
     errors: list[AdmissionError] = []
-
-    effective = [k for k, v in declared.items() if not (isinstance(v, list) and not v)]
-    if not effective and not partial:
-        what = "no checks" if not declared else "only empty lists, which check nothing"
-        # Point at the (first) empty list, the part to fill in; at expects when it is empty.
-        at, on_key = (here + (next(iter(declared)),), False) if declared else (here, True)
-        errors.append(
-            document.error(
-                f"expects declares {what}; add at least one check, "
-                "e.g. response_contains or exact_tool_calls",
-                at,
-                key=on_key,
-            )
-        )
-
-    errors.extend(_incoherent_bounds(expects, document))
-    pattern_errors = _bad_patterns(expects, document)
-    errors.extend(pattern_errors)
-    errors.extend(_contradictions(expects, document))
-
-    # A refused pattern already says why the case cannot fail (or cannot be graded at all), so
-    # the whole-case verdict below waits until the patterns are good.
-    if effective and not partial and not pattern_errors and _passes_on_the_empty_run(expects):
-        errors.append(
-            document.error(
-                "every check passes on a run that did nothing (no reply, no tool calls), so this "
-                "case can never fail; add a check the scripted run must satisfy, such as "
-                "response_contains, tools_used or exact_tool_calls",
-                here,
-                key=True,
-            )
-        )
+    errors.extend(_incoherent_bounds(expects, document, base))
+    errors.extend(_bad_patterns(expects, document, base))
+    errors.extend(_contradictions(expects, document, base))
+    errors.extend(_offer_contradictions(expects, document, base))
+    if not partial:
+        errors.extend(_check_whole_case([(base, declared, expects)], document))
     return errors
 
 
@@ -342,10 +401,11 @@ def _passes_alone_on_the_empty_run(kind: str, value: Any) -> bool:
     return all(g.passed for g in grade(alone, RunRecord.empty()))
 
 
-def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+def _incoherent_bounds(
+    expects: Expectations, document: RawDocument, here: JSONPath = ("expects",)
+) -> list[AdmissionError]:
     """SPEC §4 rule 4: ``min``/``max``/``exact_tool_calls`` that no count satisfies, and a
     ``max`` or ``exact`` below the calls the other checks need."""
-    here = ("expects",)
     errors = []
     low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
     if low is not None and high is not None and low > high:
@@ -375,7 +435,7 @@ def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[Adm
             )
     if high is None and exact is None:
         return errors  # nothing caps the calls, so no other check can need too many
-    needed, reasons = _calls_needed(expects)
+    needed, reasons = _calls_needed(expects, dotted(here))
     for kind, limit in (("max_tool_calls", high), ("exact_tool_calls", exact)):
         if limit is not None and limit < needed:
             errors.append(
@@ -389,7 +449,9 @@ def _incoherent_bounds(expects: Expectations, document: RawDocument) -> list[Adm
     return errors
 
 
-def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
+def _calls_needed(
+    expects: Expectations, label: str = "expects"
+) -> tuple[int, Callable[[], list[str]]]:
     """The fewest dispatches a run needs to pass the checks that name tools, and a function
     that words the reasons (called only when a cap is below the need).
 
@@ -407,13 +469,13 @@ def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
             need[entry.tool] = (calls, kind, i, entry.call_index)
     total = sum(needed[0] for needed in need.values())
     if total == 0 and expects.all_tools_succeeded is False:
-        return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
+        return 1, lambda: [f"a failed one for {label}.all_tools_succeeded: false"]
 
     def reasons() -> list[str]:
         worded = []
         for tool, (calls, kind, i, call_index) in need.items():
             index = "" if call_index is None else f" with call_index {call_index}"
-            worded.append(f"{calls} to {quote(tool)} for expects.{kind}[{i}]{index}")
+            worded.append(f"{calls} to {quote(tool)} for {label}.{kind}[{i}]{index}")
         return worded
 
     return total, reasons
@@ -430,11 +492,13 @@ def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadN
             yield kind, index, entry
 
 
-def _bad_patterns(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+def _bad_patterns(
+    expects: Expectations, document: RawDocument, base: JSONPath = ("expects",)
+) -> list[AdmissionError]:
     """SPEC §4 rule 5 (patterns compile as RE2), and no pattern that matches every reply."""
     errors = []
     for index, pattern in enumerate(expects.response_matches or ()):
-        where = ("expects", "response_matches", index)
+        where = base + ("response_matches", index)
         try:
             compile_pattern(pattern)
         except PatternError as exc:
@@ -458,10 +522,13 @@ _matches_every_text = lru_cache(maxsize=1024)(matches_every_text)
 compiled patterns :func:`compile_pattern` keeps)."""
 
 
-def _contradictions(expects: Expectations, document: RawDocument) -> list[AdmissionError]:
+def _contradictions(
+    expects: Expectations, document: RawDocument, base: JSONPath = ("expects",)
+) -> list[AdmissionError]:
     """Checks that no run can pass together, each reported at the entry that forbids what
     another one requires. (Count bounds are :func:`_incoherent_bounds`.)"""
     errors: list[AdmissionError] = []
+    label = dotted(base)
     # Every contradiction involves a "not" kind: without one (most cases), nothing to look at.
     if not expects.tools_not_used and not expects.response_not_contains:
         return errors
@@ -474,20 +541,20 @@ def _contradictions(expects: Expectations, document: RawDocument) -> list[Admiss
         if name in used:
             errors.append(
                 document.error(
-                    f"{quote(name)} is in both expects.tools_used[{used[name]}] and "
-                    f"expects.tools_not_used[{j}]; no run can both call it and not call it; "
+                    f"{quote(name)} is in both {label}.tools_used[{used[name]}] and "
+                    f"{label}.tools_not_used[{j}]; no run can both call it and not call it; "
                     "remove it from one of the lists",
-                    ("expects", "tools_not_used", j),
+                    base + ("tools_not_used", j),
                 )
             )
     for kind, i, entry in _payload_entries(expects):
         if entry.tool in forbidden:
             errors.append(
                 document.error(
-                    f"expects.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
-                    f"expects.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
+                    f"{label}.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
+                    f"{label}.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
                     "satisfy both; drop one of them",
-                    ("expects", kind, i, "tool"),
+                    base + (kind, i, "tool"),
                 )
             )
     required = expects.response_contains or ()
@@ -507,13 +574,36 @@ def _contradictions(expects: Expectations, document: RawDocument) -> list[Admiss
         nfc_part = "" if as_written else " (in Unicode NFC, the form checks compare in)"
         errors.append(
             document.error(
-                f"expects.response_not_contains[{j}] {quote(banned)} {relation} "
-                f"expects.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
+                f"{label}.response_not_contains[{j}] {quote(banned)} {relation} "
+                f"{label}.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
                 "no reply can pass both; remove or change one of them",
-                ("expects", "response_not_contains", j),
+                base + ("response_not_contains", j),
             )
         )
     return errors
+
+
+def _offer_contradictions(
+    expects: Expectations, document: RawDocument, base: JSONPath
+) -> list[AdmissionError]:
+    """A tool in both ``tools_offered`` and ``tools_not_offered``: no request can both offer
+    it and not offer it. Reported at the ``tools_not_offered`` entry."""
+    if not expects.tools_offered or not expects.tools_not_offered:
+        return []
+    wanted: dict[str, int] = {}
+    for i, name in enumerate(expects.tools_offered):
+        wanted.setdefault(name, i)
+    label = dotted(base)
+    return [
+        document.error(
+            f"{quote(name)} is in both {label}.tools_offered[{wanted[name]}] and "
+            f"{label}.tools_not_offered[{j}]; no model request can both offer it and not offer "
+            "it; remove it from one of the lists",
+            base + ("tools_not_offered", j),
+        )
+        for j, name in enumerate(expects.tools_not_offered)
+        if name in wanted
+    ]
 
 
 def _pattern_message(pattern: str, reason: str) -> str:
@@ -689,6 +779,8 @@ def _blank_hint(path: JSONPath) -> str:
     field = next((part for part in reversed(path) if isinstance(part, str)), "")
     if field in {"response_contains", "response_not_contains"}:
         return "give the text to look for, or check for whitespace with response_matches and \\s"
+    if field == "system_prompt_contains":
+        return "give the text to look for in the system prompt"
     if field == "needle":
         return "give the text to look for in the payload"
     if field == "user_input":

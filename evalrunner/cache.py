@@ -244,6 +244,7 @@ def _encode(outcome: Outcome) -> dict[str, Any]:
                 "name": outcome.name,
                 "turns": [
                     [turn.user_input, [_response(r) for r in turn.responses]]
+                    + ([] if turn.expects is None else [_expectations(turn.expects)])
                     for turn in outcome.turns
                 ],
                 "expects": _expectations(outcome.expects),
@@ -311,6 +312,9 @@ _TEXT_KINDS = (
     "response_matches",
     "tools_used",
     "tools_not_used",
+    "tools_offered",
+    "tools_not_offered",
+    "system_prompt_contains",
 )
 _COUNT_KINDS = ("max_tool_calls", "min_tool_calls", "exact_tool_calls")
 _NEEDLE_KINDS = ("tool_arguments_contain", "tool_results_contain")
@@ -339,14 +343,52 @@ def _decode(data: object) -> Outcome:
     if set(entry) != {"case"}:
         raise _Damaged(sorted(entry))
     case: dict[str, Any] = _kind(entry["case"], dict)
-    turns = tuple(
-        Turn(_kind(user_input, str), tuple(_decode_response(r) for r in _kind(responses, list)))
-        for user_input, responses in _kind(case["turns"], list)
-    )
+    turns = tuple(_decode_turn(turn) for turn in _kind(case["turns"], list))
     if not turns or not all(turn.responses for turn in turns):
         raise _Damaged("a case has turns, and each turn responses")
+    expects = _decode_expectations(case["expects"])
+    if not expects and all(turn.expects is None for turn in turns):
+        raise _Damaged("an admitted case has a check")
+    case_class = case["class"]
+    if case_class not in (None, "positive", "negative"):
+        raise _Damaged(case_class)
+    description = case["description"]
+    name_key = case["name_key"]
+    if name_key not in ("name", "model_name"):
+        raise _Damaged(name_key)
+    source = Path(_kind(case["source"], str))
+    turn_kinds = tuple(
+        (i, tuple(f.name for f in fields(t.expects) if getattr(t.expects, f.name) is not None))
+        for i, t in enumerate(turns)
+        if t.expects is not None
+    )
+    return Case(
+        name=_kind(case["name"], str),
+        turns=turns,
+        expects=Expectations(**expects),
+        description=None if description is None else _kind(description, str),
+        case_class=case_class,
+        source=source,
+        positions=KeyPositions(source, name_key, expects, turn_kinds),
+    )
+
+
+def _decode_turn(data: object) -> Turn:
+    """A turn as :func:`_encode` writes it: ``[user_input, responses]``, then its
+    expectations when it declares any."""
+    user_input, responses, *rest = _kind(data, list)
+    if len(rest) > 1:
+        raise _Damaged(rest)
+    return Turn(
+        _kind(user_input, str),
+        tuple(_decode_response(r) for r in _kind(responses, list)),
+        Expectations(**_decode_expectations(rest[0])) if rest else None,
+    )
+
+
+def _decode_expectations(data: object) -> dict[str, Any]:
     expects: dict[str, Any] = {}
-    for name, value in _kind(case["expects"], dict).items():
+    for name, value in _kind(data, dict).items():
         if name in _TEXT_KINDS:
             expects[name] = _texts(value)
         elif name in _COUNT_KINDS:
@@ -362,25 +404,7 @@ def _decode(data: object) -> Outcome:
             )
         else:
             raise _Damaged(name)
-    if not expects:
-        raise _Damaged("an admitted case has a check")
-    case_class = case["class"]
-    if case_class not in (None, "positive", "negative"):
-        raise _Damaged(case_class)
-    description = case["description"]
-    name_key = case["name_key"]
-    if name_key not in ("name", "model_name"):
-        raise _Damaged(name_key)
-    source = Path(_kind(case["source"], str))
-    return Case(
-        name=_kind(case["name"], str),
-        turns=turns,
-        expects=Expectations(**expects),
-        description=None if description is None else _kind(description, str),
-        case_class=case_class,
-        source=source,
-        positions=KeyPositions(source, name_key, expects),
-    )
+    return expects
 
 
 def _decode_response(data: object) -> ModelResponse:

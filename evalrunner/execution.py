@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalrunner.admit import Admission
 from evalrunner.agent import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
-from evalrunner.grade import grade
+from evalrunner.grade import grade_case
 from evalrunner.load import Fixture
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
 from evalrunner.provider import ModelProvider
@@ -139,7 +139,7 @@ def skipped_report(case: Case, reason: str) -> CaseReport:
 
 def graded_report(case: Case, record: RunRecord) -> CaseReport:
     """The report of ``case``'s run: graded, unless the run errored."""
-    grades = grade(case.expects, record) if record.error is None else ()
+    grades = grade_case(case, record) if record.error is None else ()
     return CaseReport(
         name=case.name,
         source=case.source.name,

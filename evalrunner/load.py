@@ -454,8 +454,8 @@ def parse_document(
 
 class KeyPositions(Mapping[str, tuple[int, int]]):
     """Where an admitted case's name and each of its expectation kinds are written in its
-    fixture: ``{"name": (line, col), "expects.<kind>": ...}``, so that reports can point at
-    the check that failed.
+    fixture: ``{"name": (line, col), "expects.<kind>": ..., "turns[i].expects.<kind>": ...}``,
+    so that reports can point at the check that failed.
 
     Holds no text: the fixture file is read again and indexed on first use, which only the
     reports of failed cases make. A file that can no longer be read gives no positions; one
@@ -463,19 +463,32 @@ class KeyPositions(Mapping[str, tuple[int, int]]):
     ``--jobs`` worker), it is the path and the keys; after, the positions found.
     """
 
-    __slots__ = ("_found", "kinds", "name_key", "source")
+    __slots__ = ("_found", "kinds", "name_key", "source", "turn_kinds")
 
-    def __init__(self, source: Path, name_key: str, kinds: Iterable[str]) -> None:
+    def __init__(
+        self,
+        source: Path,
+        name_key: str,
+        kinds: Iterable[str],
+        turn_kinds: tuple[tuple[int, tuple[str, ...]], ...] = (),
+    ) -> None:
         self.source = source
         self.name_key = name_key
         """The key the case's name is written under: ``name`` (or ``model_name``)."""
         self.kinds = tuple(kinds)
+        self.turn_kinds = turn_kinds
+        """The kinds of each turn's ``expects`` (turn index, kinds), found as
+        ``"turns[i].expects.<kind>"``."""
         self._found: dict[str, tuple[int, int]] | None = None
 
     def _positions(self) -> dict[str, tuple[int, int]]:
         if self._found is None:
             paths: dict[JSONPath, str] = {(self.name_key,): "name"}
             paths.update({("expects", kind): f"expects.{kind}" for kind in self.kinds})
+            for index, kinds in self.turn_kinds:
+                paths.update(
+                    {("turns", index, "expects", k): f"turns[{index}].expects.{k}" for k in kinds}
+                )
             source_map = _fixture_source_map(self.source)
             found = {} if source_map is None else source_map.key_positions(paths)
             self._found = {paths[path]: position for path, position in found.items()}
@@ -496,7 +509,7 @@ class KeyPositions(Mapping[str, tuple[int, int]]):
     def __reduce__(self) -> tuple[Any, ...]:
         if self._found is not None:
             return dict, (self._found,)
-        return KeyPositions, (self.source, self.name_key, self.kinds)
+        return KeyPositions, (self.source, self.name_key, self.kinds, self.turn_kinds)
 
 
 def _fixture_source_map(path: Path) -> SourceMap | None:

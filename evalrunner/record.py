@@ -36,7 +36,7 @@ from evalrunner import __version__
 from evalrunner.admit import admit
 from evalrunner.convert import SUFFIXES, ConversionError, convert, rebase, schema_reference
 from evalrunner.execution import RunSettings, graded_report
-from evalrunner.grade import grade
+from evalrunner.grade import grade_case
 from evalrunner.load import (
     FIXTURE_SUFFIXES,
     INT_MAX,
@@ -164,7 +164,7 @@ def record_case(
             f"the live run errored: {record.error}; nothing to record until it runs cleanly",
             budget=provider.stopped_by_budget,
         )
-    failed = [g for g in grade(case.expects, record) if not g.passed]
+    failed = [g for g in grade_case(case, record) if not g.passed]
     if failed:
         return refused(
             f"the live run failed {_worded(failed)}; its fixture would fail its replay too: "

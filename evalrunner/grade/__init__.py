@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from evalrunner.grade import counts, payloads, response, tools
-from evalrunner.model import Expectations, GradeResult, RunRecord
+from evalrunner.grade import counts, payloads, requests, response, tools
+from evalrunner.model import Case, Expectations, GradeResult, RunRecord
 
-__all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade"]
+__all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade", "grade_case"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,9 @@ _GRADERS: dict[str, Callable[[Any, RunRecord], list[GradeResult]]] = {
     "all_tools_succeeded": tools.all_tools_succeeded,
     "tool_arguments_contain": payloads.tool_arguments_contain,
     "tool_results_contain": payloads.tool_results_contain,
+    "tools_offered": requests.tools_offered,
+    "tools_not_offered": requests.tools_not_offered,
+    "system_prompt_contains": requests.system_prompt_contains,
 }
 
 KINDS: tuple[Kind, ...] = tuple(Kind(f.name, _GRADERS[f.name]) for f in fields(Expectations))
@@ -87,3 +90,18 @@ def grade(expects: Expectations, run: RunRecord) -> tuple[GradeResult, ...]:
             graded = [GradeResult(r.check, False, NO_EVIDENCE[missing]) for r in graded]
         results.extend(graded)
     return tuple(results)
+
+
+def grade_case(case: Case, run: RunRecord) -> tuple[GradeResult, ...]:
+    """Every declared check of ``case``: its ``expects`` against the whole run, then each
+    turn's ``expects`` against that turn (:meth:`RunRecord.turn`), its checks named
+    ``turns[i].<check>`` (0-based, as the fixture's path to them)."""
+    results = grade(case.expects, run)
+    for index, turn in enumerate(case.turns):
+        if turn.expects is not None:
+            prefix = f"turns[{index}]."
+            results += tuple(
+                GradeResult(prefix + r.check, r.passed, r.detail)
+                for r in grade(turn.expects, run.turn(index))
+            )
+    return results
