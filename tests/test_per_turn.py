@@ -354,3 +354,32 @@ def test_the_cache_round_trips_turn_checks(tmp_path: Path) -> None:
     assert back == case
     assert isinstance(back, Case)
     assert back.positions["turns[2].expects.exact_tool_calls"] == (26, 7)
+
+
+@pytest.mark.parametrize("target", ["toml", "json", "yaml"])
+def test_convert_round_trips_turn_checks(tmp_path: Path, target: str) -> None:
+    from evalrunner.convert import Conversion, convert
+
+    document = load_document(write(tmp_path, THREE_TURNS))
+    assert not isinstance(document, list)
+    converted = convert(document, target)  # type: ignore[arg-type]
+    assert isinstance(converted, Conversion)
+    assert converted.case == admitted(tmp_path, THREE_TURNS)
+    third = converted.case.turns[2].expects
+    assert third is not None and third.exact_tool_calls == 2
+
+
+def test_json_and_junit_reports_name_the_turn_of_a_failed_check(tmp_path: Path) -> None:
+    from evalrunner.report.json import render_json
+    from evalrunner.report.junit import render_junit
+
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    write(suite, THREE_TURNS.replace("exact_tool_calls: 2\n", "exact_tool_calls: 5\n"))
+    report = run_suite(suite)
+    assert isinstance(report, SuiteReport)
+    checks = json.loads(render_json(report))["cases"][0]["grades"]
+    assert {"check": "turns[2].exact_tool_calls(5)", "passed": False} in [
+        {"check": c["check"], "passed": c["passed"]} for c in checks
+    ]
+    assert "turns[2].exact_tool_calls(5): 2 tool call(s)" in render_junit(report)

@@ -72,8 +72,7 @@ def test_tools_offered_needs_every_request_to_offer_each_tool() -> None:
     assert result.check == 'tools_offered("echo")'
     assert not result.passed
     assert result.detail == (
-        'model request 2 of 2 did not offer "echo" (1 request(s) without it); '
-        'it offered ["search"]'
+        'model request 2 of 2 did not offer "echo" (1 request(s) without it); it offered ["search"]'
     )
 
 
@@ -283,7 +282,7 @@ def test_the_request_mutants_are_killed_by_their_kind(
 
 # --- evidence over the three wires ----------------------------------------------------------------
 
-WIRE_AGENT = r'''
+WIRE_AGENT = r"""
 import json, os, sys, urllib.request
 
 wire, prompt, tools, choice = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4]
@@ -350,7 +349,7 @@ def ask(user_input):
 
 for line in sys.stdin:
     print(json.dumps({"reply": ask(json.loads(line)["user_input"])}), flush=True)
-'''
+"""
 
 TWO_TURNS = """\
 name: offered-over-the-wire
