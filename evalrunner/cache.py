@@ -248,6 +248,11 @@ def _encode(outcome: Outcome) -> dict[str, Any]:
                     for turn in outcome.turns
                 ],
                 "expects": _expectations(outcome.expects),
+                # Whether the case's own expects holds checks: a case may keep all of them in
+                # its turns, and an entry edited to drop them must not pass for one.
+                "case_checks": any(
+                    getattr(outcome.expects, f.name) is not None for f in fields(Expectations)
+                ),
                 "description": outcome.description,
                 "class": outcome.case_class,
                 "source": os.fsdecode(outcome.source),
@@ -347,6 +352,8 @@ def _decode(data: object) -> Outcome:
     if not turns or not all(turn.responses for turn in turns):
         raise _Damaged("a case has turns, and each turn responses")
     expects = _decode_expectations(case["expects"])
+    if bool(expects) != _kind(case["case_checks"], bool):
+        raise _Damaged("the case's own checks are not as written")
     if not expects and all(turn.expects is None for turn in turns):
         raise _Damaged("an admitted case has a check")
     case_class = case["class"]
