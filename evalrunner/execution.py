@@ -60,7 +60,7 @@ from evalrunner.agents.reference import (
 )
 from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import ToolSource
-from evalrunner.expectations import grade
+from evalrunner.expectations import grade_case
 from evalrunner.fixture.admit import Admission
 from evalrunner.fixture.load import Fixture
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
@@ -163,7 +163,7 @@ def skipped_report(case: Case, reason: str) -> CaseReport:
 
 def graded_report(case: Case, record: RunRecord) -> CaseReport:
     """The report of ``case``'s run: graded, unless the run errored."""
-    grades = grade(case.expects, record) if record.error is None else ()
+    grades = grade_case(case, record) if record.error is None else ()
     return CaseReport(
         name=case.name,
         source=case.source.name,

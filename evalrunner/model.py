@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, TypeAlias
 
@@ -126,6 +126,9 @@ class Turn:
 
     user_input: str
     responses: tuple[ModelResponse, ...]
+    expects: Expectations | None = None
+    """The turn's own checks (``turns[i].expects``), graded on :meth:`RunRecord.turn`; ``None``
+    when the turn declares none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +159,9 @@ class Expectations:
     all_tools_succeeded: bool | None = None
     tool_arguments_contain: tuple[PayloadNeedle, ...] | None = None
     tool_results_contain: tuple[PayloadNeedle, ...] | None = None
+    tools_offered: tuple[str, ...] | None = None
+    tools_not_offered: tuple[str, ...] | None = None
+    system_prompt_contains: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +305,16 @@ class ToolCallRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """Where one turn of a run ended: its final reply, and how many model requests and
+    dispatches the run had made by then."""
+
+    reply: str
+    requests: int
+    tool_calls: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """Everything observed while one case ran. The only input of grading besides the case."""
 
@@ -320,6 +336,26 @@ class RunRecord:
     tracebacks: tuple[str, ...] = ()
     """The full tracebacks of exceptions raised in the agent or its in-process tools (shown
     with ``--traceback``)."""
+    turn_ends: tuple[TurnEnd, ...] = ()
+    """Each finished turn's final reply and where its requests and dispatches end, in order
+    (for :meth:`turn`); empty when the case declares no per-turn checks."""
+
+    def turn(self, index: int) -> RunRecord:
+        """The run as turn ``index`` (0-based) saw it: its final reply, the requests and
+        dispatches made during it, the responses served in it. What per-turn checks grade; a
+        turn that never ended reads as a run that did nothing."""
+        if index >= len(self.turn_ends):
+            return replace(RunRecord.empty(), unobserved=self.unobserved)
+        end = self.turn_ends[index]
+        start = self.turn_ends[index - 1] if index else TurnEnd("", 0, 0)
+        return replace(
+            self,
+            final_response=end.reply,
+            tool_calls=self.tool_calls[start.tool_calls : end.tool_calls],
+            requests=self.requests[start.requests : end.requests],
+            responses=tuple(pair for pair in self.responses if pair[0] == index),
+            turn_ends=(),
+        )
 
     @property
     def tools_called(self) -> tuple[str, ...]:

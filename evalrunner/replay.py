@@ -43,7 +43,7 @@ from evalrunner.boundary.tools import (
     recorded_tools,
     with_doubles,
 )
-from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCallRecord
+from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCallRecord, TurnEnd
 
 
 def _remove(path: Path) -> None:
@@ -324,6 +324,7 @@ def _record(run: _CaseRun, duration_ms: int) -> RunRecord:
         ),
         unobserved=unobserved,
         tracebacks=(*(run.log.tracebacks() if run.log is not None else ()), *run.tracebacks),
+        turn_ends=tuple(run.turn_ends),
     )
 
 
@@ -359,6 +360,9 @@ class _CaseRun:
         self.provider: object = None
         """A provider given by the caller (live mode): told when the case is given up, so
         that its request in flight is cut rather than waited for."""
+        self.turn_ends: list[TurnEnd] = []
+        """Where each finished turn ended, kept only for a case with per-turn checks."""
+        self._per_turn = any(turn.expects is not None for turn in case.turns)
 
     def drive(self) -> None:
         """Build the tools and the agent, run every turn, then close the agent."""
@@ -403,6 +407,11 @@ class _CaseRun:
                     return  # timed out meanwhile: the record has been taken already
                 self.final_response = reply
                 self._end_turn(agent, log)
+                if self._per_turn:
+                    evidence = self.monitor.evidence()
+                    self.turn_ends.append(
+                        TurnEnd(reply, len(evidence.requests), len(evidence.dispatches))
+                    )
             self.monitor.finish()
             self.close()
         except RunError as exc:

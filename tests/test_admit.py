@@ -114,7 +114,7 @@ def test_unknown_keys_anywhere_are_refused(tmp_path: Path) -> None:
 }
 """
     assert spots(errors(tmp_path, "a.json", text)) == [
-        (4, 26, "unknown key 'note' in turns[0] (allowed: steps, user_input)"),
+        (4, 26, "unknown key 'note' in turns[0] (allowed: expects, steps, user_input)"),
         (
             6,
             77,
@@ -150,7 +150,9 @@ def test_schema_key_in_a_turn_is_refused(tmp_path: Path) -> None:
     turns = "  - user_input: hi\n    $schema: x\n    steps:\n"
     turns += "      - response: {type: text, content: ok}\n"
     error = only(errors(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n", turns)))
-    assert error.message == "unknown key '$schema' in turns[0] (allowed: steps, user_input)"
+    assert error.message == (
+        "unknown key '$schema' in turns[0] (allowed: expects, steps, user_input)"
+    )
     assert (error.line, error.col) == (4, 5)
 
 
@@ -304,8 +306,13 @@ def test_zero_turns_is_refused(tmp_path: Path) -> None:
 
 def test_missing_turns_and_expects_are_refused(tmp_path: Path) -> None:
     assert spots(errors(tmp_path, "a.json", '{"name": "x"}')) == [
-        (1, 1, "missing required key 'expects' in the case"),
         (1, 1, "missing required key 'turns' in the case"),
+        (
+            1,
+            1,
+            "the case declares no checks; add expects (for the whole run) or expects in a "
+            "turn, with at least one check, e.g. response_contains or exact_tool_calls",
+        ),
     ]
 
 

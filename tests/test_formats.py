@@ -287,7 +287,7 @@ TOML_HEAD = 'name = "t"\n\n[[turns]]\nuser_input = "hi"\n\n'  # lines 1-5
             'bogus = 1\n\n[[turns.steps]]\nresponse = { type = "text", content = "ok" }\n',
             6,
             1,
-            "unknown key 'bogus' in turns[0] (allowed: steps, user_input)",
+            "unknown key 'bogus' in turns[0] (allowed: expects, steps, user_input)",
         ),
         (  # value in an inline table
             '[[turns.steps]]\nresponse = { type = "text", content = 42 }\n',

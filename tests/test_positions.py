@@ -5,6 +5,7 @@ file when first asked. A case holds no fixture text, before or after."""
 from __future__ import annotations
 
 import pickle
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,13 @@ def exact(path: Path, key: str) -> tuple[int, int] | None:
     assert not isinstance(document, list)
     data = document.data
     assert isinstance(data, dict)
+    turn = re.fullmatch(r"turns\[(\d+)\]\.expects\.(\w+)", key)
     json_path: JSONPath = (
-        ("name" if "name" in data else "model_name",) if key == "name" else tuple(key.split("."))
+        ("name" if "name" in data else "model_name",)
+        if key == "name"
+        else ("turns", int(turn[1]), "expects", turn[2])
+        if turn
+        else tuple(key.split("."))
     )
     return document.source_map.locate(json_path, key=True)
 
@@ -46,7 +52,15 @@ def test_positions_of_the_regression_suite_match_the_exact_locator(fixture: Path
     assert not isinstance(document, list) and isinstance(document.data, dict)
     expects = document.data["expects"]
     assert isinstance(expects, dict)
-    assert set(case.positions) == {"name"} | {f"expects.{kind}" for kind in expects}
+    turns = document.data["turns"]
+    assert isinstance(turns, list)
+    in_turns = {
+        f"turns[{i}].expects.{kind}"
+        for i, turn in enumerate(turns)
+        if isinstance(turn, dict) and isinstance(turn.get("expects"), dict)
+        for kind in turn["expects"]
+    }
+    assert set(case.positions) == {"name"} | {f"expects.{kind}" for kind in expects} | in_turns
     for key, position in case.positions.items():
         assert position == exact(fixture, key), key
 

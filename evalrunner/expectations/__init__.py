@@ -8,9 +8,9 @@ grading order of SPEC §6.
 from __future__ import annotations
 
 from evalrunner.expectations.kinds import KINDS, Kind
-from evalrunner.model import Expectations, GradeResult, RunRecord
+from evalrunner.model import Case, Expectations, GradeResult, RunRecord
 
-__all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade"]
+__all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade", "grade_case"]
 
 
 EVIDENCE: dict[str, str] = {kind.name: kind.evidence for kind in KINDS if kind.evidence}
@@ -53,3 +53,18 @@ def grade(expects: Expectations, run: RunRecord) -> tuple[GradeResult, ...]:
             graded = [GradeResult(r.check, False, NO_EVIDENCE[missing]) for r in graded]
         results.extend(graded)
     return tuple(results)
+
+
+def grade_case(case: Case, run: RunRecord) -> tuple[GradeResult, ...]:
+    """Every declared check of ``case``: its ``expects`` against the whole run, then each
+    turn's ``expects`` against that turn (:meth:`RunRecord.turn`), its checks named
+    ``turns[i].<check>`` (0-based, as the fixture's path to them)."""
+    results = grade(case.expects, run)
+    for index, turn in enumerate(case.turns):
+        if turn.expects is not None:
+            prefix = f"turns[{index}]."
+            results += tuple(
+                GradeResult(prefix + r.check, r.passed, r.detail)
+                for r in grade(turn.expects, run.turn(index))
+            )
+    return results

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalrunner.expectations import counts, payloads, response, rules, tools
+from evalrunner.expectations import counts, payloads, requests, response, rules, tools
 from evalrunner.model import GradeResult, JSONValue, PayloadNeedle, RunRecord
 
 __all__ = [
@@ -224,6 +224,33 @@ KINDS: tuple[Kind, ...] = (
         parse_needles,
         dump_needles,
         payloads.tool_results_contain,
+    ),
+    Kind(
+        "tools_offered",
+        "list of tool names",
+        "every model request offers each tool (lists it, with a `tool_choice` that lets the "
+        "model call it); fails when no request was sent",
+        parse_texts,
+        dump_plain,
+        requests.tools_offered,
+    ),
+    Kind(
+        "tools_not_offered",
+        "list of tool names",
+        "no model request offers any of them",
+        parse_texts,
+        dump_plain,
+        requests.tools_not_offered,
+        rules=(rules.offered_and_not_offered,),
+    ),
+    Kind(
+        "system_prompt_contains",
+        "list of strings",
+        "every model request's system prompt (system/developer messages, `instructions`, "
+        "Anthropic `system`) contains each string; fails when no request was sent",
+        parse_texts,
+        dump_plain,
+        requests.system_prompt_contains,
     ),
 )
 """Every expectation kind, in grading order: the field order of ``Expectations``."""

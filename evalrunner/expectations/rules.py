@@ -232,3 +232,19 @@ def required_text_forbidden(expects: Expectations) -> Iterator[Refusal]:
             "no reply can pass both; remove or change one of them",
             ("expects", "response_not_contains", j),
         )
+
+
+def offered_and_not_offered(expects: Expectations) -> Iterator[Refusal]:
+    """A tool in both ``tools_offered`` and ``tools_not_offered``: no request can both offer
+    it and not offer it. Reported at the ``tools_not_offered`` entry."""
+    wanted: dict[str, int] = {}
+    for i, name in enumerate(expects.tools_offered or ()):
+        wanted.setdefault(name, i)
+    for j, name in enumerate(expects.tools_not_offered or ()):
+        if name in wanted:
+            yield Refusal(
+                f"{quote(name)} is in both expects.tools_offered[{wanted[name]}] and "
+                f"expects.tools_not_offered[{j}]; no model request can both offer it and not "
+                "offer it; remove it from one of the lists",
+                ("expects", "tools_not_offered", j),
+            )

@@ -36,6 +36,7 @@ from evalrunner.model import (
     TextResponse,
     ToolCall,
     ToolCallRecord,
+    ToolSpec,
     argument_json,
 )
 
@@ -146,6 +147,29 @@ class DropsAssistantCalls(_Mutated):
     def _ask(self) -> ModelResponse:
         messages = [m for m in self._history if not (m.role == "assistant" and m.tool_calls)]
         return self._context.provider.complete(ModelRequest(tuple(messages), self._specs))
+
+
+class OffersExtraTool(_Mutated):
+    """Offers the model a tool the agent does not have (``delete_account``), as a read-only
+    agent wired to a dangerous tool would."""
+
+    def _ask(self) -> ModelResponse:
+        extra = ToolSpec("delete_account", "Deletes the user's account.", {"type": "object"})
+        request = ModelRequest(tuple(self._history), (*self._specs, extra))
+        return self._context.provider.complete(request)
+
+
+class WithdrawsTools(_Mutated):
+    """Offers its tools in its first model request only."""
+
+    def __init__(self, context: AgentContext) -> None:
+        super().__init__(context)
+        self.asked = 0
+
+    def _ask(self) -> ModelResponse:
+        self.asked += 1
+        specs = self._specs if self.asked == 1 else ()
+        return self._context.provider.complete(ModelRequest(tuple(self._history), specs))
 
 
 class RepliesWithoutModel(_Mutated):
@@ -272,6 +296,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "the model's tool calls kept in the history",
         "any case with a tool call",
         DropsAssistantCalls,
+    ),
+    Mutant(
+        "offers-extra-tool",
+        "only the agent's own tools offered",
+        "tools_not_offered naming a tool the agent must not have",
+        OffersExtraTool,
+    ),
+    Mutant(
+        "withdraws-tools",
+        "every model request offers the tools",
+        "tools_offered on a case with two model requests or more",
+        WithdrawsTools,
     ),
     Mutant(
         "replies-without-model",

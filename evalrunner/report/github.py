@@ -15,7 +15,7 @@ reaches the log, then by GitHub's rules, so no text can end the command or start
 from __future__ import annotations
 
 from evalrunner.model import CaseReport, RunRefused, SuiteReport
-from evalrunner.report.outcome import failed_grades, interruption, kind_of
+from evalrunner.report.outcome import failed_grades, interruption, position_key
 from evalrunner.report.stats import case_runs, case_summary
 from evalrunner.report.table import Verbosity, render_table
 from evalrunner.text import printable, printable_path
@@ -104,7 +104,7 @@ def _case_annotations(case: CaseReport, repeat: int = 1) -> list[str]:
         ]
     out = []
     for grade in failed_grades(case):
-        spot = case.positions.get(f"expects.{kind_of(grade.check)}", name_at)
+        spot = case.positions.get(position_key(grade.check), name_at)
         line, col = spot if spot is not None else (None, None)
         message = f"{grade.check}: {grade.detail}" if grade.detail else f"{grade.check} failed"
         message = lead + message

@@ -71,8 +71,19 @@ def failed_grades(case: CaseReport) -> tuple[GradeResult, ...]:
 
 
 def kind_of(check: str) -> str:
-    """The expectation kind a check label comes from: ``tools_used("echo")`` → ``tools_used``."""
+    """The expectation kind a check label comes from: ``tools_used("echo")`` → ``tools_used``
+    (``turns[1].tools_used("echo")`` → ``turns[1].tools_used``, a turn's check)."""
     return check.split("(", 1)[0]
+
+
+def position_key(check: str) -> str:
+    """The :attr:`CaseReport.positions` key of the expectation a check label comes from:
+    ``expects.tools_used`` for a case's check, ``turns[1].expects.tools_used`` for a turn's."""
+    kind = kind_of(check)
+    if kind.startswith("turns["):
+        turn, _, kind = kind.partition(".")
+        return f"{turn}.expects.{kind}"
+    return f"expects.{kind}"
 
 
 def failures(report: SuiteReport) -> tuple[CaseReport, ...]:

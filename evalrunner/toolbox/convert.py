@@ -227,11 +227,14 @@ def _to_toml(data: JSONValue, reference: str | None) -> str:
     head = {k: v for k, v in body.items() if k not in ("turns", "expects")}
     text = tomli_w.dumps(head, multiline_strings=multiline)
     for turn in body["turns"]:
-        rest = {k: v for k, v in turn.items() if k != "steps"}
+        rest = {k: v for k, v in turn.items() if k not in ("steps", "expects")}
         text += "\n[[turns]]\n" + tomli_w.dumps(rest, multiline_strings=multiline)
         text += "steps = [\n"
         text += "".join(f"  {_inline(step)},\n" for step in turn["steps"])
         text += "]\n"
+        if "expects" in turn:  # a table of its own, after the steps: [turns.expects]
+            expects = {"turns": {"expects": turn["expects"]}}
+            text += "\n" + tomli_w.dumps(expects, multiline_strings=multiline)
     if "expects" in body:
         text += "\n" + tomli_w.dumps({"expects": body["expects"]}, multiline_strings=multiline)
     if reference is not None:

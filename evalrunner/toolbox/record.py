@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from evalrunner import __version__
 from evalrunner.execution import RunSettings, graded_report
-from evalrunner.expectations import grade
+from evalrunner.expectations import grade_case
 from evalrunner.fixture.admit import admit
 from evalrunner.fixture.load import (
     FIXTURE_SUFFIXES,
@@ -168,7 +168,7 @@ def record_case(
             f"the live run errored: {record.error}; nothing to record until it runs cleanly",
             budget=provider.stopped_by_budget,
         )
-    failed = [g for g in grade(case.expects, record) if not g.passed]
+    failed = [g for g in grade_case(case, record) if not g.passed]
     if failed:
         return refused(
             f"the live run failed {_worded(failed)}; its fixture would fail its replay too: "
