@@ -22,20 +22,26 @@ if TYPE_CHECKING:
 
 
 from evalrunner.grade import KINDS, grade
-from evalrunner.grade._format import nfc, quote
+from evalrunner.grade._format import listing, nfc, quote
+from evalrunner.grade._json import pointer_problem, schema_problems
 from evalrunner.grade.response import PatternError, compile_pattern, matches_every_text
+from evalrunner.grade.trajectory import differences
+from evalrunner.grade.trajectory import match as trajectory_match
 from evalrunner.load import KeyPositions, LoadedSuite, RawDocument
 from evalrunner.model import (
     AdmissionError,
     Case,
     CaseClass,
     Expectations,
+    ExpectedCall,
     JSONPath,
     ModelResponse,
     PayloadNeedle,
+    ResponseJson,
     RunRecord,
     TextResponse,
     ToolCall,
+    ToolCallsMatch,
     ToolCallsResponse,
     Turn,
     argument_json,
@@ -173,6 +179,11 @@ def admit(document: RawDocument) -> Case | list[AdmissionError]:
             turns = cast("list[Any]", data["turns"])
             errors.extend(_duplicate_ids(turns, document))
             errors.extend(_mixed_turns(turns, document))
+            if all("steps" in turn for turn in turns):
+                errors.extend(_turns_without_reply(turns, document))
+                # Checks refused among themselves already say why the case cannot pass.
+                if expects is not None and not errors:
+                    errors.extend(unsatisfiable(expects, _scripted_calls(turns), document))
     if errors:
         return _unique_sorted(errors)
     return build_case(cast("dict[str, Any]", data), document, expects)
@@ -258,11 +269,40 @@ def _expectations(raw: Mapping[str, Any]) -> Expectations:
             values[key] = tuple(
                 PayloadNeedle(e["tool"], e["needle"], e.get("call_index")) for e in value
             )
+        elif key == "tool_calls_match":
+            values[key] = tool_calls_match_value(value)
+        elif key == "response_json":
+            values[key] = response_json_value(value)
         elif isinstance(value, list):
             values[key] = tuple(value)
         else:
             values[key] = value
     return Expectations(**values)
+
+
+def _json_text(value: object) -> str | None:
+    return None if value is None else argument_json(value)
+
+
+def tool_calls_match_value(raw: Mapping[str, Any]) -> ToolCallsMatch:
+    """A schema-valid ``tool_calls_match`` as its frozen value (JSON values as JSON text)."""
+    calls = tuple(
+        ExpectedCall(
+            call["tool"],
+            _json_text(call.get("arguments")),
+            _json_text(call.get("arguments_schema")),
+            call.get("result_contains"),
+            call.get("succeeded"),
+        )
+        for call in raw["calls"]
+    )
+    return ToolCallsMatch(calls, raw.get("order", "in_order"), raw.get("extras", "forbid"))
+
+
+def response_json_value(raw: Mapping[str, Any]) -> ResponseJson:
+    """A schema-valid ``response_json`` as its frozen value (JSON values as JSON text)."""
+    equals = tuple((pointer, argument_json(v)) for pointer, v in raw.get("equals", {}).items())
+    return ResponseJson(_json_text(raw.get("schema")), equals)
 
 
 # --- rules beyond the schema -------------------------------------------------------------------
@@ -301,6 +341,7 @@ def _check_expects(
         )
 
     errors.extend(_incoherent_bounds(expects, document))
+    errors.extend(_fixture_schemas(declared, document))
     pattern_errors = _bad_patterns(expects, document)
     errors.extend(pattern_errors)
     errors.extend(_contradictions(expects, document))
@@ -405,6 +446,11 @@ def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
         calls = (entry.call_index or 0) + 1
         if calls > need.get(entry.tool, (0,))[0]:
             need[entry.tool] = (calls, kind, i, entry.call_index)
+    counted: dict[str, int] = {}
+    for i, call in enumerate(expects.tool_calls_match.calls if expects.tool_calls_match else ()):
+        counted[call.tool] = counted.get(call.tool, 0) + 1
+        if counted[call.tool] > need.get(call.tool, (0,))[0]:
+            need[call.tool] = (counted[call.tool], "tool_calls_match.calls", i, None)
     total = sum(needed[0] for needed in need.values())
     if total == 0 and expects.all_tools_succeeded is False:
         return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
@@ -480,6 +526,17 @@ def _contradictions(expects: Expectations, document: RawDocument) -> list[Admiss
                     ("expects", "tools_not_used", j),
                 )
             )
+    match = expects.tool_calls_match
+    for i, call in enumerate(match.calls if match else ()):
+        if call.tool in forbidden:
+            errors.append(
+                document.error(
+                    f"expects.tool_calls_match.calls[{i}] needs a call to {quote(call.tool)}, "
+                    f"which expects.tools_not_used[{forbidden[call.tool]}] forbids; no run can "
+                    "satisfy both; drop one of them",
+                    ("expects", "tool_calls_match", "calls", i, "tool"),
+                )
+            )
     for kind, i, entry in _payload_entries(expects):
         if entry.tool in forbidden:
             errors.append(
@@ -511,6 +568,192 @@ def _contradictions(expects: Expectations, document: RawDocument) -> list[Admiss
                 f"expects.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
                 "no reply can pass both; remove or change one of them",
                 ("expects", "response_not_contains", j),
+            )
+        )
+    return errors
+
+
+def _fixture_schemas(declared: Mapping[str, Any], document: RawDocument) -> list[AdmissionError]:
+    """JSON Schemas written in the fixture are valid Draft 2020-12 schemas with no unknown
+    keyword, and ``response_json.equals`` keys are JSON Pointers."""
+    schemas: list[tuple[JSONPath, object]] = []
+    match = declared.get("tool_calls_match")
+    for i, call in enumerate(match.get("calls", ()) if isinstance(match, dict) else ()):
+        if isinstance(call, dict) and "arguments_schema" in call:
+            at: JSONPath = ("expects", "tool_calls_match", "calls", i, "arguments_schema")
+            schemas.append((at, call["arguments_schema"]))
+    reply = declared.get("response_json")
+    errors = []
+    if isinstance(reply, dict):
+        if "schema" in reply:
+            schemas.append((("expects", "response_json", "schema"), reply["schema"]))
+        for pointer in reply.get("equals", {}):
+            problem = pointer_problem(pointer)
+            if problem is not None:
+                errors.append(
+                    document.error(
+                        f"{quote(pointer)} is not a JSON Pointer: {problem}",
+                        ("expects", "response_json", "equals", pointer),
+                        key=True,
+                    )
+                )
+    for at, schema in schemas:
+        for inner, message in schema_problems(schema):
+            errors.append(document.error(message, at + inner, key=bool(inner)))
+    return errors
+
+
+def _turns_without_reply(turns: list[Any], document: RawDocument) -> list[AdmissionError]:
+    """A turn whose last step is a tool call never ends in a reply: after dispatching, the
+    agent asks the model again, and the script has nothing left to answer."""
+    return [
+        document.error(
+            f"turn {t + 1} ends with a tool_calls step, so it can never end in a reply: the "
+            "agent asks the model again after the calls and the script has no response left; "
+            "add a step after it such as {type: text, content: ...}",
+            ("turns", t, "steps", len(turn["steps"]) - 1),
+        )
+        for t, turn in enumerate(turns)
+        if turn["steps"][-1]["response"].get("type") == "tool_calls"
+    ]
+
+
+def _scripted_calls(turns: list[Any]) -> list[ToolCall]:
+    """Every tool call the script hands out, in order: what a correct agent dispatches."""
+    return [
+        ToolCall(call["id"], call["name"], argument_text(call["arguments"]))
+        for turn in turns
+        for step in turn["steps"]
+        for call in step["response"].get("tool_calls", ())
+    ]
+
+
+def unsatisfiable(
+    expects: Expectations,
+    scripted: Sequence[ToolCall],
+    document: RawDocument,
+    at: JSONPath = ("expects",),
+) -> list[AdmissionError]:
+    """Checks at ``at`` that no correct run of the script can pass: a correct agent dispatches
+    every scripted call, with the scripted arguments, in order (issue 26)."""
+    errors = []
+    count = len(scripted)
+    names = [call.name for call in scripted]
+    called = f"the script calls {listing(names)}" if names else "the script calls no tool"
+    for kind in ("exact_tool_calls", "max_tool_calls"):
+        limit = getattr(expects, kind)
+        if limit is not None and limit < count:
+            errors.append(
+                document.error(
+                    f"{kind} ({limit}) is below the {count} tool call(s) the script hands out "
+                    f"({called}); a correct agent dispatches every one, so this check always "
+                    f"fails; raise it to {count} or script fewer calls",
+                    at + (kind,),
+                )
+            )
+    low = expects.min_tool_calls
+    if low is not None and low > count:
+        errors.append(
+            document.error(
+                f"min_tool_calls ({low}) is above the {count} tool call(s) the script hands out "
+                f"({called}); no correct run makes more, so this check always fails; lower it "
+                f"to {count} or script more calls",
+                at + ("min_tool_calls",),
+            )
+        )
+    for i, name in enumerate(expects.tools_used or ()):
+        if name not in names:
+            errors.append(
+                document.error(
+                    f"tools_used names {quote(name)}, but {called}{_did_you_mean(name, names)}; "
+                    "this check always fails; script a call to it or remove it",
+                    at + ("tools_used", i),
+                )
+            )
+    if expects.tool_calls_match is not None:
+        errors.extend(
+            _unmatchable(expects.tool_calls_match, scripted, document, at + ("tool_calls_match",))
+        )
+    return errors
+
+
+def _did_you_mean(name: str, names: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(set(names)), n=1, cutoff=0.8)
+    return f" (did you mean {quote(close[0])}?)" if close else ""
+
+
+def _unmatchable(
+    match: ToolCallsMatch, scripted: Sequence[ToolCall], document: RawDocument, at: JSONPath
+) -> list[AdmissionError]:
+    """A ``tool_calls_match`` that the scripted calls, dispatched as scripted, cannot match."""
+    errors = []
+    names = [call.name for call in scripted]
+    called = f"the script calls {listing(names)}" if names else "the script calls no tool"
+    seen: dict[str, int] = {}
+    for j, wanted in enumerate(match.calls):
+        here = at + ("calls", j)
+        seen[wanted.tool] = seen.get(wanted.tool, 0) + 1
+        made = names.count(wanted.tool)
+        if not made:
+            errors.append(
+                document.error(
+                    f"expects a call to {quote(wanted.tool)}, but {called}"
+                    f"{_did_you_mean(wanted.tool, names)}; no correct run can match it; script "
+                    "the call or remove this entry",
+                    here + ("tool",),
+                )
+            )
+            continue
+        if seen[wanted.tool] == made + 1:
+            errors.append(
+                document.error(
+                    f"expects {seen[wanted.tool]} or more calls to {quote(wanted.tool)}, but the "
+                    f"script makes {made}; each expected call needs a dispatch of its own; "
+                    "remove this entry or script another call",
+                    here,
+                )
+            )
+        for matcher in ("arguments", "arguments_schema"):
+            if getattr(wanted, matcher) is None:
+                continue
+            alone = ExpectedCall(wanted.tool, **{matcher: getattr(wanted, matcher)})
+            reasons = [
+                differences(alone, call.arguments) for call in scripted if call.name == wanted.tool
+            ]
+            if all(reasons):
+                errors.append(
+                    document.error(
+                        f"{matcher} rejects every scripted call to {quote(wanted.tool)} "
+                        f"({'; '.join(r[0] for r in reasons)}); no correct run can match it",
+                        here + (matcher,),
+                    )
+                )
+    if match.extras == "forbid" and len(match.calls) < len(scripted):
+        errors.append(
+            document.error(
+                f"with extras: forbid every dispatch must be matched, but {len(match.calls)} "
+                f"call(s) are expected and the script makes {len(scripted)} ({called}); expect "
+                "each scripted call, or set extras: allow",
+                at,
+                key=True,
+            )
+        )
+    if errors:
+        return errors
+    # Each entry could match some scripted call: the assignment must exist too.
+    fits = [
+        [call.name == wanted.tool and not differences(wanted, call.arguments) for call in scripted]
+        for wanted in match.calls
+    ]
+    if len(trajectory_match(match, fits)) < len(match.calls):
+        order = "in the scripted order " if match.order == "in_order" else ""
+        errors.append(
+            document.error(
+                f"no assignment of the scripted calls {order}matches every expected call, so no "
+                "correct run can pass; compare each entry's tool and arguments with the script"
+                + (" or set order: any" if match.order == "in_order" else ""),
+                at,
+                key=True,
             )
         )
     return errors
@@ -693,6 +936,8 @@ def _blank_hint(path: JSONPath) -> str:
         return "give the text to look for in the payload"
     if field == "user_input":
         return "write what the user says"
+    if field == "result_contains":
+        return "give the text to look for in the result"
     return "give the tool's name"
 
 

@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import fields
+from dataclasses import astuple, fields
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,10 +32,13 @@ from evalrunner.model import (
     AdmissionError,
     Case,
     Expectations,
+    ExpectedCall,
     ModelResponse,
     PayloadNeedle,
+    ResponseJson,
     TextResponse,
     ToolCall,
+    ToolCallsMatch,
     ToolCallsResponse,
     Turn,
 )
@@ -277,6 +280,10 @@ def _expectations(expects: Expectations) -> dict[str, Any]:
             continue
         if isinstance(value, tuple) and value and isinstance(value[0], PayloadNeedle):
             value = [[n.tool, n.needle, n.call_index] for n in value]
+        elif isinstance(value, ToolCallsMatch):
+            value = [value.order, value.extras, [list(astuple(c)) for c in value.calls]]
+        elif isinstance(value, ResponseJson):
+            value = [value.schema, [list(pair) for pair in value.equals]]
         out[name] = value
     return out
 
@@ -360,6 +367,17 @@ def _decode(data: object) -> Outcome:
                 )
                 for tool, needle, index in (_kind(n, list) for n in _kind(value, list))
             )
+        elif name == "tool_calls_match":
+            expects[name] = _decode_match(value)
+        elif name == "response_json":
+            schema, equals = _kind(value, list)
+            expects[name] = ResponseJson(
+                _optional(schema, str),
+                tuple(
+                    (_kind(p, str), _kind(v, str))
+                    for p, v in (_kind(pair, list) for pair in _kind(equals, list))
+                ),
+            )
         else:
             raise _Damaged(name)
     if not expects:
@@ -381,6 +399,31 @@ def _decode(data: object) -> Outcome:
         source=source,
         positions=KeyPositions(source, name_key, expects),
     )
+
+
+def _optional(value: object, expected: type) -> Any:
+    return None if value is None else _kind(value, expected)
+
+
+def _decode_match(value: object) -> ToolCallsMatch:
+    order, extras, calls = _kind(value, list)
+    if order not in ("in_order", "any") or extras not in ("forbid", "allow"):
+        raise _Damaged(order)
+    decoded = tuple(
+        ExpectedCall(
+            _kind(tool, str),
+            _optional(arguments, str),
+            _optional(schema, str),
+            _optional(needle, str),
+            _optional(succeeded, bool),
+        )
+        for tool, arguments, schema, needle, succeeded in (
+            _kind(c, list) for c in _kind(calls, list)
+        )
+    )
+    if not decoded:
+        raise _Damaged("tool_calls_match expects a call")
+    return ToolCallsMatch(decoded, order, extras)
 
 
 def _decode_response(data: object) -> ModelResponse:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from evalrunner.grade import counts, payloads, response, tools
+from evalrunner.grade import counts, payloads, response, response_json, tools, trajectory
 from evalrunner.model import Expectations, GradeResult, RunRecord
 
 __all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade"]
@@ -38,6 +38,8 @@ _GRADERS: dict[str, Callable[[Any, RunRecord], list[GradeResult]]] = {
     "all_tools_succeeded": tools.all_tools_succeeded,
     "tool_arguments_contain": payloads.tool_arguments_contain,
     "tool_results_contain": payloads.tool_results_contain,
+    "tool_calls_match": trajectory.tool_calls_match,
+    "response_json": response_json.response_json,
 }
 
 KINDS: tuple[Kind, ...] = tuple(Kind(f.name, _GRADERS[f.name]) for f in fields(Expectations))
@@ -50,8 +52,10 @@ EVIDENCE: dict[str, str] = {
     "all_tools_succeeded": "success",
 }
 """Kinds that read a dispatch field some agent paths cannot observe (see
-:attr:`RunRecord.unobserved`). Every other kind reads what every path observes: the final
-reply, and the tool calls whose results were fed back to the model."""
+:attr:`RunRecord.unobserved`); ``tool_calls_match`` reads them when its calls give
+``arguments``, ``arguments_schema`` or ``succeeded`` (:func:`trajectory.evidence`). Every
+other kind reads what every path observes: the final reply, and the tool calls whose results
+were fed back to the model."""
 
 NO_EVIDENCE: dict[str, str] = {
     "arguments": (
@@ -82,8 +86,15 @@ def grade(expects: Expectations, run: RunRecord) -> tuple[GradeResult, ...]:
         if value is None:
             continue
         graded = kind.grader(value, run)
-        missing = EVIDENCE.get(kind.name)
-        if missing is not None and missing in run.unobserved:
+        needs = (
+            trajectory.evidence(value)
+            if kind.name == "tool_calls_match"
+            else (EVIDENCE[kind.name],)
+            if kind.name in EVIDENCE
+            else ()
+        )
+        missing = next((need for need in needs if need in run.unobserved), None)
+        if missing is not None:
             graded = [GradeResult(r.check, False, NO_EVIDENCE[missing]) for r in graded]
         results.extend(graded)
     return tuple(results)
