@@ -845,6 +845,9 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
     instance = error.instance
     schema = error.schema if isinstance(error.schema, dict) else {}
 
+    if _is_step(path) and isinstance(instance, dict) and "response" not in instance:
+        # One error for a step without its response key, however many keys it has instead.
+        return [] if keyword != "required" else [_no_response(document, path, instance)]
     if keyword == "additionalProperties" and isinstance(instance, dict):
         allowed = sorted(schema.get("properties", {}))
         return [
@@ -881,11 +884,15 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
                     path,
                 )
             ]
+        # null and booleans are their own text: "got null", never "got null null".
+        got = _json_type(instance)
+        if instance is not None and not isinstance(instance, bool):
+            got += f" {_short(instance)}"
+        elif instance is None and path and isinstance(path[-1], str):
+            got += f"; write its value after {path[-1]!r}"
         return [
             document.error(
-                f"{where} must be {' or '.join(_article(n) for n in names)}, "
-                f"got {_json_type(instance)} {_short(instance)}",
-                path,
+                f"{where} must be {' or '.join(_article(n) for n in names)}, got {got}", path
             )
         ]
     if keyword == "minLength":
@@ -925,6 +932,29 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
             ]
         return [document.error(f"{where} must be {options}, got {_short(instance)}", path)]
     return [document.error(f"{where}: {error.message}", path)]
+
+
+def _is_step(path: JSONPath) -> bool:
+    return len(path) == 4 and path[0] == "turns" and path[2] == "steps"
+
+
+def _no_response(document: RawDocument, path: JSONPath, step: dict[str, Any]) -> AdmissionError:
+    """A step without ``response``: what it holds instead, and how a step is written."""
+    message = f"{_describe(path)} has no 'response' key"
+    misplaced = [key for key in step if key in {"type", "content", "tool_calls"}]
+    typo = [k for k in step if difflib.get_close_matches(k, ["response"], n=1, cutoff=0.6)]
+    if misplaced:
+        message += (
+            f": {', '.join(repr(k) for k in misplaced)} belong inside it; indent them under "
+            "a 'response:' key"
+        )
+    elif typo:
+        message += f" (did you mean 'response' for {typo[0]!r}?)"
+    return document.error(
+        message + "; a step is written - response: {type: text, content: ...} or "
+        "- response: {type: tool_calls, tool_calls: [...]}",
+        path,
+    )
 
 
 def _blank_hint(path: JSONPath) -> str:

@@ -405,5 +405,25 @@ def _yaml_message(exc: MarkedYAMLError) -> str:
     if name == "MaxDepthExceededError":
         return f"nesting deeper than {MAX_DEPTH} levels; flatten the data"
     context = (exc.context or "").strip()
+    if "'\\t'" in problem or "\t" in problem:
+        return (
+            "a tab in the indentation: YAML indents with spaces only; replace the tab with "
+            "spaces (2 per level, lined up with the keys around it)"
+        )
+    if problem.startswith("expected <block end>") and exc.context_mark is not None:
+        what = "mapping" if "mapping" in context else "list"
+        level = exc.context_mark.column + 1
+        return (
+            f"bad indentation: this line does not fit the {what} begun at line "
+            f"{exc.context_mark.line + 1}, whose "
+            + ("keys start" if what == "mapping" else "items ('- ') start")
+            + f" in column {level}; indent it with spaces to the column of the key or '- ' "
+            "item it belongs with"
+        )
+    if problem == "mapping values are not allowed here":
+        return (
+            "unexpected ': ' here: a value holding ': ' must be quoted, and a key must line up "
+            "with the keys of its mapping; quote the value or fix this line's indentation"
+        )
     detail = f"{context}: {problem}" if context and problem else (problem or context)
     return f"invalid YAML: {detail.splitlines()[0] if detail else name}"
