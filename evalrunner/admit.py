@@ -724,7 +724,8 @@ def _unmatchable(
                 errors.append(
                     document.error(
                         f"{matcher} rejects every scripted call to {quote(wanted.tool)} "
-                        f"({'; '.join(r[0] for r in reasons)}); no correct run can match it",
+                        f"({'; '.join(dict.fromkeys(r[0] for r in reasons))}); no correct "
+                        "run can match it",
                         here + (matcher,),
                     )
                 )

@@ -139,6 +139,9 @@ _KEYWORDS = (
 )
 
 
+_TYPES = "array, boolean, integer, null, number, object and string"
+
+
 def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     for key, value in schema.items():
         if key in _ONE:
@@ -158,13 +161,13 @@ def schema_problems(schema: object) -> list[tuple[tuple[str | int, ...], str]]:
     the schema itself (a fixture's schema never reaches the network)."""
     from jsonschema import Draft202012Validator
 
-    problems: list[tuple[tuple[str | int, ...], str]] = [
-        (
-            tuple(error.absolute_path),
-            f"not a valid JSON Schema: {error.message}",
-        )
-        for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema)
-    ]
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema):
+        at = tuple(error.absolute_path)
+        message = error.message
+        if at[-1:] == ("type",):  # the metaschema's anyOf says only "not valid under any"
+            message = f"{json.dumps(error.instance)} is not a type; the types are {_TYPES}"
+        problems.append((at, f"not a valid JSON Schema: {message}"))
     if problems:
         return problems
 
