@@ -65,9 +65,9 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         ),
     },
     "evals/README.md": {
-        "evalrunner mutate": (0, "73/73 mutant runs killed"),
-        "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
-        "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),
+        "evalrunner mutate": (0, "77/77 mutant runs killed"),
+        "evalrunner mutate --first-kill": (0, "77/77 mutant runs killed"),
+        "evalrunner mutate --path in-process": (0, "17/17 mutant runs killed"),
     },
     "docs/index.md": {
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
@@ -134,9 +134,9 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         ): (1, "3/5 runs passed  FLAKY  pass^5 no  pass@5 yes  Wilson 95% [0.231, 0.882]"),
     },
     "docs/how-to/mutants.md": {
-        "evalrunner mutate": (0, "73/73 mutant runs killed"),
-        "evalrunner mutate --first-kill": (0, "73/73 mutant runs killed"),
-        "evalrunner mutate --path in-process": (0, "16/16 mutant runs killed"),
+        "evalrunner mutate": (0, "77/77 mutant runs killed"),
+        "evalrunner mutate --first-kill": (0, "77/77 mutant runs killed"),
+        "evalrunner mutate --path in-process": (0, "17/17 mutant runs killed"),
     },
 }
 

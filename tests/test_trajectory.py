@@ -531,3 +531,41 @@ def test_the_cache_codec_round_trips_the_new_kinds() -> None:
     case = Case("c", (Turn("hi", (TextResponse("{}"),)),), expects)
     decoded = _decode(json.loads(json.dumps(_encode(case))))
     assert decoded == case
+
+
+# --- the docs example runs, and kills mutants ---------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "sequences-and-json.md"
+
+
+def test_the_docs_example_passes_and_kills_the_mutants_it_should(tmp_path: Path) -> None:
+    from evalrunner import run_suite
+    from evalrunner.admit import admit_documents
+    from evalrunner.load import discover, iter_documents
+    from evalrunner.mutants import IN_PROCESS
+    from evalrunner.mutation import run_mutants
+
+    text = DOCS.read_text("utf-8")
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block.startswith("# evals/examples/weather_two_cities.yaml\n")
+    (tmp_path / "weather.yaml").write_text(block, "utf-8")
+    report = run_suite(tmp_path)
+    assert report.all_passed, report
+    cases = admit_documents(iter_documents(discover(tmp_path))).cases
+    outcome = run_mutants(cases, paths=(IN_PROCESS,), first_kill=True)
+    killed = {o.mutant for o in outcome.outcomes if o.killed_by}
+    # An extra dispatch (extras: forbid), a JSON reply wrapped in a fence, a wrong argument.
+    assert {"dispatches-unscripted", "wraps-reply", "corrupts-arguments"} <= killed
+    # Swapped calls pass under order: any, and fail the same expectations under in_order.
+    assert "swaps-call-order" not in killed
+    (tmp_path / "weather.yaml").write_text(block.replace("order: any", "order: in_order"), "utf-8")
+    cases = admit_documents(iter_documents(discover(tmp_path))).cases
+    assert cases == (), "in_order against the reversed entries is refused at admission"
+    swapped = block.replace("order: any", "order: in_order").replace(
+        '      - tool: echo\n        arguments: {message: "Rome: 18C"}\n', ""
+    )
+    swapped += '      - tool: echo\n        arguments: {message: "Rome: 18C"}\n'
+    (tmp_path / "weather.yaml").write_text(swapped, "utf-8")
+    cases = admit_documents(iter_documents(discover(tmp_path))).cases
+    outcome = run_mutants(cases, paths=(IN_PROCESS,), first_kill=True)
+    assert "swaps-call-order" in {o.mutant for o in outcome.outcomes if o.killed_by}
