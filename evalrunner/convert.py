@@ -40,7 +40,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from evalrunner.admit import admit, argument_text
 from evalrunner.load import RawDocument, parse_document
-from evalrunner.model import AdmissionError, Case, Format, JSONValue
+from evalrunner.model import AdmissionError, Case, Format, JSONPath, JSONValue, render_json_path
 
 SUFFIXES: dict[Format, str] = {"json": ".json", "yaml": ".yaml", "toml": ".toml"}
 """The file ending a converted fixture gets, by format."""
@@ -51,6 +51,10 @@ _TOML_DIRECTIVE = re.compile(r"^#:schema\s+(\S+)")
 
 class ConversionError(Exception):
     """The converted text would not admit to the same case (a bug in the converter)."""
+
+
+class NoTomlForm(ConversionError):
+    """The fixture holds a value TOML has no form for (null): a limit of TOML, not a bug."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,14 @@ def convert(
     if target == "yaml":
         text = _to_yaml(document, reference, target_path)
     elif target == "toml":
+        null = _first_null(document.data, ())
+        if null is not None:
+            # TOML has no null: say which value, rather than fail inside the writer.
+            message = (
+                f"{render_json_path(null)} is null, which TOML cannot hold; keep this fixture "
+                "in JSON or YAML"
+            )
+            raise NoTomlForm(str(document.error(message, null)))
         text = _to_toml(document.data, reference)
     else:
         text = _to_json(document.data, reference)
@@ -128,6 +140,24 @@ def convert(
     if again != original:
         raise ConversionError(f"{document.path}: the {target} text admits to a different case")
     return Conversion(text, target, again)
+
+
+def _first_null(value: object, at: JSONPath) -> JSONPath | None:
+    """Where the first null in ``value`` is, or None."""
+    if value is None:
+        return at
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        found = _first_null(item, (*at, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _without_schema_key(data: JSONValue) -> dict[str, Any]:

@@ -569,3 +569,30 @@ def test_the_docs_example_passes_and_kills_the_mutants_it_should(tmp_path: Path)
     cases = admit_documents(iter_documents(discover(tmp_path))).cases
     outcome = run_mutants(cases, paths=(IN_PROCESS,), first_kill=True)
     assert "swaps-call-order" in {o.mutant for o in outcome.outcomes if o.killed_by}
+
+
+def test_convert_round_trips_the_structured_kinds_and_refuses_a_null_for_toml(
+    tmp_path: Path,
+) -> None:
+    from evalrunner.convert import NoTomlForm, convert
+    from evalrunner.load import parse_document
+
+    block = DOCS.read_text("utf-8").split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "w.yaml").write_text(block, "utf-8")
+    source = load_document(tmp_path / "w.yaml")
+    assert not isinstance(source, list)
+    original = admit(source)
+    assert isinstance(original, Case)
+    for fmt in ("toml", "json"):
+        done = convert(source, fmt)
+        assert not isinstance(done, list)
+        back = parse_document(done.text.encode(), fmt, tmp_path / f"w.{fmt}")
+        assert not isinstance(back, list)
+        assert admit(back) == original
+    (tmp_path / "n.yaml").write_text(block.replace('"/note": ""', '"/note": null'), "utf-8")
+    with_null = load_document(tmp_path / "n.yaml")
+    assert not isinstance(with_null, list)
+    with pytest.raises(
+        NoTomlForm, match=r'n.yaml:\d+:\d+: \$.expects.response_json.equals\["/note"\] is null'
+    ):
+        convert(with_null, "toml")

@@ -189,7 +189,7 @@ def convert_fixture(
     A FILE that is not there as given, relative to the working directory, is looked up in
     the configured suite (so `convert echo.yaml --to toml` works from anywhere in a project).
     """
-    from evalrunner.convert import ConversionError, convert
+    from evalrunner.convert import ConversionError, NoTomlForm, convert
     from evalrunner.load import FIXTURE_SUFFIXES, load_document
 
     fmt = to.as_format()
@@ -209,6 +209,8 @@ def convert_fixture(
         raise fail([str(e) for e in document])
     try:
         outcome = convert(document, fmt, target_path=output)
+    except NoTomlForm as exc:
+        raise fail([f"{exc}; nothing was written"]) from None
     except ConversionError as exc:
         raise fail([f"{exc}; nothing was written (please report this)"]) from None
     if isinstance(outcome, list):
