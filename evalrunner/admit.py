@@ -885,9 +885,9 @@ def _explain(document: RawDocument, error: ValidationError) -> list[AdmissionErr
                     path,
                 )
             ]
-        # null and booleans are their own text: "got null", never "got null null".
+        # null is its own text: "got null", never "got null null".
         got = _json_type(instance)
-        if instance is not None and not isinstance(instance, bool):
+        if instance is not None:
             got += f" {_short(instance)}"
         elif instance is None and path and isinstance(path[-1], str):
             got += f"; write its value after {path[-1]!r}"
