@@ -159,10 +159,8 @@ def schema_problems(schema: object) -> list[tuple[tuple[str | int, ...], str]]:
     schema: not valid against the Draft 2020-12 metaschema, an unknown keyword (a typo such
     as ``requried`` would silently check nothing), or a ``$ref`` that is not a pointer into
     the schema itself (a fixture's schema never reaches the network)."""
-    from jsonschema import Draft202012Validator
-
     problems: list[tuple[tuple[str | int, ...], str]] = []
-    for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema):
+    for error in _metaschema_errors(schema):
         at = tuple(error.absolute_path)
         message = error.message
         if at[-1:] == ("type",):  # the metaschema's anyOf says only "not valid under any"
@@ -201,6 +199,21 @@ def schema_problems(schema: object) -> list[tuple[tuple[str | int, ...], str]]:
     return problems
 
 
+def _metaschema_errors(schema: object) -> list[Any]:
+    """jsonschema's errors of ``schema`` against the Draft 2020-12 metaschema. jsonschema-rs
+    vouches for a valid one first, so a valid suite never imports jsonschema."""
+    try:
+        import jsonschema_rs
+
+        if isinstance(schema, dict | bool) and jsonschema_rs.meta.is_valid(schema):
+            return []
+    except (ImportError, ValueError, jsonschema_rs.ValidationError):
+        pass  # jsonschema decides
+    from jsonschema import Draft202012Validator
+
+    return list(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema))
+
+
 def _local_ref_resolves(root: object, ref: str) -> bool:
     from urllib.parse import unquote
 
@@ -219,9 +232,29 @@ def _validator(schema_text: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_text), registry=Registry())
 
 
+@lru_cache(maxsize=256)
+def _fast(schema_text: str) -> Any:
+    """jsonschema-rs's validator of the schema, offline, with Python's ``pattern`` (as the
+    case schema's); None when it is not installed or cannot build it."""
+    try:
+        import jsonschema_rs
+
+        from evalrunner.schemas import _PythonPattern
+
+        return jsonschema_rs.Draft202012Validator(
+            json.loads(schema_text), keywords={"pattern": _PythonPattern}, offline=True
+        )
+    except (ImportError, ValueError):
+        return None
+
+
 def schema_errors(schema_text: str, instance: object) -> list[str]:
     """Why ``instance`` breaks the schema (JSON text, admitted), best reason first; empty when
-    it satisfies it."""
+    it satisfies it. jsonschema-rs vouches for a valid instance; jsonschema has the verdict
+    and the words otherwise."""
+    fast = _fast(schema_text)
+    if fast is not None and fast.is_valid(instance):
+        return []
     from jsonschema.exceptions import best_match
 
     errors = list(_validator(schema_text).iter_errors(instance))
