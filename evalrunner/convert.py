@@ -120,7 +120,9 @@ def convert(
     if target == "yaml":
         text = _to_yaml(document, reference, target_path)
     elif target == "toml":
-        null = _first_null(document.data, ())
+        # Nulls in scripted arguments become argument text; in expectations they are values.
+        expects = document.data.get("expects") if isinstance(document.data, dict) else None
+        null = _first_null(expects, ("expects",))
         if null is not None:
             # TOML has no null: say which value, rather than fail inside the writer.
             message = (

@@ -215,5 +215,7 @@ def test_the_entry_check_knows_every_expectation_kind_and_no_other() -> None:
         *cache_module._COUNT_KINDS,
         *cache_module._NEEDLE_KINDS,
         "all_tools_succeeded",
+        "tool_calls_match",
+        "response_json",
     }
     assert listed == {field.name for field in fields(Expectations)}

@@ -600,6 +600,8 @@ def test_kind_registry_is_the_spec_table() -> None:
         "all_tools_succeeded",
         "tool_arguments_contain",
         "tool_results_contain",
+        "tool_calls_match",
+        "response_json",
     ]
 
 
