@@ -110,6 +110,8 @@ def _schema_type(node: dict[str, Any], defs: dict[str, Any]) -> str:
         return f"list of `{item}`" if item.startswith("{") else f"list of {item}s"
     if "enum" in node:
         return " \\| ".join(f'`"{v}"`' for v in node["enum"])
+    if kind == ["object", "boolean"]:
+        return "JSON Schema"
     return str(kind)
 
 
@@ -216,8 +218,24 @@ def expectations_page() -> str:
             for field, node in payload["properties"].items():
                 need = "required" if field in required else "optional"
                 out.append(f"    - `{field}` ({node['type']}, {need}): {node['description']}\n")
+        out.extend(_fields(schema))
         out.append(f"- Schema: `{schema['$id']}` (`{path}`)\n\n")
     return "".join(out).rstrip("\n") + "\n"
+
+
+def _fields(schema: dict[str, Any], indent: str = "") -> list[str]:
+    """An object kind's keys (and its list entries' keys), one bullet each."""
+    if schema.get("type") != "object" or "properties" not in schema:
+        return []
+    out = [f"{indent}- Keys:\n"]
+    required = set(schema.get("required", []))
+    for field, node in schema["properties"].items():
+        need = "required" if field in required else "optional"
+        out.append(
+            f"{indent}    - `{field}` ({_schema_type(node, {})}, {need}): {node['description']}\n"
+        )
+        out.extend(_fields(node.get("items", {}), indent + "        "))
+    return out
 
 
 def pages() -> dict[str, str]:

@@ -141,6 +141,38 @@ class PayloadNeedle:
 
 
 @dataclass(frozen=True, slots=True)
+class ExpectedCall:
+    """One expected dispatch of ``tool_calls_match``. JSON values are kept as compact JSON
+    text (:func:`argument_json`), so expectations stay hashable."""
+
+    tool: str
+    arguments: str | None = None
+    """JSON text of an object whose keys the dispatch's arguments must hold, equal as JSON."""
+    arguments_schema: str | None = None
+    """JSON text of a JSON Schema the dispatch's arguments must satisfy."""
+    result_contains: str | None = None
+    succeeded: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsMatch:
+    """``tool_calls_match``: each expected call matched by a distinct dispatch."""
+
+    calls: tuple[ExpectedCall, ...]
+    order: Literal["in_order", "any"] = "in_order"
+    extras: Literal["forbid", "allow"] = "forbid"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseJson:
+    """``response_json``: the reply parses as JSON, satisfies ``schema`` (JSON text) and has
+    each JSON Pointer of ``equals`` equal to a value (JSON text)."""
+
+    schema: str | None = None
+    equals: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Expectations:
     """The declared checks of a case, one field per expectation kind (``None`` = not declared).
 
@@ -162,6 +194,8 @@ class Expectations:
     tools_offered: tuple[str, ...] | None = None
     tools_not_offered: tuple[str, ...] | None = None
     system_prompt_contains: tuple[str, ...] | None = None
+    tool_calls_match: ToolCallsMatch | None = None
+    response_json: ResponseJson | None = None
 
 
 @dataclass(frozen=True, slots=True)

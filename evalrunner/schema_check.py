@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -215,3 +216,18 @@ def _unescape(token: str) -> str:
     from urllib.parse import unquote
 
     return unquote(token).replace("~1", "/").replace("~0", "~")
+
+
+class PythonPattern:
+    """``pattern`` decided as jsonschema decides it, with Python's ``re.search``, for
+    jsonschema-rs. Its own engine's ``\\s`` and ``\\w`` are Unicode's classes, Python's are
+    ``str.isspace`` and ``str.isalnum``: U+001C to U+001F are blank to Python only, so a
+    ``"\\S"`` pattern would let through a string jsonschema refuses."""
+
+    def __init__(self, parent_schema: dict[str, Any], value: str, schema_path: list[Any]) -> None:
+        self.search = re.compile(value).search
+
+    def validate(self, instance: object) -> None:
+        """Raise unless ``instance`` (a string) matches; other types are not this keyword's."""
+        if isinstance(instance, str) and self.search(instance) is None:
+            raise ValueError(f"{instance!r} does not match")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jsonschema_rs
 import pytest
+from ruamel.yaml import YAML
 
 from evalrunner.expectations.response import compile_pattern
 from evalrunner.fixture.admit import admit, admit_suite
@@ -68,10 +69,48 @@ def spots(found: list[AdmissionError]) -> list[tuple[int | None, int | None, str
 
 
 def yaml_case(expects: str, turns: str | None = None) -> str:
-    """A YAML case with one text turn (replies "ok") unless ``turns`` is given; line 6 holds
-    ``expects:`` and ``expects`` lines start on line 7, indented by two."""
-    turns = turns or "  - user_input: hi\n    steps:\n      - response: {type: text, content: ok}\n"
+    """A YAML case with one turn replying "ok" unless ``turns`` is given; line 6 holds
+    ``expects:`` and ``expects`` lines start on line 7, indented by two. The turn scripts the
+    tool calls the checks need first (:func:`script_for`), so that a correct run can pass."""
+    turns = turns or script_for(expects)
     return f"name: case\nturns:\n{turns}expects:\n{expects}"
+
+
+def script_for(expects: str) -> str:
+    """Three lines of turns: a tool-call step with the calls the tool checks of ``expects``
+    need (admission refuses checks no correct run of the script can pass), then "ok"."""
+    text = "  - user_input: hi\n    steps:\n      - response: {type: text, content: ok}\n"
+    try:
+        declared = YAML(typ="safe", pure=True).load("expects:\n" + expects)["expects"]
+    except Exception:  # a test of malformed input: no script to derive
+        return text
+    if not isinstance(declared, dict):
+        return text
+    need: dict[str, int] = {}
+    for name in declared.get("tools_used") or ():
+        if isinstance(name, str) and name.strip():
+            need[name] = max(need.get(name, 0), 1)
+    for kind in ("tool_arguments_contain", "tool_results_contain"):
+        for entry in declared.get(kind) or ():
+            tool = entry.get("tool") if isinstance(entry, dict) else None
+            if isinstance(tool, str) and tool.strip():
+                index = entry.get("call_index") if isinstance(entry.get("call_index"), int) else 0
+                need[entry["tool"]] = max(need.get(entry["tool"], 0), index + 1)
+    names = [name for name, times in need.items() for _ in range(times)]
+    wanted = [declared.get(k) for k in ("exact_tool_calls", "min_tool_calls")]
+    target = next((w for w in wanted if isinstance(w, int) and not isinstance(w, bool)), 0)
+    names += ["echo"] * max(0, target - len(names))
+    if not names:
+        return text
+    calls = ", ".join(
+        f"{{id: c{i}, name: {json.dumps(name)}, arguments: {{message: ok}}}}"
+        for i, name in enumerate(names)
+    )
+    steps = f"[{{response: {{type: tool_calls, tool_calls: [{calls}]}}}}, "
+    steps += "{response: {type: text, content: ok}}]"
+    return (
+        f"  - user_input: hi\n    # the calls the checks need, then the reply\n    steps: {steps}\n"
+    )
 
 
 # --- rule 2: the schema ------------------------------------------------------------------------
@@ -854,7 +893,7 @@ def test_duplicate_names_across_files_are_refused(tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n"))
     turn = '{"user_input": "hi", "steps": [{"response": {"type": "text", "content": "ok"}}]}'
     text = f'{{\n  "turns": [{turn}],\n  "model_name": "case",\n'
-    text += '  "expects": {"tools_used": ["x"]}\n}\n'
+    text += '  "expects": {"response_contains": ["ok"]}\n}\n'
     write(tmp_path, "b.json", text)
     admission = admit_suite(load_suite(tmp_path))
     error = only(list(admission.errors))
@@ -903,13 +942,14 @@ def test_schema_errors_do_not_hide_other_rules_in_well_formed_parts(tmp_path: Pa
         "          tool_calls:\n"
         "            - {id: c1, name: echo, arguments: {}}\n"
         "            - {id: c1, name: echo, arguments: {}}\n"
+        "      - response: {type: text, content: ok}\n"
     )
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n", turns)
-    assert [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)] == [(3, 17), (12, 19)]
+    assert [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)] == [(3, 17), (13, 19)]
     turns = turns.replace("user_input: ''", "user_input: hi")
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n  bogus: 1\n", turns)
     found = [(e.line, e.col) for e in errors(tmp_path, "b.yaml", text)]
-    assert found == [(9, 20), (12, 19), (13, 3)]
+    assert found == [(9, 20), (13, 19), (14, 3)]
 
 
 def test_positions_are_the_same_through_load_paths(tmp_path: Path) -> None:

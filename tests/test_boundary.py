@@ -225,6 +225,7 @@ def test_swapped_calls_fail_call_index_checks() -> None:
     assert list(result) == [
         'tool_results_contain("echo"[0], "svc_alpha")',
         'tool_results_contain("echo"[1], "svc_beta")',
+        'tool_calls_match(["echo", "echo", "echo"], order: in_order, extras: forbid)',
     ]
     assert "svc_beta" in result['tool_results_contain("echo"[0], "svc_alpha")']
 

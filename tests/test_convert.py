@@ -290,6 +290,10 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
         }
         for _ in range(draw(st.integers(1, 2)))
     ]
+    # Every turn ends in a reply: a script whose turn ends in a tool call is refused.
+    for turn in turns:
+        if turn["steps"][-1]["response"]["type"] != "text":
+            turn["steps"].append({"response": {"type": "text", "content": draw(text)}})
     needle = {"tool": draw(non_blank), "needle": draw(non_blank)}
     if draw(st.booleans()):
         needle["call_index"] = draw(st.integers(0, 3))
@@ -307,7 +311,9 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
         "tool_results_contain": [needle],
     }
     if draw(st.booleans()):
-        expects["max_tool_calls"] = draw(st.integers(needle.get("call_index", 0) + 1, 5))
+        # not below the scripted calls, which a correct agent all dispatches
+        low = max(needle.get("call_index", 0) + 1, len(call_ids))
+        expects["max_tool_calls"] = draw(st.integers(low, low + 4))
     case: dict[str, Any] = {"name": draw(names), "turns": turns, "expects": expects}
     if draw(st.booleans()):
         case["description"] = draw(text)

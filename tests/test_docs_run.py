@@ -72,9 +72,9 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         ),
     },
     "evals/README.md": {
-        "evalrunner mutate": (0, "81/81 mutant runs killed"),
-        "evalrunner mutate --first-kill": (0, "81/81 mutant runs killed"),
-        "evalrunner mutate --path in-process": (0, "18/18 mutant runs killed"),
+        "evalrunner mutate": (0, "85/85 mutant runs killed"),
+        "evalrunner mutate --first-kill": (0, "85/85 mutant runs killed"),
+        "evalrunner mutate --path in-process": (0, "19/19 mutant runs killed"),
     },
     "docs/index.md": {
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
@@ -169,9 +169,9 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         "evalrunner convert weather-evals/weather.yaml --to toml": (0, "[[tools]]"),
     },
     "docs/how-to/mutants.md": {
-        "evalrunner mutate": (0, "81/81 mutant runs killed"),
-        "evalrunner mutate --first-kill": (0, "81/81 mutant runs killed"),
-        "evalrunner mutate --path in-process": (0, "18/18 mutant runs killed"),
+        "evalrunner mutate": (0, "85/85 mutant runs killed"),
+        "evalrunner mutate --first-kill": (0, "85/85 mutant runs killed"),
+        "evalrunner mutate --path in-process": (0, "19/19 mutant runs killed"),
     },
 }
 

@@ -69,6 +69,46 @@ BASE: dict[str, Any] = {
     "expects": {
         "tools_used": ["echo"],
         "tool_arguments_contain": [{"tool": "echo", "needle": "x"}],
+        "tool_calls_match": {"calls": [{"tool": "echo", "arguments": {"message": "x"}}]},
+    },
+}
+
+# The structured kinds, valid, in every format (and a directory down, through the path the
+# wiring prints for a subdirectory).
+NEW_KINDS: dict[str, Any] = {
+    "name": "new-kinds",
+    "turns": [
+        {
+            "user_input": "echo it",
+            "steps": [
+                {
+                    "response": {
+                        "type": "tool_calls",
+                        "tool_calls": [{"id": "c1", "name": "echo", "arguments": {"message": "x"}}],
+                    }
+                },
+                {"response": {"type": "text", "content": '{"echoed": "x", "note": ""}'}},
+            ],
+        }
+    ],
+    "expects": {
+        "tool_calls_match": {
+            "order": "any",
+            "extras": "forbid",
+            "calls": [
+                {
+                    "tool": "echo",
+                    "arguments": {"message": "x"},
+                    "arguments_schema": {"type": "object", "required": ["message"]},
+                    "result_contains": "x",
+                    "succeeded": True,
+                }
+            ],
+        },
+        "response_json": {
+            "schema": {"type": "object", "required": ["echoed"]},
+            "equals": {"/echoed": "x", "/note": ""},
+        },
     },
 }
 
@@ -103,6 +143,10 @@ BROKEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "turn_without_steps": _set(("turns", 0, "steps"), []),
     "negative_call_index": _set(("expects", "tool_arguments_contain", 0, "call_index"), -1),
     "both_names": _set(("model_name",), "broken"),
+    "match_typo": _rename(("expects", "tool_calls_match", "calls", 0), "arguments", "argument"),
+    "match_order": _set(("expects", "tool_calls_match", "order"), "sorted"),
+    "match_blank_result": _set(("expects", "tool_calls_match", "calls", 0, "result_contains"), ""),
+    "json_typo": _set(("expects", "response_json"), {"equal": {"/a": 1}}),
 }
 
 
@@ -165,6 +209,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             target = fixtures / f"broken_{kind}.{fmt}"
             target.write_text(with_schema_line(dump(broken_data(kind), fmt), fmt, lines[fmt]))
             broken[fmt][kind] = target
+    sub = printed.split("the path gains a ../ per level:\n", 1)[1].splitlines()[0].strip()
+    nested = fixtures / "nested"
+    nested.mkdir()
+    for fmt, line in {"yaml": f"# yaml-language-server: $schema={sub}", "toml": f"#:schema {sub}",
+                      "json": f'"$schema": "{sub}",'}.items():  # fmt: skip
+        target = nested / f"new_kinds.{fmt}"
+        target.write_text(with_schema_line(dump(NEW_KINDS, fmt), fmt, line), "utf-8")
+        valid[fmt].append(target)
     return {"root": root, "schemas": schemas, "printed": printed, "valid": valid, "broken": broken}
 
 
@@ -178,6 +230,11 @@ def test_every_broken_fixture_is_also_refused_by_admission(workspace: dict[str, 
 
 def test_the_suite_has_fixtures_in_every_format(workspace: dict[str, Any]) -> None:
     assert all(workspace["valid"][fmt] for fmt in ("yaml", "toml", "json"))
+    for path in workspace["valid"]["yaml"] + workspace["valid"]["toml"]:
+        if path.parent.name == "nested":
+            document = load_document(path)
+            assert not isinstance(document, list)
+            assert not isinstance(admit(document), list), path
 
 
 # --- JSON: jsonschema-rs, an independent implementation ----------------------------------------
@@ -294,6 +351,12 @@ def test_taplo_with_the_printed_taplo_toml_rule(workspace: dict[str, Any]) -> No
     for source in SUITE.glob("*.toml"):
         shutil.copy(source, suite / source.name)
     (suite / "broken.toml").write_text(dump(broken_data("nested_typo"), "toml"), "utf-8")
-    code, invalid = taplo(sorted(suite.glob("*.toml")), cwd=root)
+    # The rule's glob reaches a subdirectory of the suite too.
+    (suite / "deeper").mkdir()
+    (suite / "deeper" / "broken_deeper.toml").write_text(
+        dump(broken_data("match_typo"), "toml"), "utf-8"
+    )
+    (suite / "deeper" / "new_kinds.toml").write_text(dump(NEW_KINDS, "toml"), "utf-8")
+    code, invalid = taplo(sorted(suite.rglob("*.toml")), cwd=root)
     assert code != 0
-    assert invalid == {"broken.toml"}
+    assert invalid == {"broken.toml", "broken_deeper.toml"}

@@ -157,15 +157,18 @@ def test_wiring_points_at_the_exported_bundle(tmp_path: Path) -> None:
     settings = text.split(".vscode/settings.json:\n", 1)[1].split("\n\n", 1)[0]
     parsed = json.loads(settings)
     assert parsed["json.schemas"] == [
-        {"fileMatch": ["/evals/regression/*.json"], "url": "./out/schemas/case.bundle.schema.json"}
+        {
+            "fileMatch": ["/evals/regression/**/*.json"],
+            "url": "./out/schemas/case.bundle.schema.json",
+        }
     ]
     assert parsed["yaml.schemas"] == {
         "./out/schemas/case.bundle.schema.json": [
-            "/evals/regression/*.yaml",
-            "/evals/regression/*.yml",
+            "/evals/regression/**/*.yaml",
+            "/evals/regression/**/*.yml",
         ]
     }
-    assert 'include = ["evals/regression/*.toml"]' in text
+    assert 'include = ["evals/regression/**/*.toml"]' in text
     assert 'path = "./out/schemas/case.bundle.schema.json"' in text
 
 
@@ -179,3 +182,19 @@ def test_export_cli_prints_the_wiring_and_refuses_an_unwritable_dir(tmp_path: Pa
     assert result.exit_code == 2
     assert "cannot write" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_wiring_reaches_fixtures_in_subdirectories(tmp_path: Path) -> None:
+    # A suite that keeps fixtures a directory down: the globs are recursive, and the printed
+    # path for a fixture in a subdirectory resolves to the bundle from there.
+    export, fixtures = tmp_path / "schemas", tmp_path / "evals"
+    text = wiring(export, fixtures, tmp_path)
+    sub = text.split("the path gains a ../ per level:\n", 1)[1].splitlines()[0].strip()
+    assert os.path.normpath(fixtures / "SUBDIR" / sub) == os.path.normpath(export / CASE_BUNDLE)
+    settings = json.loads(text.split(".vscode/settings.json:\n", 1)[1].split("\n\n", 1)[0])
+    assert settings["json.schemas"][0]["fileMatch"] == ["/evals/**/*.json"]
+    assert settings["yaml.schemas"]["./schemas/case.bundle.schema.json"] == [
+        "/evals/**/*.yaml",
+        "/evals/**/*.yml",
+    ]
+    assert 'include = ["evals/**/*.toml"]' in text

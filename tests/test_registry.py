@@ -41,7 +41,7 @@ def test_every_kind_has_a_schema_a_grader_and_a_doc_entry_and_nothing_else_exist
     )
     case_schema = schema_tree().documents["case.schema.json"]
     in_case_schema = list(case_schema["$defs"]["expects"]["properties"])
-    assert len(graders) == 14
+    assert len(graders) == 16
     assert sorted(graders) == schema_files
     assert sorted(graders) == sorted(in_case_schema)
     assert graders == readme_kinds(), "README table must list the kinds in grading order"

@@ -164,8 +164,8 @@ def test_new_says_what_it_created_and_that_the_schema_is_not_exported_yet(
         "note: created the directory evals/regression (the default suite; no evalrunner.toml "
         "was found)",
         "note: the schema line points at evals/schemas/case.bundle.schema.json, which does not "
-        "exist yet; `evalrunner schema export DIR` writes it (editors use it to complete and "
-        "check the fixture)",
+        "exist yet; `evalrunner schema export evals/schemas` writes it (editors use it to "
+        "complete and check the fixture)",
     ]
     assert "created the directory" not in again.stderr  # said once, when it happened
 
@@ -188,3 +188,34 @@ def test_the_scaffold_shows_a_tool_call_step_and_is_refused_at_its_empty_list(
         n for n, line in enumerate(text.splitlines(), 1) if "response_contains" in line
     )
     assert refused[0].line == empty_line
+
+
+def test_new_in_a_suite_subdirectory_points_at_the_suites_schema_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `new` and `schema export` agree: the schema lives in schemas/ beside the suite, so a
+    # fixture a directory down gains one ../, and the note names the directory to export to.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evalrunner.toml").write_text('[eval]\nsuite_dir = "evals"\n', "utf-8")
+    result = runner.invoke(app, ["new", "n", "--dir", "evals/billing"], env={})
+    assert result.exit_code == 0, result.output
+    first = (tmp_path / "evals/billing/n.yaml").read_text("utf-8").splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../../schemas/case.bundle.schema.json"
+    assert "`evalrunner schema export schemas` writes it" in result.stderr
+    top = runner.invoke(app, ["new", "m", "--format", "toml"], env={})
+    assert top.exit_code == 0, top.output
+    first = (tmp_path / "evals/m.toml").read_text("utf-8").splitlines()[0]
+    assert first == "#:schema ../schemas/case.bundle.schema.json"
+    # The wiring `schema export schemas` prints for the suite agrees with both lines.
+    export = runner.invoke(app, ["schema", "export", "schemas"], env={})
+    assert export.exit_code == 0, export.output
+    assert "#:schema ../schemas/case.bundle.schema.json" in export.stdout
+    assert "    ../../schemas/case.bundle.schema.json" in export.stdout
+    assert runner.invoke(app, ["validate"], env={}).exit_code == 2  # scaffolds to fill in
+
+
+def test_new_outside_the_suite_keeps_schemas_beside_its_directory(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["new", "n", "--dir", str(tmp_path / "elsewhere")], env={})
+    assert result.exit_code == 0, result.output
+    first = (tmp_path / "elsewhere/n.yaml").read_text("utf-8").splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../schemas/case.bundle.schema.json"

@@ -139,7 +139,8 @@ def new_fixture(
     fmt = fixture_format.as_format()
     try:
         path = target_dir / file_name(name, fmt)
-        text = scaffold(name, fmt, schema_reference_for(target_dir, schema))
+        suite_dir = relative_to_cwd(load_settings(config).suite_dir)
+        text = scaffold(name, fmt, schema_reference_for(target_dir, schema, suite_dir))
     except ScaffoldError as exc:
         raise fail([f"NAME: {exc}"]) from None  # blamed on the argument, as options are
     shown = printable_path(path)
@@ -157,12 +158,14 @@ def new_fixture(
         if directory is None and load_settings(config).file is None:
             origin = "the default suite; no evalrunner.toml was found"
         typer.echo(f"note: created the directory {printable_path(target_dir)} ({origin})", err=True)
-    schema_file = Path(os.path.normpath(target_dir / schema_reference_for(target_dir, schema)))
+    schema_file = Path(
+        os.path.normpath(target_dir / schema_reference_for(target_dir, schema, suite_dir))
+    )
     if not schema_file.exists():
         typer.echo(
             f"note: the schema line points at {printable_path(schema_file)}, which does not "
-            "exist yet; `evalrunner schema export DIR` writes it (editors use it to complete "
-            "and check the fixture)",
+            f"exist yet; `evalrunner schema export {printable_path(schema_file.parent)}` writes "
+            "it (editors use it to complete and check the fixture)",
             err=True,
         )
     typer.echo(f"created {shown}: fill in expects.response_contains, then run evalrunner validate")

@@ -13,7 +13,9 @@ from evalrunner.model import Case, Expectations, GradeResult, RunRecord
 __all__ = ["EVIDENCE", "KINDS", "NO_EVIDENCE", "Kind", "grade", "grade_case"]
 
 
-EVIDENCE: dict[str, str] = {kind.name: kind.evidence for kind in KINDS if kind.evidence}
+EVIDENCE: dict[str, str] = {
+    kind.name: kind.evidence for kind in KINDS if isinstance(kind.evidence, str)
+}
 """Kinds that read a dispatch field some agent paths cannot observe (see
 :attr:`RunRecord.unobserved`), from each kind's ``evidence``. Every other kind reads what
 every path observes: the final reply, and the tool calls whose results were fed back to the
@@ -48,8 +50,8 @@ def grade(expects: Expectations, run: RunRecord) -> tuple[GradeResult, ...]:
         if value is None:
             continue
         graded = kind.grader(value, run)
-        missing = kind.evidence
-        if missing is not None and missing in run.unobserved:
+        missing = next((need for need in kind.needs(value) if need in run.unobserved), None)
+        if missing is not None:
             graded = [GradeResult(r.check, False, NO_EVIDENCE[missing]) for r in graded]
         results.extend(graded)
     return tuple(results)

@@ -12,12 +12,31 @@ generated ``docs/reference/expectations.md``. CONTRIBUTING.md says how to add a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalrunner.expectations import counts, payloads, requests, response, rules, tools
-from evalrunner.model import GradeResult, JSONValue, PayloadNeedle, RunRecord
+from evalrunner.expectations import (
+    counts,
+    payloads,
+    requests,
+    response,
+    response_json,
+    rules,
+    tools,
+    trajectory,
+)
+from evalrunner.model import (
+    ExpectedCall,
+    GradeResult,
+    JSONValue,
+    PayloadNeedle,
+    ResponseJson,
+    RunRecord,
+    ToolCallsMatch,
+    argument_json,
+)
 
 __all__ = [
     "BY_NAME",
@@ -85,6 +104,86 @@ def dump_needles(value: tuple[PayloadNeedle, ...]) -> JSONValue:
     return out
 
 
+def _json_text(value: object) -> str | None:
+    return None if value is None else argument_json(value)
+
+
+_CALL_KEYS = {"tool", "arguments", "arguments_schema", "result_contains", "succeeded"}
+
+
+def parse_tool_calls_match(value: object) -> ToolCallsMatch:
+    """``{order?, extras?, calls: [...]}`` as :class:`ToolCallsMatch` (JSON values as JSON
+    text, so the value stays hashable)."""
+    if not isinstance(value, dict) or not isinstance(value.get("calls"), list):
+        raise ValueError("not a {order?, extras?, calls} object")
+    if not set(value) <= {"order", "extras", "calls"}:
+        raise ValueError("unknown key")
+    order, extras = value.get("order", "in_order"), value.get("extras", "forbid")
+    if order not in ("in_order", "any") or extras not in ("forbid", "allow"):
+        raise ValueError("order is in_order or any; extras is forbid or allow")
+    calls = []
+    for call in value["calls"]:
+        if not isinstance(call, dict) or not set(call) <= _CALL_KEYS:
+            raise ValueError("not an expected call")
+        tool, needle = call.get("tool"), call.get("result_contains")
+        succeeded = call.get("succeeded")
+        if not isinstance(tool, str) or not isinstance(needle, (str, type(None))):
+            raise ValueError("tool and result_contains are strings")
+        if not isinstance(succeeded, (bool, type(None))):
+            raise ValueError("succeeded is a boolean")
+        arguments = call.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise ValueError("arguments is an object")
+        calls.append(
+            ExpectedCall(
+                tool,
+                _json_text(arguments),
+                _json_text(call.get("arguments_schema")),
+                needle,
+                succeeded,
+            )
+        )
+    return ToolCallsMatch(tuple(calls), order, extras)
+
+
+def dump_tool_calls_match(value: ToolCallsMatch) -> JSONValue:
+    """:class:`ToolCallsMatch` as the object a fixture writes."""
+    calls: list[JSONValue] = []
+    for call in value.calls:
+        entry: dict[str, JSONValue] = {"tool": call.tool}
+        if call.arguments is not None:
+            entry["arguments"] = json.loads(call.arguments)
+        if call.arguments_schema is not None:
+            entry["arguments_schema"] = json.loads(call.arguments_schema)
+        if call.result_contains is not None:
+            entry["result_contains"] = call.result_contains
+        if call.succeeded is not None:
+            entry["succeeded"] = call.succeeded
+        calls.append(entry)
+    return {"order": value.order, "extras": value.extras, "calls": calls}
+
+
+def parse_response_json(value: object) -> ResponseJson:
+    """``{schema?, equals?}`` as :class:`ResponseJson` (JSON values as JSON text)."""
+    if not isinstance(value, dict) or not set(value) <= {"schema", "equals"}:
+        raise ValueError("not a {schema?, equals?} object")
+    equals = value.get("equals", {})
+    if not isinstance(equals, dict):
+        raise ValueError("equals maps JSON Pointers to values")
+    pairs = tuple((pointer, argument_json(v)) for pointer, v in equals.items())
+    return ResponseJson(_json_text(value.get("schema")), pairs)
+
+
+def dump_response_json(value: ResponseJson) -> JSONValue:
+    """:class:`ResponseJson` as the object a fixture writes."""
+    out: dict[str, JSONValue] = {}
+    if value.schema is not None:
+        out["schema"] = json.loads(value.schema)
+    if value.equals:
+        out["equals"] = {pointer: json.loads(text) for pointer, text in value.equals}
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     """One expectation kind.
@@ -107,8 +206,15 @@ class Kind:
       this kind is declared; each refusal names its place in the case.
     - ``evidence``: the dispatch field the grader reads that some agent paths cannot observe
       (a key of :data:`evalrunner.expectations.NO_EVIDENCE`), or ``None`` when every path observes
-      what it reads.
+      what it reads; or a function of the declared value giving those fields, for a kind
+      whose value says which it reads.
     """
+
+    def needs(self, value: Any) -> tuple[str, ...]:
+        """The unobservable dispatch fields a check of this value reads."""
+        if self.evidence is None:
+            return ()
+        return (self.evidence,) if isinstance(self.evidence, str) else self.evidence(value)
 
     name: str
     value: str
@@ -117,7 +223,7 @@ class Kind:
     dump: Callable[[Any], JSONValue]
     grader: Callable[[Any, RunRecord], list[GradeResult]]
     rules: tuple[rules.Rule, ...] = ()
-    evidence: str | None = None
+    evidence: str | Callable[[Any], tuple[str, ...]] | None = None
 
     @property
     def schema(self) -> str:
@@ -251,6 +357,27 @@ KINDS: tuple[Kind, ...] = (
         parse_texts,
         dump_plain,
         requests.system_prompt_contains,
+    ),
+    Kind(
+        "tool_calls_match",
+        "`{order?, extras?, calls: [{tool, arguments?, arguments_schema?, result_contains?, "
+        "succeeded?}]}`",
+        "each expected call is matched by a distinct dispatch satisfying all its matchers "
+        "(`arguments`: a subset, compared as JSON values); `order: in_order` (default) or "
+        "`any`; `extras: forbid` (default: every dispatch matched) or `allow`",
+        parse_tool_calls_match,
+        dump_tool_calls_match,
+        trajectory.tool_calls_match,
+        evidence=trajectory.evidence,
+    ),
+    Kind(
+        "response_json",
+        "`{schema?, equals?: {pointer: value}}`",
+        "the whole final response parses as JSON, satisfies the JSON Schema, and each JSON "
+        "Pointer resolves to a value equal (as JSON) to the one given",
+        parse_response_json,
+        dump_response_json,
+        response_json.response_json,
     ),
 )
 """Every expectation kind, in grading order: the field order of ``Expectations``."""

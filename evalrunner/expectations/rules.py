@@ -118,6 +118,11 @@ def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
         calls = (entry.call_index or 0) + 1
         if calls > need.get(entry.tool, (0,))[0]:
             need[entry.tool] = (calls, kind, i, entry.call_index)
+    counted: dict[str, int] = {}
+    for i, call in enumerate(expects.tool_calls_match.calls if expects.tool_calls_match else ()):
+        counted[call.tool] = counted.get(call.tool, 0) + 1
+        if counted[call.tool] > need.get(call.tool, (0,))[0]:
+            need[call.tool] = (counted[call.tool], "tool_calls_match.calls", i, None)
     total = sum(needed[0] for needed in need.values())
     if total == 0 and expects.all_tools_succeeded is False:
         return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
@@ -197,6 +202,15 @@ def required_tool_forbidden(expects: Expectations) -> Iterator[Refusal]:
                 f"expects.tools_not_used[{j}]; no run can both call it and not call it; "
                 "remove it from one of the lists",
                 ("expects", "tools_not_used", j),
+            )
+    match = expects.tool_calls_match
+    for i, call in enumerate(match.calls if match else ()):
+        if call.tool in forbidden:
+            yield Refusal(
+                f"expects.tool_calls_match.calls[{i}] needs a call to {quote(call.tool)}, "
+                f"which expects.tools_not_used[{forbidden[call.tool]}] forbids; no run can "
+                "satisfy both; drop one of them",
+                ("expects", "tool_calls_match", "calls", i, "tool"),
             )
     for kind, i, entry in _payload_entries(expects):
         if entry.tool in forbidden:

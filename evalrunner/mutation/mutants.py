@@ -177,6 +177,13 @@ class RepliesWithoutModel(_Mutated):
         return "I can answer that without asking the model."
 
 
+class WrapsReply(_Mutated):
+    """Post-processes the model's reply: a JSON answer arrives wrapped in a Markdown fence."""
+
+    def respond(self, user_input: str) -> str:
+        return "```json\n" + super().respond(user_input) + "\n```"
+
+
 class SwallowsProviderError(_Mutated):
     def _ask(self) -> ModelResponse:
         try:
@@ -314,6 +321,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "every reply comes from the model",
         "any case",
         RepliesWithoutModel,
+    ),
+    Mutant(
+        "wraps-reply",
+        "the reply passed on as the model wrote it",
+        "response_json, or response_matches anchored with ^ and $",
+        WrapsReply,
     ),
     Mutant(
         "swallows-provider-error",

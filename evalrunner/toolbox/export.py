@@ -75,17 +75,20 @@ def wiring(export_dir: Path, fixtures_dir: Path, workspace: Path) -> str:
     """What to paste where so that editors use the exported bundle.
 
     Modelines and the ``$schema`` key resolve relative to the fixture file, so they are
-    written for a fixture directly in ``fixtures_dir``; editor settings resolve relative to
-    the workspace folder (the project root), so they are written for ``workspace``.
+    written for a fixture directly in ``fixtures_dir``, and for one a directory down (a suite
+    may keep its fixtures in subdirectories); editor settings resolve relative to the
+    workspace folder (the project root), so they are written for ``workspace``, with globs
+    that reach every subdirectory of the suite.
     """
     bundle_file = export_dir / CASE_BUNDLE
     from_fixture = _relative(bundle_file, fixtures_dir)
+    from_sub = _relative(bundle_file, fixtures_dir / "SUBDIR")
     from_root = _dotted(_relative(bundle_file, workspace))
     suite = _relative(fixtures_dir, workspace)
     suite = "" if suite == "." else suite.rstrip("/") + "/"
     vscode = {
-        "json.schemas": [{"fileMatch": [f"/{suite}*.json"], "url": from_root}],
-        "yaml.schemas": {from_root: [f"/{suite}*.yaml", f"/{suite}*.yml"]},
+        "json.schemas": [{"fileMatch": [f"/{suite}**/*.json"], "url": from_root}],
+        "yaml.schemas": {from_root: [f"/{suite}**/*.yaml", f"/{suite}**/*.yml"]},
     }
     settings = json.dumps(vscode, indent=2)
     root = "the working directory" if str(workspace) == "." else str(workspace)
@@ -104,6 +107,10 @@ def wiring(export_dir: Path, fixtures_dir: Path, workspace: Path) -> str:
             "  JSON, a top-level key (VS Code):",
             f'    "$schema": "{from_fixture}",',
             "",
+            f"In a fixture in a subdirectory, {fixtures_dir / 'SUBDIR'}, the path gains a ../ "
+            "per level:",
+            f"    {from_sub}",
+            "",
             f"Or once for the project (paths relative to {root}):",
             "",
             "  .vscode/settings.json:",
@@ -111,7 +118,7 @@ def wiring(export_dir: Path, fixtures_dir: Path, workspace: Path) -> str:
             "",
             "  .taplo.toml (Taplo CLI, Even Better TOML):",
             "    [[rule]]",
-            f'    include = ["{suite}*.toml"]',
+            f'    include = ["{suite}**/*.toml"]',
             "    [rule.schema]",
             f'    path = "{from_root}"',
             "",

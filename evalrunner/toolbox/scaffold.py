@@ -12,6 +12,7 @@ contain is added (or any other check), the case admits cleanly.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -67,11 +68,28 @@ def scaffold(name: str, fmt: Format, schema_reference: str) -> str:
     return _JSON.format(schema=json.dumps(schema_reference), name=quoted)
 
 
-def schema_reference_for(fixture_dir: Path, schema: Path | None) -> str:
+def default_schema_dir(fixture_dir: Path, suite_dir: Path | None = None) -> Path:
+    """Where the exported schemas live for a fixture in ``fixture_dir``: ``schemas/`` beside
+    the suite (``suite_dir``) when the fixture is in it or in one of its subdirectories, else
+    beside ``fixture_dir``. ``evalrunner new`` points there, and says to export there."""
+    anchor = fixture_dir
+    if suite_dir is not None:
+        inside = os.path.relpath(os.path.abspath(fixture_dir), os.path.abspath(suite_dir))
+        if inside != ".." and not inside.startswith(".." + os.sep) and not os.path.isabs(inside):
+            anchor = suite_dir
+    return Path(os.path.normpath(anchor / ".." / DEFAULT_SCHEMA.parent.name))
+
+
+def schema_reference_for(
+    fixture_dir: Path, schema: Path | None, suite_dir: Path | None = None
+) -> str:
     """The schema path a scaffold in ``fixture_dir`` should carry: ``schema`` (a path from
-    the working directory) made relative to it, or :data:`DEFAULT_SCHEMA`."""
+    the working directory) made relative to it, or the bundle in :func:`default_schema_dir`
+    (:data:`DEFAULT_SCHEMA` for a fixture at the top of the suite, a ``../`` more per
+    subdirectory level)."""
     if schema is None:
-        return DEFAULT_SCHEMA.as_posix()
+        bundle = os.path.abspath(default_schema_dir(fixture_dir, suite_dir) / DEFAULT_SCHEMA.name)
+        return Path(os.path.relpath(bundle, os.path.abspath(fixture_dir))).as_posix()
     return rebase(str(schema), Path("here"), fixture_dir / "new")
 
 

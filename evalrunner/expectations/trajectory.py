@@ -1,0 +1,187 @@
+"""Grader of call sequences: ``tool_calls_match``.
+
+Each expected call must be matched by a distinct dispatch that satisfies all its matchers.
+The matching finds an assignment whenever one exists: a maximum bipartite matching for
+``order: any``, a longest order-preserving matching (an LCS over the predicate) for
+``order: in_order``; taking the first dispatch that fits each expected call would fail a
+trajectory that matches when matchers overlap.
+"""
+
+from __future__ import annotations
+
+import json
+
+from evalrunner.expectations._format import listing, nfc, quote
+from evalrunner.expectations._json import (
+    NOT_JSON,
+    UNRESOLVED,
+    parse,
+    resolve,
+    schema_errors,
+    subset_differences,
+)
+from evalrunner.model import (
+    ExpectedCall,
+    GradeResult,
+    RunRecord,
+    ToolCallRecord,
+    ToolCallsMatch,
+    argument_json,
+)
+
+__all__ = ["differences", "evidence", "match", "tool_calls_match"]
+
+
+def evidence(expected: ToolCallsMatch) -> tuple[str, ...]:
+    """The dispatch fields this check reads that some agent paths cannot observe."""
+    needs = []
+    if any(c.arguments is not None or c.arguments_schema is not None for c in expected.calls):
+        needs.append("arguments")
+    if any(c.succeeded is not None for c in expected.calls):
+        needs.append("success")
+    return tuple(needs)
+
+
+def differences(
+    expected: ExpectedCall, arguments: str, result: str | None = None, success: bool | None = None
+) -> list[str]:
+    """Why a dispatch of ``expected.tool`` with these fields does not match (empty: it does).
+    ``result`` or ``success`` None: not known yet (admission judges a script), not compared."""
+    out: list[str] = []
+    if expected.arguments is not None or expected.arguments_schema is not None:
+        value, reason = parse(arguments)
+        if value is NOT_JSON:
+            out.append(f"arguments are not JSON ({reason})")
+        else:
+            if expected.arguments is not None:
+                want = json.loads(expected.arguments)
+                keys = subset_differences(want, value)
+                if keys == ["/"]:
+                    out.append("arguments are not a JSON object")
+                elif keys:
+                    out.append("arguments differ at " + ", ".join(_wrong(want, value, keys)))
+            if expected.arguments_schema is not None:
+                for reason in schema_errors(expected.arguments_schema, value):
+                    out.append(f"arguments break arguments_schema: {reason}")
+    if (
+        result is not None
+        and expected.result_contains is not None
+        and nfc(expected.result_contains) not in nfc(result)
+    ):
+        out.append(f"result lacks {quote(expected.result_contains)}")
+    if success is not None and expected.succeeded is not None and success != expected.succeeded:
+        out.append(f"succeeded is {json.dumps(success)}")
+    return out
+
+
+def _wrong(want: object, value: object, pointers: list[str]) -> list[str]:
+    """Each differing key as ``"/city" (expected "Rome", got "Paris")``."""
+    out = []
+    for pointer in pointers:
+        expected, actual = resolve(want, pointer), resolve(value, pointer)
+        got = "missing" if actual is UNRESOLVED else f"got {argument_json(actual)}"
+        out.append(f"{quote(pointer)} (expected {argument_json(expected)}, {got})")
+    return out
+
+
+def _fits(expected: ExpectedCall, call: ToolCallRecord) -> bool:
+    return call.name == expected.tool and not differences(
+        expected, call.arguments, call.result, call.success
+    )
+
+
+def match(expected: ToolCallsMatch, fits: list[list[bool]]) -> dict[int, int]:
+    """A largest assignment of expected calls (rows of ``fits``) to dispatches (columns):
+    expected index → dispatch index, order-preserving under ``in_order``."""
+    n = len(fits[0]) if fits else 0
+    if expected.order == "in_order":
+        k = len(fits)
+        # best[j][i]: most pairs matching expected[j:] into dispatches[i:], in order.
+        best = [[0] * (n + 1) for _ in range(k + 1)]
+        for j in range(k - 1, -1, -1):
+            for i in range(n - 1, -1, -1):
+                take = best[j + 1][i + 1] + 1 if fits[j][i] else 0
+                best[j][i] = max(take, best[j + 1][i], best[j][i + 1])
+        pairs: dict[int, int] = {}
+        j = i = 0
+        while j < k and i < n:
+            if fits[j][i] and best[j][i] == best[j + 1][i + 1] + 1:
+                pairs[j] = i
+                j, i = j + 1, i + 1
+            elif best[j][i] == best[j + 1][i]:
+                j += 1
+            else:
+                i += 1
+        return pairs
+    owner: dict[int, int] = {}  # dispatch → expected (Kuhn's augmenting paths)
+
+    def augment(j: int, seen: set[int]) -> bool:
+        for i in range(n):
+            if fits[j][i] and i not in seen:
+                seen.add(i)
+                if i not in owner or augment(owner[i], seen):
+                    owner[i] = j
+                    return True
+        return False
+
+    for j in range(len(fits)):
+        augment(j, set())
+    return {j: i for i, j in owner.items()}
+
+
+def _label(expected: ToolCallsMatch) -> str:
+    tools = listing(c.tool for c in expected.calls)
+    return f"tool_calls_match({tools}, order: {expected.order}, extras: {expected.extras})"
+
+
+def _shown(index: int, call: ToolCallRecord) -> str:
+    return f"dispatch #{index + 1} {quote(call.name)} {quote(call.arguments)}"
+
+
+def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResult]:
+    """Every expected call is matched by a distinct dispatch (in order under ``in_order``);
+    under ``extras: forbid`` every dispatch is matched too."""
+    calls = run.tool_calls
+    fits = [[_fits(e, call) for call in calls] for e in expected.calls]
+    pairs = match(expected, fits)
+    used = set(pairs.values())
+    extras = [i for i in range(len(calls)) if i not in used]
+    passed = len(pairs) == len(expected.calls) and (expected.extras == "allow" or not extras)
+    if passed:
+        return [GradeResult(_label(expected), True)]
+    problems = []
+    for j, wanted in enumerate(expected.calls):
+        if j in pairs:
+            continue
+        problem = f"calls[{j}] ({quote(wanted.tool)}) has no match"
+        out_of_order = [i for i in range(len(calls)) if fits[j][i]]
+        same_tool = [i for i in range(len(calls)) if calls[i].name == wanted.tool]
+        if out_of_order and expected.order == "in_order":
+            problem += f": {_shown(out_of_order[0], calls[out_of_order[0]])} fits it, but not "
+            problem += "in the listed order (order: in_order)"
+        elif out_of_order:
+            problem += f": {_shown(out_of_order[0], calls[out_of_order[0]])} fits it, but "
+            problem += "every dispatch that fits it is needed by another expected call"
+        elif same_tool:
+            # Nearest: fewest differences, unmatched dispatches first.
+            def cost(i: int, wanted: ExpectedCall = wanted) -> tuple[int, bool, int]:
+                call = calls[i]
+                found = differences(wanted, call.arguments, call.result, call.success)
+                return (len(found), i in used, i)
+
+            near = min(same_tool, key=cost)
+            call = calls[near]
+            found = differences(wanted, call.arguments, call.result, call.success)
+            taken = " (matched to another expected call)" if near in used else ""
+            problem += f"; nearest: {_shown(near, call)}{taken}"
+            if found:
+                problem += ": " + "; ".join(found)
+        else:
+            problem += f": no dispatch of {quote(wanted.tool)}"
+        problems.append(problem)
+    if expected.extras == "forbid":
+        problems.extend(
+            f"{_shown(i, calls[i])} matches no expected call (extras: forbid)" for i in extras
+        )
+    detail = "; ".join(problems) + f"; dispatched: {listing(run.tools_called)}"
+    return [GradeResult(_label(expected), False, detail)]
