@@ -177,6 +177,8 @@ class EvalrunnerSession:
         # Real paths of the fixture files and directories collected so far: a file or
         # directory reached twice through links is collected once, as `evalrunner run` does.
         self.seen: set[str] = set()
+        # Real path of each fixture file collected -> the path it was first collected by.
+        self.files: dict[str, Path] = {}
         # (node id, "passed" / "failed" / "skipped") of each case run, in the order reported.
         self.outcomes: list[tuple[str, str]] = []
 
@@ -294,10 +296,11 @@ class EvalrunnerSession:
             return None
         if not self._under_roots(file_path):
             return None
-        real = os.path.realpath(file_path)
-        if real in self.seen:
+        # One file reached by two paths (a link) is collected once. The same path is collected
+        # again: pytest collects a directory anew for each argument that names a file in it.
+        first = self.files.setdefault(os.path.realpath(file_path), file_path)
+        if first != file_path:
             return None
-        self.seen.add(real)
         return _eval_file(parent, file_path)
 
     @pytest.hookimpl(tryfirst=True)  # before -k, -m and --deselect choose among the items

@@ -378,6 +378,18 @@ def test_admission_errors_are_collection_errors_with_every_position(
     assert "Traceback" not in out and "evalrunner/" not in out
 
 
+def test_each_fixture_file_named_is_collected_when_two_share_a_directory(
+    pytester: pytest.Pytester, run: Runner
+) -> None:
+    # pytest collects the directory anew for each file argument in it: the second file must
+    # not be taken for one already collected (it was "not found", and under -n nothing ran).
+    write_suite(pytester.path, MIXED)
+    result = run("--evalrunner", "suite/a.yaml", "suite/b.json", "suite/c.toml")
+    result.assert_outcomes(passed=1, failed=2)
+    result = run("--evalrunner", "suite/b.json", "suite/a.yaml")
+    result.assert_outcomes(passed=1, failed=1)
+
+
 def test_admitted_cases_run_with_continue_on_collection_errors(
     pytester: pytest.Pytester, run: Runner
 ) -> None:
