@@ -664,7 +664,7 @@ class _AgentProcess:
             stdin.flush()
             written = True
         except (BrokenPipeError, OSError, ValueError):
-            pass
+            pass  # stdin closed or the process gone: `written` stays False; its exit says why
         finally:
             if self._marked:
                 self._marked, self._line_written = False, written

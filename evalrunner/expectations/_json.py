@@ -202,13 +202,8 @@ def schema_problems(schema: object) -> list[tuple[tuple[str | int, ...], str]]:
 def _metaschema_errors(schema: object) -> list[Any]:
     """jsonschema's errors of ``schema`` against the Draft 2020-12 metaschema. jsonschema-rs
     vouches for a valid one first, so a valid suite never imports jsonschema."""
-    try:
-        import jsonschema_rs
-
-        if isinstance(schema, dict | bool) and jsonschema_rs.meta.is_valid(schema):
-            return []
-    except (ImportError, ValueError, jsonschema_rs.ValidationError):
-        pass  # jsonschema decides
+    if _meta_valid(schema):
+        return []
     from jsonschema import Draft202012Validator
 
     return list(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema))
@@ -264,3 +259,16 @@ def schema_errors(schema_text: str, instance: object) -> list[str]:
     assert best is not None
     where = "".join(f"/{p}" for p in best.absolute_path)
     return [f"{best.message}" + (f" at {json.dumps(where)}" if where else "")]
+
+
+def _meta_valid(schema: object) -> bool:
+    """Whether jsonschema-rs vouches for ``schema`` against the metaschema; False when it
+    cannot say (not installed, or a value it does not take), and jsonschema decides."""
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return False
+    try:
+        return isinstance(schema, dict | bool) and bool(jsonschema_rs.meta.is_valid(schema))
+    except (ValueError, jsonschema_rs.ValidationError):
+        return False
