@@ -637,3 +637,52 @@ def test_a_signal_ends_the_persistent_processes(tmp_path: Path, sig: signal.Sign
     process.communicate(timeout=60)
     assert process.returncode == 128 + sig
     assert no_process_left(marker)
+
+
+class _GatedFactory:
+    """The command factory, holding the third case between its agent's construction (the
+    endpoint attached to the case) and its first line: the agent's request after ending the
+    second case is let go exactly then, and arrives before the line is written. (The third:
+    the process has taken a leased case's first line before.)"""
+
+    def __init__(self, factory: object, gate: Path) -> None:
+        self._factory = factory
+        self._gate = gate
+        self._built = 0
+
+    def __call__(self, context: object) -> object:
+        agent = self._factory(context)  # type: ignore[operator]
+        self._built += 1
+        if self._built == 3:
+            (self._gate / "go").touch()
+            deadline = time.monotonic() + 60  # a safety net, not a measurement
+            while not (self._gate / "done").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return agent
+
+    def settle_cases(self) -> None:
+        self._factory.settle_cases()  # type: ignore[attr-defined]
+
+
+def test_a_request_after_ended_that_comes_before_the_next_line_is_the_ended_cases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window between the next case's attaching and its first line being written: a
+    # request in it once passed the ended case and was served as the next case's.
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("PERSISTENT_AGENT_GATE", str(gate))
+    monkeypatch.setenv("PERSISTENT_AGENT_LOG", str(tmp_path / "served.log"))
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("a_echo.yaml", "b_text.yaml", "c_unknown.yaml"):
+        (suite / name).write_text(CASES[name], encoding="utf-8")
+    monkeypatch.setenv("PERSISTENT_AGENT_AFTER", "say something plain")  # after case b
+    with command_agent_factory(argv("openai", "stray-request"), cwd=ROOT) as factory:
+        gated = _GatedFactory(factory, gate)
+        report = run_suite(suite, agent_factory=gated, case_timeout=60)
+    assert isinstance(report, SuiteReport)
+    assert (gate / "done").exists()
+    errors = [case.error for case in report.cases]
+    assert errors[1] is not None and "sent a model request" in errors[1], errors
+    assert errors[0] is None and errors[2] is None, errors

@@ -264,7 +264,10 @@ class CommandAgent:
         self._proc = leased
         self._previous = leased.held
         # Served from the first request after the process has read this case's first line:
-        # one before is the previous case's (see the module docstring).
+        # one before is the previous case's (see the module docstring). The line is marked
+        # before the endpoint attaches, so a request arriving before it is written is a
+        # stray too, not this case's.
+        leased.mark_line()
         leased.endpoint.attach(self._monitor, when=leased.took_line)
 
     # --- turns ----------------------------------------------------------------------------
@@ -295,8 +298,6 @@ class CommandAgent:
             "workspace": str(self._workspace),
             **doubles,
         }
-        if self._previous is not None:
-            proc.mark_line()
         try:
             answer = self._exchange(line)
         except RunError:
@@ -612,6 +613,7 @@ class _AgentProcess:
         self.held: HeldVerdict | None = None  # the verdict of the case it ended last
         self._stderr_mark = 0  # the size of its stderr when it ended that case
         self._marked = False  # the next line written is a case's first (see took_line)
+        self._writing = False  # that line's write has begun
         self._line_written = False
         self._line_done = threading.Event()  # set once the write of that line has returned
         self._taken: bool | None = None  # whether it read that line, once known
@@ -659,6 +661,7 @@ class _AgentProcess:
         data = json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n"
         stdin = cast(IO[bytes], self.process.stdin)
         written = False
+        self._writing = self._marked
         try:
             stdin.write(data)
             stdin.flush()
@@ -667,14 +670,14 @@ class _AgentProcess:
             pass  # stdin closed or the process gone: `written` stays False; its exit says why
         finally:
             if self._marked:
-                self._marked, self._line_written = False, written
+                self._marked, self._writing, self._line_written = False, False, written
                 self._line_done.set()
         return written
 
     def mark_line(self) -> None:
         """The next line written is a case's first, whose reading :meth:`took_line` tells."""
         self._line_done.clear()
-        self._marked, self._line_written, self._taken = True, False, None
+        self._marked, self._writing, self._line_written, self._taken = True, False, False, None
 
     def took_line(self) -> bool:
         """Whether the command has read the case's first line (:meth:`mark_line`): it was
@@ -686,6 +689,8 @@ class _AgentProcess:
         :data:`LINE_WRITE_WAIT_SECS`, after which a write still under way means the command
         is not reading (a line longer than the pipe holds, while it waits on a request)."""
         if self._taken is None and (self._marked or self._line_written):
+            if self._marked and not self._writing:
+                return False  # the line is not being written yet: it cannot have been read
             if not self._line_done.wait(LINE_WRITE_WAIT_SECS) or not self._line_written:
                 return False
             unread = self._unread_input()
