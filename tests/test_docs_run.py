@@ -175,13 +175,18 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
     },
 }
 
-# Commands that take minutes (every mutant on every path; an SDK imported once per case): each
-# runs once, in the slow tier, never in the page walk. The default tier keeps a fast case of
-# each elsewhere (mutate on one path, an SDK agent on one case).
+# Commands that take minutes (every mutant on every path; an SDK imported once per case), and
+# the pytest plugin's variants, each a pytest start over the suite: each runs once, in the slow
+# tier, never in the page walk. The default tier keeps a fast case of each (mutate on one
+# path and an SDK agent on one case elsewhere; the CI page's first pytest command in its walk).
 SLOW = {
     "evalrunner mutate",
     "evalrunner mutate --first-kill",
     "evalrunner mutate --path in-process",
+    "pytest --evalrunner evals/regression",
+    "pytest --evalrunner evals/regression/echo_token_roundtrip.yaml",
+    'pytest --evalrunner evals -k "echo or negative" -x --junitxml=report.xml',
+    "pytest --evalrunner -n 2",
     'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"',
     (
         "evalrunner run --agent-command "
