@@ -16,9 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import pydantic
 import pytest
-from openai.types.responses import Response, ResponseStreamEvent
 
 from evalrunner.agents.reference import AgentContext, ReferenceAgent
 from evalrunner.boundary.conformance import ConversationMonitor
@@ -65,9 +63,6 @@ def monitored() -> ConversationMonitor:
     return ConversationMonitor(ReplayProvider(SCRIPT), [turn.user_input for turn in SCRIPT])
 
 
-STRICT_EVENT: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseStreamEvent)
-
-
 @pytest.fixture(autouse=True)
 def loopback_without_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
@@ -110,6 +105,12 @@ def sse_payloads(raw: bytes) -> list[tuple[str, Any]]:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_every_body_and_event_validates_against_the_sdk_types(stream: bool) -> None:
+    # The SDK's types are imported here, by the one test that uses them: importing the SDK
+    # costs every process that collects this module.
+    import pydantic
+    from openai.types.responses import Response, ResponseStreamEvent
+
+    strict_event: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseStreamEvent)
     user = {"role": "user", "content": SCRIPT[0].user_input}
     with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
         first_status, first = post(endpoint, {"input": [user], "tools": TOOLS, "stream": stream})
@@ -118,7 +119,7 @@ def test_every_body_and_event_validates_against_the_sdk_types(stream: bool) -> N
             frames = sse_payloads(first)
             for name, data in frames:
                 assert name == data["type"]
-                STRICT_EVENT.validate_python(data, strict=True)
+                strict_event.validate_python(data, strict=True)
             assert [data["sequence_number"] for _, data in frames] == list(range(len(frames)))
             kinds = [name for name, _ in frames]
             assert kinds[:2] == ["response.created", "response.in_progress"]
@@ -137,7 +138,7 @@ def test_every_body_and_event_validates_against_the_sdk_types(stream: bool) -> N
         assert second_status == 200, second
         if stream:
             for _, data in sse_payloads(second):
-                STRICT_EVENT.validate_python(data, strict=True)
+                strict_event.validate_python(data, strict=True)
         else:
             Response.model_validate(json.loads(second), strict=True)
             assert json.loads(second)["output"][0]["content"][0]["text"] == (

@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
 import pytest
-from openai.types.responses import Response
 
 from evalrunner.agents.reference import AgentContext
 from evalrunner.boundary.conformance import ConversationMonitor, Dispatch
@@ -34,6 +31,13 @@ from evalrunner.model import (
 )
 from evalrunner.replay import run_case
 from evalrunner.wire.endpoint import ReplayEndpoint
+
+# The SDKs are imported where a test uses them, not here: importing them costs every process
+# that collects this module, and most of those run none of its tests.
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+    from openai.types.responses import Response
 
 OPENAI_TOOLS: Any = [
     {"type": "function", "function": {"name": "echo", "parameters": EchoTool.parameters}}
@@ -151,6 +155,8 @@ class OpenAIAgent:
         ]
 
     def __call__(self, endpoint: ReplayEndpoint, conversation: list[str]) -> list[str]:
+        import openai
+
         client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="dummy", max_retries=0)
         with client:
             self.messages.append({"role": "user", "content": conversation[-1]})
@@ -228,6 +234,8 @@ def test_openai_sdk_tool_loop(how: str) -> None:
 
 
 def test_openai_sdk_sees_a_run_error_once_and_does_not_retry() -> None:
+    import openai
+
     monitor = monitored()
     with ReplayEndpoint(monitor) as endpoint:
         monitor.begin_turn(0)
@@ -313,6 +321,8 @@ class ResponsesAgent:
         self.last_id: str | None = None
 
     def __call__(self, endpoint: ReplayEndpoint, conversation: list[str]) -> list[str]:
+        import openai
+
         client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="dummy", max_retries=0)
         with client:
             new: list[Any] = [{"role": "user", "content": conversation[-1]}]
@@ -398,6 +408,8 @@ def test_openai_sdk_responses_tool_loop(how: str, previous: bool) -> None:
 
 
 def test_openai_sdk_responses_usage_and_ids() -> None:
+    import openai
+
     with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
         client = openai.OpenAI(base_url=endpoint.openai_base_url, api_key="d", max_retries=0)
         with client:
@@ -440,6 +452,8 @@ class AnthropicAgent:
         ]
 
     def __call__(self, endpoint: ReplayEndpoint, conversation: list[str]) -> list[str]:
+        import anthropic
+
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="dummy", max_retries=0)
         with client:
             self.messages.append({"role": "user", "content": conversation[-1]})
@@ -533,6 +547,8 @@ def test_anthropic_sdk_is_error_is_the_evidence_all_tools_succeeded_grades(
 
 
 def test_anthropic_sdk_stream_reports_usage() -> None:
+    import anthropic
+
     user: Any = {"role": "user", "content": SCRIPT[0].user_input}
     with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="d", max_retries=0)
@@ -549,6 +565,8 @@ def test_anthropic_sdk_stream_reports_usage() -> None:
 
 
 def test_anthropic_sdk_sees_a_missing_result_as_an_error_naming_it() -> None:
+    import anthropic
+
     with ReplayEndpoint(monitored(), infer_turns=True) as endpoint:
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="dummy")
         with client:
