@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.tiers import first_by_default
+from support.tiers import each_once_by_default, first_by_default
 
 from evalrunner import SuiteReport, run_suite
 from evalrunner.agents.command import OFFER_VARIABLE, command_agent_factory
@@ -397,8 +397,10 @@ def front_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[obje
 FRONT_ENDS = ["serial", "jobs-2", "one-case", "case-verdict"]
 
 
-@pytest.mark.parametrize("front_end", FRONT_ENDS)
-@pytest.mark.parametrize(("mode", "message"), AFTER_STRAY)
+# Every misbehaviour and every front end by default; each on each in the slow tier.
+@pytest.mark.parametrize(
+    ("mode", "message", "front_end"), each_once_by_default(AFTER_STRAY, FRONT_ENDS)
+)
 def test_after_ending_a_case_fails_that_case_on_every_front_end(
     front_ends: object, front_end: str, mode: str, message: str
 ) -> None:
@@ -421,8 +423,9 @@ LAST_CASES = {
 }
 
 
-@pytest.mark.parametrize("front_end", FRONT_ENDS)
-@pytest.mark.parametrize(("mode", "message"), END_OF_RUN)
+@pytest.mark.parametrize(
+    ("mode", "message", "front_end"), each_once_by_default(END_OF_RUN, FRONT_ENDS)
+)
 def test_a_process_ending_badly_at_the_end_of_the_run_fails_its_last_case(
     front_ends: object, front_end: str, mode: str, message: str
 ) -> None:
@@ -601,7 +604,7 @@ def test_the_command_line_ends_every_process_at_the_end_of_the_run(
     assert no_process_left(marker)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", first_by_default([signal.SIGINT, signal.SIGTERM]))
 def test_a_signal_ends_the_persistent_processes(tmp_path: Path, sig: signal.Signals) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()

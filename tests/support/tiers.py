@@ -21,5 +21,22 @@ def first_by_default(combinations: Iterable[Any]) -> list[Any]:
     ]
 
 
+def each_once_by_default(rows: Iterable[Any], columns: Iterable[Any]) -> list[Any]:
+    """Every combination of ``rows`` and ``columns`` for ``pytest.mark.parametrize`` (a row's
+    values, then a column's), all marked slow but the few it takes for every row and every
+    column to run by default: for a promise checked on every path of two independent axes
+    (each misbehaviour on each front end), so that a path broken on either axis still fails
+    by default."""
+    row_list, column_list = list(rows), list(columns)
+    combined = []
+    for i, row in enumerate(row_list):
+        for j, column in enumerate(column_list):
+            values = (*_args(row), *_args(column))
+            by_default = i == j % len(row_list) or j == i % len(column_list)
+            marks = () if by_default else (pytest.mark.slow,)
+            combined.append(pytest.param(*values, marks=marks))
+    return combined
+
+
 def _args(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else (value,)
