@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from support.tiers import first_by_default
 
 from evalrunner.execution import can_fork
 from evalrunner.model import SuiteReport
@@ -91,13 +92,16 @@ def without_timings(text: str) -> object:
     return report
 
 
+# Admission is one step whatever refuses the file: one refusal by default, each in the slow tier.
 @pytest.mark.parametrize(
     "broken",
-    [
-        "{not json",  # a parse error
-        case_text("case-3", "t99"),  # a name another share already uses
-        json.dumps({"name": "x", "turns": [], "expects": {}}),  # schema errors
-    ],
+    first_by_default(
+        [
+            "{not json",  # a parse error
+            case_text("case-3", "t99"),  # a name another share already uses
+            json.dumps({"name": "x", "turns": [], "expects": {}}),  # schema errors
+        ]
+    ),
     ids=["unparsable", "duplicate-name", "schema"],
 )
 def test_a_refused_file_stops_the_crew_before_any_case_runs(tmp_path: Path, broken: str) -> None:
@@ -126,8 +130,10 @@ def test_the_crew_runs_every_case_once_in_workers_and_reports_in_suite_order(
     assert str(os.getpid()) not in workers and len(workers) == 2
 
 
+# Both selections together by default; each alone in the slow tier.
 @pytest.mark.parametrize(
-    "selection", [["-k", "case-1"], ["--shard", "2/3"], ["-k", "case-1", "--shard", "1/2"]]
+    "selection",
+    first_by_default([["-k", "case-1", "--shard", "1/2"], ["-k", "case-1"], ["--shard", "2/3"]]),
 )
 def test_the_crew_takes_the_cases_a_serial_run_takes(tmp_path: Path, selection: list[str]) -> None:
     project(tmp_path, count=15)
@@ -269,7 +275,7 @@ def test_a_worker_that_dies_while_its_agents_child_holds_the_pipe_is_seen_dead(
     assert list(errors) == ["case-2"] and "died (exit code 3)" in errors["case-2"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", first_by_default([signal.SIGINT, signal.SIGTERM]))
 def test_an_interrupt_reports_every_case_finished_before_the_first_unfinished(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
