@@ -10,9 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.tiers import each_once_by_default, first_by_default
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = [["run"], ["run", "--format", "json"], ["list"], ["validate"], ["config"], ["--version"]]
+# The commands share one way to say a failed write, but --version is answered before the command
+# line is imported: a run and --version by default, every command in the slow tier.
+TIERED_COMMANDS = [*first_by_default(COMMANDS[:-1]), COMMANDS[-1]]
 
 
 @pytest.fixture
@@ -27,7 +31,7 @@ def evalrunner(*args: str) -> list[str]:
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("args", TIERED_COMMANDS, ids=" ".join)
 def test_a_full_disk_on_stdout_is_a_refusal_with_one_line(project: Path, args: list[str]) -> None:
     with open("/dev/full", "w") as full:
         done = subprocess.run(
@@ -45,7 +49,7 @@ def test_a_full_disk_on_stdout_is_a_refusal_with_one_line(project: Path, args: l
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
 
 
-@pytest.mark.parametrize("args", COMMANDS[:3], ids=" ".join)
+@pytest.mark.parametrize("args", first_by_default(COMMANDS[:3]), ids=" ".join)
 def test_a_pipe_closed_by_its_reader_ends_the_run_quietly_with_2(
     project: Path, args: list[str]
 ) -> None:
@@ -66,7 +70,11 @@ def test_a_pipe_closed_by_its_reader_ends_the_run_quietly_with_2(
     assert done.stderr == ""
 
 
-@pytest.mark.parametrize("args", [["--help"], [], ["run", "--help"], ["serve", "--help"]], ids=str)
+# The group's help, the help given for no arguments, and a command's; another command's help in
+# the slow tier.
+@pytest.mark.parametrize(
+    "args", [["--help"], [], *first_by_default([["run", "--help"], ["serve", "--help"]])], ids=str
+)
 def test_help_into_a_closed_pipe_is_a_refusal_too(project: Path, args: list[str]) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)
@@ -84,7 +92,9 @@ def test_help_into_a_closed_pipe_is_a_refusal_too(project: Path, args: list[str]
     assert (done.returncode, done.stderr) == (2, "")
 
 
-@pytest.mark.parametrize("args", [["run"], ["list"], ["--version"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "args", [*first_by_default([["run"], ["list"]]), ["--version"]], ids=" ".join
+)
 def test_a_closed_stdout_is_refused_before_anything_runs(project: Path, args: list[str]) -> None:
     done = subprocess.run(
         evalrunner(*args),
@@ -145,8 +155,8 @@ class Chatty(ReferenceAgent):
 """
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-@pytest.mark.parametrize("fmt", ["json", "github"])
+# Each format and each front end by default; each on each in the slow tier.
+@pytest.mark.parametrize(("fmt", "jobs"), each_once_by_default(["json", "github"], ["1", "2"]))
 def test_what_an_agent_prints_goes_to_stderr_not_into_the_report(
     tmp_path: Path, jobs: str, fmt: str
 ) -> None:
