@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.tiers import first_by_default
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
@@ -151,7 +152,8 @@ def test_validate_refuses_tags_and_merge_keys(tmp_path: Path, text: str, message
 # --- class 3: files and names ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["run", "validate"])
+# Both commands admit the suite through one walk: run by default, validate in the slow tier.
+@pytest.mark.parametrize("command", first_by_default(["run", "validate"]))
 def test_a_fifo_in_the_suite_is_refused_not_waited_on(tmp_path: Path, command: str) -> None:
     suite = make_suite(tmp_path, {"a.yaml": PASSING.format(name="a")})
     os.mkfifo(suite / "b.json")
@@ -169,8 +171,13 @@ def test_a_fifo_in_the_suite_is_refused_not_waited_on(tmp_path: Path, command: s
     ("args", "env"),
     [
         (["run", "--suite", "suite", "--format", "json", "--output", "report.json"], {}),
-        (["run", "--suite", "suite"], {"PYTHONIOENCODING": "utf-8"}),
-        (["run", "--suite", "suite", "--format", "json"], {"PYTHONIOENCODING": "utf-8"}),
+        # The JSON report on stdout as in a file, in the slow tier.
+        *first_by_default(
+            [
+                (["run", "--suite", "suite"], {"PYTHONIOENCODING": "utf-8"}),
+                (["run", "--suite", "suite", "--format", "json"], {"PYTHONIOENCODING": "utf-8"}),
+            ]
+        ),
     ],
 )
 def test_a_fixture_file_name_that_is_not_utf8_is_reported(
@@ -438,11 +445,20 @@ def test_config_shows_values_escaped(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "command"),
     [
-        (["run", "--repeat"], "evalrunner run"),
-        (["run", "--jobs"], "evalrunner run"),
-        (["list", "--format"], "evalrunner list"),
-        (["schema", "export", "--fixtures"], "evalrunner schema export"),
-        (["cache", "clear", "--config"], "evalrunner cache clear"),
+        # A command, and a command of a group, by default; the others in the slow tier.
+        *first_by_default(
+            [
+                (["run", "--repeat"], "evalrunner run"),
+                (["run", "--jobs"], "evalrunner run"),
+                (["list", "--format"], "evalrunner list"),
+            ]
+        ),
+        *first_by_default(
+            [
+                (["schema", "export", "--fixtures"], "evalrunner schema export"),
+                (["cache", "clear", "--config"], "evalrunner cache clear"),
+            ]
+        ),
     ],
 )
 def test_an_option_given_no_value_names_its_command(args: list[str], command: str) -> None:
