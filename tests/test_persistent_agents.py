@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.tiers import each_once_by_default, first_by_default
+from support.tiers import each_once_by_default, first_by_default, slow
 
 from evalrunner import SuiteReport, run_suite
 from evalrunner.agents.command import OFFER_VARIABLE, command_agent_factory
@@ -274,14 +274,16 @@ def test_an_error_line_fails_the_turn_and_the_process_serves_on(run: object) -> 
     assert outcome.processes == 1
 
 
+# Each way of refusing (its wording, escaping, length cap) by default; the other hostile
+# values in the slow tier.
 @pytest.mark.parametrize(
     ("line", "message"),
     [
         ("error=17", 'printed an error line for turn 1 that is not valid: {"error": 17}'),
-        ("error=null", 'that is not valid: {"error": null}'),
-        ('error=""', "that is not valid"),
-        ('error="  "', "that is not valid"),
-        ('error={"x": 1}', "that is not valid"),
+        slow("error=null", 'that is not valid: {"error": null}'),
+        slow('error=""', "that is not valid"),
+        slow('error="  "', "that is not valid"),
+        slow('error={"x": 1}', "that is not valid"),
         ('error="\\u001b[2J\\u0000"', 'failed turn 1: "\\u001b[2J\\u0000"'),
         ('error="' + "x" * 100000 + '"', 'failed turn 1: "xxxxxxxx'),
         ('error-line={"case": "?", "error": "x", "reply": "y"}', "naming case"),
@@ -482,24 +484,26 @@ def test_model_requests_before_the_handshake_fail_the_case(run: object) -> None:
 # --- hostile lines --------------------------------------------------------------------------
 
 
+# Each way of refusing (its wording, escaping, length cap) by default; the other hostile
+# values in the slow tier.
 @pytest.mark.parametrize(
     ("line", "message"),
     [
         ('{"evalrunner": 3}', "asking for protocol 3"),
-        ('{"evalrunner": 1}', "asking for protocol 1"),
+        slow('{"evalrunner": 1}', "asking for protocol 1"),
         ('{"evalrunner": "2"}', 'asking for protocol "2"'),
-        ('{"evalrunner": true}', "asking for protocol true"),
-        ('{"evalrunner": 2.0}', "asking for protocol 2.0"),
-        ('{"evalrunner": null}', "asking for protocol null"),
-        ('{"evalrunner": [2]}', "asking for protocol [2]"),
-        ('{"evalrunner": 1e400}', "asking for protocol Infinity"),
-        ('{"evalrunner": ' + "9" * 5000 + "}", "not a reply line"),
-        ('{"evalrunner": 2' + "0" * 300 + "}", "asking for protocol 2000"),
+        slow('{"evalrunner": true}', "asking for protocol true"),
+        slow('{"evalrunner": 2.0}', "asking for protocol 2.0"),
+        slow('{"evalrunner": null}', "asking for protocol null"),
+        slow('{"evalrunner": [2]}', "asking for protocol [2]"),
+        slow('{"evalrunner": 1e400}', "asking for protocol Infinity"),
+        slow('{"evalrunner": ' + "9" * 5000 + "}", "not a reply line"),
+        slow('{"evalrunner": 2' + "0" * 300 + "}", "asking for protocol 2000"),
         ('{"evalrunner": "\\u0000\\u001b[31m"}', 'asking for protocol "\\u0000\\u001b[31m"'),
         ('{"evalrunner": 2, "resume": true}', 'unknown field(s) ["resume"]'),
-        ('{"evalrunner": 2, "evalrunner": 2}', "not a reply line"),
-        ('{"evalrunner": NaN}', "not a reply line"),
-        ('"evalrunner"', "not a reply line"),
+        slow('{"evalrunner": 2, "evalrunner": 2}', "not a reply line"),
+        slow('{"evalrunner": NaN}', "not a reply line"),
+        slow('"evalrunner"', "not a reply line"),
         ("{" * 100000, "not a reply line"),
     ],
 )
@@ -513,16 +517,18 @@ def test_a_bad_handshake_is_refused_with_a_clear_error(
         assert "\x1b" not in error and "\x00" not in error
 
 
+# Each way of refusing (its wording, escaping, length cap) by default; the other hostile
+# values in the slow tier.
 @pytest.mark.parametrize(
     ("token", "message"),
     [
         ("null", 'without "case"'),
         ("17", "naming case 17, not this one"),
-        ('["a"]', 'naming case ["a"], not this one'),
-        ('{"case": 1}', 'naming case {"case": 1}, not this one'),
+        slow('["a"]', 'naming case ["a"], not this one'),
+        slow('{"case": 1}', 'naming case {"case": 1}, not this one'),
         ('"\\u0000\\u001b[2J"', 'naming case "\\u0000\\u001b[2J", not this one'),
         ('"' + "x" * 100000 + '"', 'naming case "xxxxxxxx'),
-        ("true", "naming case true, not this one"),
+        slow("true", "naming case true, not this one"),
     ],
 )
 def test_a_hostile_case_token_in_a_reply_is_refused(run: object, token: str, message: str) -> None:

@@ -38,5 +38,11 @@ def each_once_by_default(rows: Iterable[Any], columns: Iterable[Any]) -> list[An
     return combined
 
 
+def slow(*values: Any) -> Any:
+    """One combination for ``pytest.mark.parametrize``, in the slow tier only: for a matrix
+    of inputs to one check whose default-tier entries already reach each of its paths."""
+    return pytest.param(*values, marks=pytest.mark.slow)
+
+
 def _args(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else (value,)
