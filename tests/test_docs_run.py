@@ -396,6 +396,33 @@ def test_the_breakage_a_tutorial_describes_gives_the_error_it_quotes(
     assert error in done.stdout, done.stdout
 
 
+def write_file_blocks(page: str, into: Path) -> None:
+    """Every block of ``page`` that names a file, written to that file under ``into``."""
+    for _, block in code_blocks(page):
+        target = FILE_LINE.match(block.split("\n", 1)[0])
+        if target:
+            (into / target[1]).parent.mkdir(parents=True, exist_ok=True)
+            (into / target[1]).write_text(block, encoding="utf-8")
+
+
+def test_the_tutorial_agent_fails_a_case_with_tool_doubles_as_the_tutorial_says(
+    tmp_path: Path,
+) -> None:
+    error = (
+        'turn 1: the agent never offered the tool double get_weather (it offered "echo"), so '
+        'tool call "w1" (get_weather) was fed back as "Unknown tool: get_weather"'
+    )
+    page = "docs/tutorials/any-language.md"
+    text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
+    assert f"`{error}`" in text and "command-protocol.md#tool-doubles" in text
+    write_file_blocks(page, tmp_path)
+    write_file_blocks("docs/how-to/tool-doubles.md", tmp_path)
+    command = 'evalrunner run weather-evals --agent-command "python echo_agent.py" --no-cache'
+    done = run_command(command, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert error in done.stdout and '"tools" on the turn-1 line' in done.stdout, done.stdout
+
+
 def test_the_three_formats_of_the_fixtures_page_are_one_case(tmp_path: Path) -> None:
     cases = []
     for language, block in code_blocks("docs/reference/fixtures.md")[:3]:
