@@ -80,6 +80,10 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
             "run by .ci/run itself, on a fresh clone (it installs from the package registry)"
         ),
+        (
+            "python3 -m venv .venv && .venv/bin/pip install '.[docs]' && "
+            ".venv/bin/mkdocs build --strict --site-dir site"
+        ): "the build is run by test_the_site_builds_strictly (the install by .ci/run)",
     },
     "docs/tutorials/first-suite.md": {
         "evalrunner run": (0, "18/18 cases passed"),
@@ -468,6 +472,29 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_the_readme_links_every_page_of_the_site_and_no_other() -> None:
+    """The site's navigation is the one list of pages; the README's Documentation section
+    follows it, so a page added to the site is not missing from the front door."""
+    from ruamel.yaml import YAML
+
+    def pages_of(entry: Any) -> list[str]:
+        if isinstance(entry, str):
+            return [entry]
+        if isinstance(entry, list):
+            return [page for item in entry for page in pages_of(item)]
+        return [page for value in entry.values() for page in pages_of(value)]
+
+    # mkdocs.yml may hold python tags, which a safe loader refuses: only nav is read.
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = YAML(typ="safe", pure=True).load(config[config.index("\nnav:") :])["nav"]
+    site = {f"docs/{page}" for page in pages_of(nav)} - {"docs/index.md"}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)\)", section))
+    assert site, "no pages found in mkdocs.yml's nav"
+    assert linked == site, (sorted(site - linked), sorted(linked - site))
 
 
 def test_the_readme_is_a_front_door_without_internal_material() -> None:
