@@ -474,6 +474,16 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "index.html").is_file()
 
 
+def test_the_run_suite_signature_the_docs_give_is_the_real_one() -> None:
+    import inspect
+
+    first = next(iter(inspect.signature(run_suite).parameters.values()))
+    assert first.annotation in ("Path | Sequence[Path]",), first.annotation
+    page = (ROOT / "docs" / "explanation" / "how-a-run-works.md").read_text(encoding="utf-8")
+    assert f"`run_suite({first.name}, ...)`" in page
+    assert f"`{first.name}` is one `Path`, a suite\n  directory, or a list of paths" in page
+
+
 def test_the_readme_links_every_page_of_the_site_and_no_other() -> None:
     """The site's navigation is the one list of pages; the README's Documentation section
     follows it, so a page added to the site is not missing from the front door."""
