@@ -87,9 +87,12 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
     },
     "docs/tutorials/first-suite.md": {
         "evalrunner run": (0, "18/18 cases passed"),
-        'evalrunner new "Echo twice" --dir my-evals': (0, "created my-evals/echo_twice.yaml"),
-        "evalrunner validate my-evals": (2, "expects declares only empty lists, which check"),
-        "evalrunner run my-evals": (0, "1/1 cases passed"),
+        'evalrunner new "Echo twice" --dir evals/my-evals': (
+            0,
+            "created evals/my-evals/echo_twice.yaml",
+        ),
+        "evalrunner validate evals/my-evals": (2, "expects declares only empty lists, which check"),
+        "evalrunner run evals/my-evals": (0, "1/1 cases passed"),
     },
     "docs/tutorials/python-agent.md": {
         "evalrunner run": (0, "1/1 cases passed"),
@@ -446,6 +449,16 @@ def test_the_tutorial_agent_fails_a_case_with_tool_doubles_as_the_tutorial_says(
     done = run_command(command, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert error in done.stdout and '"tools" on the turn-1 line' in done.stdout, done.stdout
+
+
+def test_the_export_new_suggests_is_the_one_the_editors_guide_gives(tmp_path: Path) -> None:
+    [new] = [c for c in shell_examples("docs/tutorials/first-suite.md") if " new " in c]
+    [export] = shell_examples("docs/how-to/editors.md")
+    done = run_command(new, copy_project(tmp_path / "project"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"`{export}` writes it" in done.stderr, done.stderr
+    tutorial = re.sub(r"\s+", " ", (ROOT / "docs/tutorials/first-suite.md").read_text("utf-8"))
+    assert f"`{export}`" in tutorial
 
 
 def test_the_three_formats_of_the_fixtures_page_are_one_case(tmp_path: Path) -> None:
