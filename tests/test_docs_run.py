@@ -461,6 +461,28 @@ def test_the_export_new_suggests_is_the_one_the_editors_guide_gives(tmp_path: Pa
     assert f"`{export}`" in tutorial
 
 
+def test_two_example_cases_of_one_name_are_one_case(tmp_path: Path) -> None:
+    """A reader who copies two examples into one suite must not meet a duplicate name: two
+    fixtures in the docs share a name only when they are the same case (or one is an
+    abridged view of it, or a live case and its recording)."""
+    seen: dict[str, tuple[str, Case, bool]] = {}
+    for page in PAGES:
+        for language, block in code_blocks(page):
+            if language not in ("yaml", "json", "toml") or "turns" not in block:
+                continue
+            document = parse_document(block.encode(), language, tmp_path / f"x.{language}")
+            if isinstance(document, list):
+                continue  # a fragment or a refusal the page shows; the test above admits cases
+            case = admit(document)
+            if not isinstance(case, Case):
+                continue
+            # An abridged view, or a live case (no steps), which its recording may follow.
+            abridged = "(abridged)" in block.split("\n", 1)[0] or "steps" not in block
+            first = seen.setdefault(case.name, (page, case, abridged))
+            if first[1] != case and not (abridged or first[2]):
+                raise AssertionError(f"{case.name!r}: different cases in {first[0]} and {page}")
+
+
 def test_the_three_formats_of_the_fixtures_page_are_one_case(tmp_path: Path) -> None:
     cases = []
     for language, block in code_blocks("docs/reference/fixtures.md")[:3]:
