@@ -99,6 +99,17 @@ def cli_page() -> str:
     return intro + "\n".join(sections)
 
 
+def _keys(schema: dict[str, Any]) -> list[tuple[str, Any]]:
+    """An object schema's properties as a reader meets them: the required keys in the order
+    ``required`` lists them, then the optional ones. The schema files are written with sorted
+    keys (as ``schema export`` writes them), which is no reading order."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    required = [k for k in schema.get("required", []) if k in properties]
+    return [(k, properties[k]) for k in required] + [
+        (k, v) for k, v in properties.items() if k not in required
+    ]
+
+
 def _schema_type(node: dict[str, Any], defs: dict[str, Any]) -> str:
     if "$ref" in node:
         target = node["$ref"].split("/")[-1].removesuffix(".schema.json")
@@ -106,7 +117,7 @@ def _schema_type(node: dict[str, Any], defs: dict[str, Any]) -> str:
             return "table"
         referenced = json.loads((ROOT / "schemas" / f"{target}.schema.json").read_text("utf-8"))
         required = set(referenced.get("required", []))
-        shown = [k if k in required else f"{k}?" for k in referenced.get("properties", {})]
+        shown = [k if k in required else f"{k}?" for k, _ in _keys(referenced)]
         return "{" + ", ".join(shown) + "}"
     kind = node.get("type", "")
     if kind == "array":
@@ -172,7 +183,7 @@ def configuration_page() -> str:
             out.append(f"## `[{prefix}]`\n\n{table.get('description', '')}\n\n")
             out.append("| key | type | bounds | default | environment | meaning |\n")
             out.append("|---|---|---|---|---|---|\n")
-            for key, node in table["properties"].items():
+            for key, node in _keys(table):
                 if "$ref" in node and node["$ref"].split("/")[-1] in defs:
                     continue  # a sub-table: its own section
                 env = ENV_VARIABLES.get(key, "") if prefix == "eval" else ""
@@ -219,7 +230,7 @@ def expectations_page() -> str:
         if items.get("$ref", "").endswith("tool-payload.schema.json"):
             out.append(f"- Each entry: {payload['description']} Fields:\n")
             required = set(payload.get("required", []))
-            for field, node in payload["properties"].items():
+            for field, node in _keys(payload):
                 need = "required" if field in required else "optional"
                 out.append(f"    - `{field}` ({node['type']}, {need}): {node['description']}\n")
         out.extend(_fields(schema))
@@ -233,7 +244,7 @@ def _fields(schema: dict[str, Any], indent: str = "") -> list[str]:
         return []
     out = [f"{indent}- Keys:\n"]
     required = set(schema.get("required", []))
-    for field, node in schema["properties"].items():
+    for field, node in _keys(schema):
         need = "required" if field in required else "optional"
         out.append(
             f"{indent}    - `{field}` ({_schema_type(node, {})}, {need}): {node['description']}\n"

@@ -80,16 +80,22 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
             "run by .ci/run itself, on a fresh clone (it installs from the package registry)"
         ),
+        (
+            "python3 -m venv .venv && .venv/bin/pip install '.[docs]' && "
+            ".venv/bin/mkdocs build --strict --site-dir site"
+        ): "the build is run by test_the_site_builds_strictly (the install by .ci/run)",
     },
     "docs/tutorials/first-suite.md": {
         "evalrunner run": (0, "18/18 cases passed"),
-        'evalrunner new "Echo twice" --dir my-evals': (0, "created my-evals/echo_twice.yaml"),
-        "evalrunner validate my-evals": (2, "expects declares only empty lists, which check"),
-        "evalrunner run my-evals": (0, "1/1 cases passed"),
+        'evalrunner new "Echo twice" --dir evals/my-evals': (
+            0,
+            "created evals/my-evals/echo_twice.yaml",
+        ),
+        "evalrunner validate evals/my-evals": (2, "expects declares only empty lists, which check"),
+        "evalrunner run evals/my-evals": (0, "1/1 cases passed"),
     },
     "docs/tutorials/python-agent.md": {
-        "evalrunner run": (0, "suite agent-evals · agent python:my_agent:make_agent"),
-        "evalrunner run evals/regression --config evalrunner.toml": (0, "18/18 cases passed"),
+        "evalrunner run": (0, "1/1 cases passed"),
     },
     "docs/tutorials/any-language.md": {
         'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"': (
@@ -197,6 +203,10 @@ SLOW = {
 # The pages that say to run their commands elsewhere than the project's root.
 PAGE_DIRS = {"examples/python-agent/README.md": "examples/python-agent"}
 
+# The pages a user follows in a project of their own: they run in an empty directory outside
+# any checkout, so a command that needs evalrunner's suites or examples fails there too.
+OWN_PROJECT = {"docs/tutorials/python-agent.md"}
+
 FILE_LINE = re.compile(r"^# ([\w./-]+\.(?:py|yaml|yml|json|toml))$")
 
 
@@ -261,6 +271,16 @@ def check(command: str, expected: tuple[int, str], cwd: Path) -> None:
     assert needle in output, (command, output[-4000:])
 
 
+def page_project(tmp_path: Path, page: str) -> Path:
+    """Where a page's commands and snippets run: a copy of the checkout, or an empty
+    directory of the user's own."""
+    if page in OWN_PROJECT:
+        own = tmp_path / "own-project"
+        own.mkdir()
+        return own
+    return copy_project(tmp_path / "project") / PAGE_DIRS.get(page, "")
+
+
 def runnable_pages() -> list[str]:
     return [
         page
@@ -271,7 +291,7 @@ def runnable_pages() -> list[str]:
 
 @pytest.mark.parametrize("page", runnable_pages())
 def test_a_page_runs_as_written(tmp_path: Path, page: str) -> None:
-    project = copy_project(tmp_path / "project") / PAGE_DIRS.get(page, "")
+    project = page_project(tmp_path, page)
     expected = EXPECTED[page]
     for language, block in code_blocks(page):
         first = block.split("\n", 1)[0]
@@ -308,13 +328,19 @@ def snippets(*languages: str) -> list[Any]:
     for page in PAGES:
         for index, (language, block) in enumerate(code_blocks(page)):
             if language in languages:
-                found.append(pytest.param(page, language, block, id=f"{page}#{index}"))
+                found.append(pytest.param(page, index, block, id=f"{page}#{index}"))
     return found
 
 
-@pytest.mark.parametrize("page,language,block", snippets("python"))
-def test_a_python_snippet_runs(tmp_path: Path, page: str, language: str, block: str) -> None:
-    project = copy_project(tmp_path / "project") / PAGE_DIRS.get(page, "")
+@pytest.mark.parametrize("page,index,block", snippets("python"))
+def test_a_python_snippet_runs(tmp_path: Path, page: str, index: int, block: str) -> None:
+    project = page_project(tmp_path, page)
+    if page in OWN_PROJECT:  # the files the page wrote before this snippet are there
+        for _, earlier in code_blocks(page)[:index]:
+            target = FILE_LINE.match(earlier.split("\n", 1)[0])
+            if target:
+                (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
+                (project / target[1]).write_text(earlier, encoding="utf-8")
     script = project / "snippet.py"
     script.write_text(block, encoding="utf-8")
     done = subprocess.run(
@@ -333,14 +359,16 @@ def test_a_python_snippet_runs(tmp_path: Path, page: str, language: str, block: 
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        outcome = run_suite(project / "evals" / "regression", agent_factory=module.make_agent)
+        bundled = copy_project(tmp_path / "checkout") / "evals" / "regression"
+        outcome = run_suite(bundled, agent_factory=module.make_agent)
         assert isinstance(outcome, SuiteReport) and outcome.all_passed
 
 
-@pytest.mark.parametrize("page,language,block", snippets("yaml", "json", "toml"))
+@pytest.mark.parametrize("page,index,block", snippets("yaml", "json", "toml"))
 def test_a_data_snippet_parses_and_fixtures_admit(
-    tmp_path: Path, page: str, language: str, block: str
+    tmp_path: Path, page: str, index: int, block: str
 ) -> None:
+    language = code_blocks(page)[index][0]
     if language == "yaml":
         from ruamel.yaml import YAML
 
@@ -368,7 +396,7 @@ BREAKAGES = {
     "docs/tutorials/python-agent.md": (
         'self.history.append(Message("assistant", "", tool_calls=response.tool_calls))',
         "turn 1, model request 2: history message 2 should be the assistant's tool calls "
-        '"call_1" (echo), but is a result for tool call "call_1"',
+        '"c1" (upper), but is a result for tool call "c1"',
     ),
     "docs/tutorials/any-language.md": (
         'history.append({"role": "assistant", "content": message["content"]})',
@@ -385,7 +413,7 @@ def test_the_breakage_a_tutorial_describes_gives_the_error_it_quotes(
     line, error = BREAKAGES[page]
     text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
     assert f"`{line}`" in text and f"`{error}`" in text
-    project = copy_project(tmp_path / "project")
+    project = page_project(tmp_path, page)
     for _, block in code_blocks(page):
         target = FILE_LINE.match(block.split("\n", 1)[0])
         if target:
@@ -393,12 +421,71 @@ def test_the_breakage_a_tutorial_describes_gives_the_error_it_quotes(
             kept = [row for row in block.splitlines(keepends=True) if row.strip() != line]
             (project / target[1]).write_text("".join(kept), encoding="utf-8")
     if page.endswith("python-agent.md"):
-        command = "evalrunner run evals/regression --config evalrunner.toml --no-cache"
+        command = "evalrunner run --no-cache"
     else:
         command = 'evalrunner run agent-evals --agent-command "python echo_agent.py" --no-cache'
     done = run_command(command, project)
     assert done.returncode == 1, done.stdout + done.stderr
     assert error in done.stdout, done.stdout
+
+
+def write_file_blocks(page: str, into: Path) -> None:
+    """Every block of ``page`` that names a file, written to that file under ``into``."""
+    for _, block in code_blocks(page):
+        target = FILE_LINE.match(block.split("\n", 1)[0])
+        if target:
+            (into / target[1]).parent.mkdir(parents=True, exist_ok=True)
+            (into / target[1]).write_text(block, encoding="utf-8")
+
+
+def test_the_tutorial_agent_fails_a_case_with_tool_doubles_as_the_tutorial_says(
+    tmp_path: Path,
+) -> None:
+    error = (
+        'turn 1: the agent never offered the tool double get_weather (it offered "echo"), so '
+        'tool call "w1" (get_weather) was fed back as "Unknown tool: get_weather"'
+    )
+    page = "docs/tutorials/any-language.md"
+    text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
+    assert f"`{error}`" in text and "command-protocol.md#tool-doubles" in text
+    write_file_blocks(page, tmp_path)
+    write_file_blocks("docs/how-to/tool-doubles.md", tmp_path)
+    command = 'evalrunner run weather-evals --agent-command "python echo_agent.py" --no-cache'
+    done = run_command(command, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert error in done.stdout and '"tools" on the turn-1 line' in done.stdout, done.stdout
+
+
+def test_the_export_new_suggests_is_the_one_the_editors_guide_gives(tmp_path: Path) -> None:
+    [new] = [c for c in shell_examples("docs/tutorials/first-suite.md") if " new " in c]
+    [export] = shell_examples("docs/how-to/editors.md")
+    done = run_command(new, copy_project(tmp_path / "project"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"`{export}` writes it" in done.stderr, done.stderr
+    tutorial = re.sub(r"\s+", " ", (ROOT / "docs/tutorials/first-suite.md").read_text("utf-8"))
+    assert f"`{export}`" in tutorial
+
+
+def test_two_example_cases_of_one_name_are_one_case(tmp_path: Path) -> None:
+    """A reader who copies two examples into one suite must not meet a duplicate name: two
+    fixtures in the docs share a name only when they are the same case (or one is an
+    abridged view of it, or a live case and its recording)."""
+    seen: dict[str, tuple[str, Case, bool]] = {}
+    for page in PAGES:
+        for language, block in code_blocks(page):
+            if language not in ("yaml", "json", "toml") or "turns" not in block:
+                continue
+            document = parse_document(block.encode(), language, tmp_path / f"x.{language}")
+            if isinstance(document, list):
+                continue  # a fragment or a refusal the page shows; the test above admits cases
+            case = admit(document)
+            if not isinstance(case, Case):
+                continue
+            # An abridged view, or a live case (no steps), which its recording may follow.
+            abridged = "(abridged)" in block.split("\n", 1)[0] or "steps" not in block
+            first = seen.setdefault(case.name, (page, case, abridged))
+            if first[1] != case and not (abridged or first[2]):
+                raise AssertionError(f"{case.name!r}: different cases in {first[0]} and {page}")
 
 
 def test_the_three_formats_of_the_fixtures_page_are_one_case(tmp_path: Path) -> None:
@@ -446,6 +533,39 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_the_run_suite_signature_the_docs_give_is_the_real_one() -> None:
+    import inspect
+
+    first = next(iter(inspect.signature(run_suite).parameters.values()))
+    assert first.annotation in ("Path | Sequence[Path]",), first.annotation
+    page = (ROOT / "docs" / "explanation" / "how-a-run-works.md").read_text(encoding="utf-8")
+    assert f"`run_suite({first.name}, ...)`" in page
+    assert f"`{first.name}` is one `Path`, a suite\n  directory, or a list of paths" in page
+
+
+def test_the_readme_links_every_page_of_the_site_and_no_other() -> None:
+    """The site's navigation is the one list of pages; the README's Documentation section
+    follows it, so a page added to the site is not missing from the front door."""
+    from ruamel.yaml import YAML
+
+    def pages_of(entry: Any) -> list[str]:
+        if isinstance(entry, str):
+            return [entry]
+        if isinstance(entry, list):
+            return [page for item in entry for page in pages_of(item)]
+        return [page for value in entry.values() for page in pages_of(value)]
+
+    # mkdocs.yml may hold python tags, which a safe loader refuses: only nav is read.
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = YAML(typ="safe", pure=True).load(config[config.index("\nnav:") :])["nav"]
+    site = {f"docs/{page}" for page in pages_of(nav)} - {"docs/index.md"}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)\)", section))
+    assert site, "no pages found in mkdocs.yml's nav"
+    assert linked == site, (sorted(site - linked), sorted(linked - site))
 
 
 def test_the_readme_is_a_front_door_without_internal_material() -> None:

@@ -514,12 +514,19 @@ def test_convert_to_toml_refuses_a_null_naming_its_path(
         assert not isinstance(convert(document(source.read_text(), "json"), target), list)
 
 
-def _out_of_process_turn(doubles: object, fed: str, success: bool | None) -> str | None:
+def _out_of_process_turn(
+    doubles: object, fed: str, success: bool | None, *, offer: bool = True
+) -> str | None:
     """One turn of a case with ``doubles`` whose agent runs its own tools (a command agent)
-    and feeds back ``fed`` for the one call; the case's error."""
+    and feeds back ``fed`` for the one call; the case's error. Without ``offer``, the agent's
+    requests offer only echo, as an agent that ignores the turn-1 line's tools does."""
     case = admitted(json.dumps(fixture(doubles)), "json")
     monitor = ConversationMonitor(ReplayProvider(case.turns), ["go"], doubles=case.tools)
-    offered = tuple(tool_spec(DoubleTool(double)) for double in case.tools)
+    offered = (
+        tuple(tool_spec(DoubleTool(double)) for double in case.tools)
+        if offer
+        else (tool_spec(EchoTool()),)
+    )
     monitor.begin_turn(0)
     user = Message("user", "go")
     response = monitor.complete(ModelRequest((user,), offered))
@@ -561,6 +568,26 @@ def test_a_command_agent_is_held_to_the_doubles_answers() -> None:
     assert error.startswith(
         'the tool double get_weather has no result for the call with arguments {"city":"Paris"}'
     )
+
+
+def test_a_double_the_agent_never_took_up_is_named_as_never_offered() -> None:
+    # An agent that ignores the turn-1 line's tools neither offers the double nor runs it.
+    ignored = _out_of_process_turn([WEATHER], "Unknown tool: get_weather", False, offer=False)
+    assert ignored == (
+        'turn 1: the agent never offered the tool double get_weather (it offered "echo"), so '
+        'tool call "c1" (get_weather) was fed back as "Unknown tool: get_weather"; a command '
+        'agent receives the case\'s tool doubles as "tools" on the turn-1 line, and must offer '
+        "each to the model and answer its calls as the double's rules say"
+    )
+    assert "the result fed back must be what" not in ignored
+    # Offered, but answered as an unknown tool: the agent does not serve it.
+    unserved = _out_of_process_turn([WEATHER], "Unknown tool: get_weather", False)
+    assert unserved is not None
+    assert unserved.startswith("turn 1: the agent does not serve the tool double get_weather,")
+    assert '"tools" on the turn-1 line' in unserved
+    failing = [{"name": "get_weather", "results": [{"error": "no such city"}]}]
+    refused = _out_of_process_turn(failing, "Unknown tool: get_weather", False, offer=False)
+    assert refused is not None and "never offered the tool double get_weather" in refused
 
 
 @pytest.mark.parametrize(

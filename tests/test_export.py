@@ -71,6 +71,21 @@ def test_exported_files_are_sorted_indented_and_end_in_a_newline() -> None:
         assert text == json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", rel
 
 
+def test_the_committed_schemas_are_byte_identical_to_their_export() -> None:
+    # JSON equality would let key order and spacing drift, and `schema export schemas` in a
+    # checkout would then rewrite files that nothing changed.
+    exported = export_files()
+    committed = sorted((ROOT / "schemas").rglob("*.schema.json"))
+    assert committed
+    for path in committed:
+        rel = path.relative_to(ROOT / "schemas").as_posix()
+        assert rel in exported, f"schemas/{rel} is not exported"
+        assert path.read_bytes() == exported[rel].encode("utf-8"), (
+            f"schemas/{rel} differs from its export: run evalrunner schema export on a "
+            "scratch directory and copy the file back"
+        )
+
+
 def test_tree_paths_mirror_ids() -> None:
     for rel, text in export_files().items():
         if ".bundle." in rel:

@@ -260,6 +260,21 @@ def test_the_reference_agent_gives_the_evidence(tmp_path: Path) -> None:
     assert not by_check['system_prompt_contains("weather")'].passed
 
 
+def test_the_reference_agents_system_prompt_heads_every_request_outside_the_history(
+    tmp_path: Path,
+) -> None:
+    case = admitted(tmp_path, WEATHER)
+    prompt = "You answer questions about the weather."
+    record = run_case(case, agent_factory=lambda c: ReferenceAgent(c, system_prompt=prompt))
+    assert record.error is None
+    assert [r for r in grade_case(case, record) if not r.passed] == []
+    assert len(record.requests) == 2
+    for sent in record.requests:
+        assert sent.messages[0] == Message("system", prompt)
+        assert [m.role for m in sent.messages].count("system") == 1
+    assert [m.role for m in record.requests[1].messages] == ["system", "user", "assistant", "tool"]
+
+
 @pytest.mark.parametrize(
     ("name", "check"),
     [

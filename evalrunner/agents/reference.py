@@ -103,14 +103,20 @@ class ReferenceAgent:
     report it and append its result, then call the model again; on text, that is the reply.
     More than ``max_tool_iterations`` tool-call responses in one turn is a run error.
 
+    ``system_prompt``, when given, is sent as a system message at the head of every model
+    request (it is not part of the conversation's history): a factory such as
+    ``lambda context: ReferenceAgent(context, system_prompt="...")`` is the reference loop
+    under a prompt of your own. By default no system prompt is sent.
+
     Each step is a method of its own (``_ask``, ``_order``, ``_dispatch``, ``_report``,
     ``_feed``) so that the mutants of :mod:`evalrunner.mutation.mutants` can break exactly one.
     """
 
-    def __init__(self, context: AgentContext) -> None:
+    def __init__(self, context: AgentContext, *, system_prompt: str | None = None) -> None:
         self._context = context
         self._history: list[Message] = []
         self._specs = tuple(tool_spec(tool) for tool in context.tools.values())
+        self.system_prompt = system_prompt
 
     def _append(self, message: Message) -> None:
         self._history.append(message)
@@ -139,8 +145,11 @@ class ReferenceAgent:
                 self._feed(call, record)
 
     def _ask(self) -> ModelResponse:
-        """One model request: the whole history and the tools on offer."""
-        return self._context.provider.complete(ModelRequest(tuple(self._history), self._specs))
+        """One model request: the system prompt, if any, the whole history and the tools on
+        offer."""
+        head = () if self.system_prompt is None else (Message("system", self.system_prompt),)
+        request = ModelRequest((*head, *self._history), self._specs)
+        return self._context.provider.complete(request)
 
     def _order(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
         """The order to dispatch one response's calls in: the model's."""

@@ -201,7 +201,7 @@ class ConversationMonitor:
                     _Boundary(self._unoffered, self._framed),
                 )
                 if tools is None and self._doubles:  # in process, the doubles saw it all
-                    _check_doubles(turn, dispatches, self._doubles, self._framed)
+                    _check_doubles(turn, dispatches, self._doubles, self._framed, self._unoffered)
                 self._dispatches += dispatches
             except RunError as exc:
                 self._fail(str(exc))
@@ -859,7 +859,11 @@ def _check_invocations(
 
 
 def _check_doubles(
-    turn: int, dispatches: Sequence[Dispatch], doubles: Mapping[str, ToolDouble], framed: bool
+    turn: int,
+    dispatches: Sequence[Dispatch],
+    doubles: Mapping[str, ToolDouble],
+    framed: bool,
+    unoffered: Mapping[str, tuple[str, ...]],
 ) -> None:
     """An agent that runs its own tools (a command agent) served the case's tool doubles as
     the fixture says: for the model's arguments, each call's result fed back is the double's
@@ -886,17 +890,42 @@ def _check_doubles(
                         "but the agent fed it back as a failed call"
                     )
                 continue
+            never_served = _never_served(call, fed, unoffered)
+            if never_served is not None:
+                raise RunError(f"{where}: {never_served}")
             raise RunError(
                 f"{where}: the tool double {call.name} returns {_quote(wanted)} for {named}, "
                 f"but the agent fed back {_quote(fed)}; the result fed back must be what the "
                 "tool returned"
             )
         if text not in fed or dispatch.success is True:
+            never_served = _never_served(call, fed, unoffered)
+            if never_served is not None:
+                raise RunError(f"{where}: {never_served}")
             how = "as a success" if dispatch.success is True else f"as {_quote(fed)}"
             raise RunError(
                 f"{where}: the tool double {call.name} fails {named} with {_quote(text)}, "
                 f"but the agent fed it back {how}; a failed call's result must say why it failed"
             )
+
+
+def _never_served(call: ToolCall, fed: str, unoffered: Mapping[str, tuple[str, ...]]) -> str | None:
+    """Why a double's call went unserved, when the agent never took the double up: its
+    request did not offer it, or it fed back an unknown tool. A command agent that ignores
+    the turn-1 line's ``tools`` fails this way, and "the result must be what the tool
+    returned" would send its author looking at the wrong code."""
+    offered = unoffered.get(call.id)
+    if offered is None and "unknown tool" not in fed.lower():
+        return None
+    if offered is not None:
+        why = f"the agent never offered the tool double {call.name} ({_offered(offered)})"
+    else:
+        why = f"the agent does not serve the tool double {call.name}"
+    return (
+        f"{why}, so tool call {_quote(call.id)} ({call.name}) was fed back as {_quote(fed)}; "
+        'a command agent receives the case\'s tool doubles as "tools" on the turn-1 line, '
+        "and must offer each to the model and answer its calls as the double's rules say"
+    )
 
 
 def _boundary_problem(

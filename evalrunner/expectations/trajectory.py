@@ -135,7 +135,8 @@ def _label(expected: ToolCallsMatch) -> str:
 
 
 def _shown(index: int, call: ToolCallRecord) -> str:
-    return f"dispatch #{index + 1} {quote(call.name)} {quote(call.arguments)}"
+    # 0-based, as calls[j] and call_index are, so one message never mixes two numberings.
+    return f"dispatches[{index}] {quote(call.name)} {quote(call.arguments)}"
 
 
 def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResult]:
@@ -150,6 +151,8 @@ def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResu
     if passed:
         return [GradeResult(_label(expected), True)]
     problems = []
+    # A dispatch already named as fitting an expected call is not named again as fitting none.
+    fitting: set[int] = set()
     for j, wanted in enumerate(expected.calls):
         if j in pairs:
             continue
@@ -157,6 +160,7 @@ def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResu
         out_of_order = [i for i in range(len(calls)) if fits[j][i]]
         same_tool = [i for i in range(len(calls)) if calls[i].name == wanted.tool]
         if out_of_order and expected.order == "in_order":
+            fitting.add(out_of_order[0])
             problem += f": {_shown(out_of_order[0], calls[out_of_order[0]])} fits it, but not "
             problem += "in the listed order (order: in_order)"
         elif out_of_order:
@@ -181,7 +185,9 @@ def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResu
         problems.append(problem)
     if expected.extras == "forbid":
         problems.extend(
-            f"{_shown(i, calls[i])} matches no expected call (extras: forbid)" for i in extras
+            f"{_shown(i, calls[i])} matches no expected call (extras: forbid)"
+            for i in extras
+            if i not in fitting
         )
     detail = "; ".join(problems) + f"; dispatched: {listing(run.tools_called)}"
     return [GradeResult(_label(expected), False, detail)]
