@@ -293,7 +293,7 @@ def load_config(
 
     if case_timeout_secs is not None:
         timeout, sources["case_timeout_secs"] = case_timeout_secs, "--case-timeout"
-        problem = check_case_timeout(timeout)
+        problem = check_seconds("case_timeout_secs", timeout)
         if problem:
             problems.append(f"--case-timeout: {problem}")
     else:
@@ -309,7 +309,7 @@ def load_config(
     if agent_exit_grace_secs is not None:
         grace = agent_exit_grace_secs
         sources["agent_exit_grace_secs"] = "--agent-exit-grace-secs"
-        problem = check_agent_exit_grace(grace)
+        problem = check_seconds("agent_exit_grace_secs", grace)
         if problem:
             problems.append(f"--agent-exit-grace-secs: {problem}")
     else:
@@ -457,30 +457,17 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
                 values[key] = parse_repeat(raw)
             except ValueError as exc:
                 problems.append(f"{name}: {exc}")
-        elif key == "case_timeout_secs":
+        elif key in _SECONDS_LIMITS:
             try:
                 seconds = parse_seconds(raw)
             except ValueError:
                 seconds = math.nan
-            problem = check_case_timeout(seconds) if not math.isnan(seconds) else "x"
-            if problem is None:
+            if check_seconds(key, seconds) is None:
                 values[key] = seconds
             else:
                 problems.append(
                     f"{name}: must be a number of seconds above 0 and at most "
-                    f"{MAX_CASE_TIMEOUT_SECS:g}, got {shown!r}"
-                )
-        elif key == "agent_exit_grace_secs":
-            try:
-                seconds = parse_seconds(raw)
-            except ValueError:
-                seconds = math.nan
-            if not math.isnan(seconds) and check_agent_exit_grace(seconds) is None:
-                values[key] = seconds
-            else:
-                problems.append(
-                    f"{name}: must be a number of seconds above 0 and at most "
-                    f"{MAX_AGENT_EXIT_GRACE_SECS:g}, got {shown!r}"
+                    f"{_SECONDS_LIMITS[key][0]:g}, got {shown!r}"
                 )
         elif key in ("builtin_tools", "trimmed_history", "framed_results"):
             flag = _BOOLEANS.get(raw.strip().lower())
@@ -541,23 +528,20 @@ def _exactly(seconds: float) -> str:
     return short if float(short) == seconds or seconds != seconds else repr(seconds)
 
 
-def check_case_timeout(seconds: float) -> str | None:
-    """What is wrong with a case timeout given on the command line, or ``None``."""
-    if math.isfinite(seconds) and 0 < seconds <= MAX_CASE_TIMEOUT_SECS:
-        return None
-    return (
-        f"must be a number of seconds above 0 and at most {MAX_CASE_TIMEOUT_SECS:g} "
-        f"(one day), got {_exactly(seconds)}"
-    )
+_SECONDS_LIMITS = {
+    "case_timeout_secs": (MAX_CASE_TIMEOUT_SECS, " (one day)"),
+    "agent_exit_grace_secs": (MAX_AGENT_EXIT_GRACE_SECS, ""),
+}
+"""The keys given in seconds: the most each takes, and how to say it."""
 
 
-def check_agent_exit_grace(seconds: float) -> str | None:
-    """What is wrong with an agent exit grace given on the command line, or ``None``."""
-    if math.isfinite(seconds) and 0 < seconds <= MAX_AGENT_EXIT_GRACE_SECS:
+def check_seconds(key: str, seconds: float) -> str | None:
+    """What is wrong with ``seconds`` given for ``key`` on the command line, or ``None``."""
+    most, said = _SECONDS_LIMITS[key]
+    if math.isfinite(seconds) and 0 < seconds <= most:
         return None
     return (
-        f"must be a number of seconds above 0 and at most {MAX_AGENT_EXIT_GRACE_SECS:g}, "
-        f"got {_exactly(seconds)}"
+        f"must be a number of seconds above 0 and at most {most:g}{said}, got {_exactly(seconds)}"
     )
 
 

@@ -1,12 +1,17 @@
 """JSON Schemas written inside a fixture (a tool double's ``parameters``): checked at admission,
 and applied to a call's arguments when it runs.
 
+This is the one checker of every schema a fixture holds: a tool double's ``parameters``, and
+the ``arguments_schema`` and ``schema`` of the structured expectations
+(:mod:`evalrunner.expectations._json` words its results for them).
+
 A schema is held to the JSON Schema 2020-12 metaschema (with its ``regex`` format asserted),
 and beyond it: every keyword must be one JSON Schema defines (the metaschema lets any other
-key through, so a typo such as ``requried`` would silently check nothing), ``$ref`` must point
-inside the schema itself (``#`` or ``#/...``; nothing is ever fetched), and ``$id`` and a
-``$schema`` other than 2020-12 are refused (a fixture's schema is one self-contained 2020-12
-document). jsonschema is imported only when a schema is checked or applied.
+key through, so a typo such as ``requried`` would silently check nothing), ``$ref`` and
+``$dynamicRef`` must point inside the schema itself (``#`` or ``#/...``; nothing is ever
+fetched), and ``$id`` and a ``$schema`` other than 2020-12 are refused (a fixture's schema is
+one self-contained 2020-12 document). jsonschema is imported only when a schema is checked or
+an instance breaks one.
 """
 
 from __future__ import annotations
@@ -85,21 +90,33 @@ class SchemaProblem:
 
 def schema_problems(schema: object) -> list[SchemaProblem]:
     """Everything wrong with ``schema`` as a fixture's JSON Schema (see the module doc)."""
-    problems = [_meta_problem(error) for error in _metaschema().iter_errors(schema)]
+    problems = []
+    if not _fast_meta_valid(schema):
+        problems = [_meta_problem(error) for error in _metaschema().iter_errors(schema)]
     problems.extend(_keyword_problems(schema))
     return problems
 
 
 def argument_problem(schema: Mapping[str, Any], arguments: object) -> str | None:
     """Why ``arguments`` break ``schema`` (one sentence, naming where), or ``None``."""
+    found = instance_error(argument_json(schema), arguments)
+    if found is None:
+        return None
+    message, where = found
+    return f"{message} (at {render_json_path(where)})" if where else message
+
+
+def instance_error(schema_text: str, instance: object) -> tuple[str, JSONPath] | None:
+    """jsonschema's best reason ``instance`` breaks the admitted schema (JSON text), and where;
+    ``None`` when it satisfies it. jsonschema-rs, when installed, vouches for a valid instance
+    alone, so a passing call never imports jsonschema."""
+    fast = _fast(schema_text)
+    if fast is not None and fast.is_valid(instance):
+        return None
     from jsonschema.exceptions import best_match
 
-    error = best_match(_validator(argument_json(schema)).iter_errors(arguments))
-    if error is None:
-        return None
-    where = tuple(error.absolute_path)
-    at = f" (at {render_json_path(where)})" if where else ""
-    return f"{error.message}{at}"
+    error = best_match(_validator(schema_text).iter_errors(instance))
+    return None if error is None else (error.message, tuple(error.absolute_path))
 
 
 @cache
@@ -111,6 +128,34 @@ def _metaschema() -> Draft202012Validator:
     )
 
 
+def _fast_meta_valid(schema: object) -> bool:
+    """Whether jsonschema-rs vouches for ``schema`` against the same metaschema, with the
+    ``regex`` format decided by Python's ``re`` as jsonschema decides it, so a valid suite
+    never imports jsonschema. Its other formats are asserted too, which only sends more
+    schemas to jsonschema; ``False`` when it cannot say, and jsonschema decides."""
+    fast = _fast_metaschema()
+    return fast is not None and bool(fast.is_valid(schema))
+
+
+@cache
+def _fast_metaschema() -> Any:
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    return jsonschema_rs.Draft202012Validator(
+        {"$ref": DRAFT202012}, validate_formats=True, formats={"regex": _is_regex}, offline=True
+    )
+
+
+def _is_regex(text: str) -> bool:
+    try:
+        re.compile(text)
+    except re.error:
+        return False
+    return True
+
+
 @lru_cache(maxsize=256)
 def _validator(schema_text: str) -> Draft202012Validator:
     """A validator per schema (keyed by its text: a fixture's schema is plain JSON). Its
@@ -119,6 +164,22 @@ def _validator(schema_text: str) -> Draft202012Validator:
     from referencing import Registry
 
     return Draft202012Validator(json.loads(schema_text), registry=Registry())
+
+
+@lru_cache(maxsize=256)
+def _fast(schema_text: str) -> Any:
+    """jsonschema-rs's validator of the schema, offline, with Python's ``pattern``
+    (:class:`PythonPattern`); ``None`` when it is not installed or cannot build it."""
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    try:
+        return jsonschema_rs.Draft202012Validator(
+            json.loads(schema_text), keywords={"pattern": PythonPattern}, offline=True
+        )
+    except ValueError:
+        return None
 
 
 def _meta_problem(error: Any) -> SchemaProblem:
@@ -157,8 +218,8 @@ def _keyword_problems(root: object) -> Iterator[SchemaProblem]:
             if key not in KEYWORDS:
                 yield SchemaProblem(here, _unknown(key), key=True)
                 continue
-            if key == "$ref" and isinstance(value, str):
-                problem = _reference_problem(root, value)
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                problem = _reference_problem(root, key, value)
                 if problem is not None:
                     yield SchemaProblem(here, problem)
             elif key == "$id":
@@ -189,18 +250,23 @@ def _unknown(key: str) -> str:
     return f"{message}, which would check nothing; {hint}"
 
 
-def _reference_problem(root: object, reference: str) -> str | None:
-    """Why ``$ref`` does not resolve inside ``root``, or ``None``."""
+def _reference_problem(root: object, keyword: str, reference: str) -> str | None:
+    """Why ``reference`` (the value of ``keyword``) does not resolve inside ``root``, or
+    ``None``. The pointer is read as jsonschema's ``referencing`` reads it: percent-decoded as
+    a whole, then split, so ``%2F`` separates tokens there too."""
+    from urllib.parse import unquote
+
     if reference == "#":
         return None
     if not reference.startswith("#/"):
         return (
-            f"$ref {_short(reference)} points outside this schema; a fixture's schema refers "
-            'only inside itself ("#" or a JSON Pointer such as "#/$defs/city"), nothing is fetched'
+            f"{keyword} {_short(reference)} points outside this schema; a fixture's schema "
+            'refers only inside itself ("#" or a JSON Pointer such as "#/$defs/city"), nothing '
+            "is fetched"
         )
     node = root
-    for token in reference[2:].split("/"):
-        token = _unescape(token)
+    for token in unquote(reference[2:]).split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and token in node:
             node = node[token]
         elif isinstance(node, list) and token.isascii() and token.isdigit() and (
@@ -208,14 +274,8 @@ def _reference_problem(root: object, reference: str) -> str | None:
         ):
             node = node[int(token)]
         else:
-            return f"$ref {_short(reference)} does not resolve inside this schema"
+            return f"{keyword} {_short(reference)} does not resolve inside this schema"
     return None
-
-
-def _unescape(token: str) -> str:
-    from urllib.parse import unquote
-
-    return unquote(token).replace("~1", "/").replace("~0", "~")
 
 
 class PythonPattern:

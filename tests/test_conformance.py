@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -1103,6 +1104,41 @@ def test_mutate_gives_the_mutants_the_projects_tools() -> None:
     # them, and those kill the tool-boundary mutants.
     assert re.search(r"^drops-tool-result\s+killed \(2\)", result.stdout, re.M), result.output
     assert "so it kills nothing there: failed tool_results_contain(" in result.stdout
+
+
+def test_a_command_mutant_that_fails_a_case_serves_the_next_in_protocol_2(tmp_path: Path) -> None:
+    # A refused request fails that case with an error line and the process lives on, so a
+    # mutant whose every case fails does not cost a process per case.
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    lines = [
+        {"turn": 1, "user_input": "hi"},
+        {"case": "a1", "turn": 1, "user_input": "hi", "workspace": str(tmp_path)},
+        {"case": "a1", "end": True},
+        {"case": "b2", "turn": 1, "user_input": "hi", "workspace": str(tmp_path)},
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "evalrunner.mutation.mutants", "--wire", "openai"]
+        + ["ignores-user-input"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        env={**os.environ, "EVALRUNNER_PROTOCOLS": "1,2"}
+        | {"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": "x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0, done.stderr
+    assert [sorted(a) for a in answers] == [
+        ["evalrunner"],
+        ["case", "error"],
+        ["case", "ended"],
+        ["case", "error"],
+    ], answers
+    assert answers[3]["case"] == "b2" and answers[3]["error"].startswith("RunError: ")
 
 
 def test_mutate_refuses_an_unknown_path() -> None:

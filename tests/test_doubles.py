@@ -228,6 +228,12 @@ def test_the_cli_refuses_bad_doubles_with_exit_2(tmp_path: Path) -> None:
     [
         ({"$ref": "https://example.com/s.json"}, "points outside this schema"),
         ({"properties": {"a": {"$ref": "#/$defs/missing"}}}, "does not resolve inside"),
+        # jsonschema percent-decodes the whole pointer before splitting it: "a/b" is two tokens.
+        (
+            {"$defs": {"a/b": {}}, "properties": {"a": {"$ref": "#/$defs/a%2Fb"}}},
+            "does not resolve inside",
+        ),
+        ({"$dynamicRef": "https://example.com/s.json"}, "$dynamicRef"),
         ({"$id": "https://example.com/x"}, "$id is not allowed"),
         ({"$schema": "http://json-schema.org/draft-07/schema#"}, "JSON Schema 2020-12"),
         ({"properties": {"a": {"pattern": "("}}}, "not a valid regular expression"),

@@ -49,38 +49,36 @@ def _shown_offer(request: ModelRequest) -> str:
 
 def tools_offered(names: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
     """Every model request offers each tool."""
-    results = []
-    for name in names:
-        check = f"tools_offered({quote(name)})"
-        if not run.requests:
-            results.append(GradeResult(check, False, NO_REQUEST))
-            continue
-        missing = [i for i, request in enumerate(run.requests) if name not in offered(request)]
-        if not missing:
-            results.append(GradeResult(check, True))
-            continue
-        first = run.requests[missing[0]]
-        detail = (
-            f"model request {missing[0] + 1} of {len(run.requests)} did not offer {quote(name)} "
-            f"({len(missing)} request(s) without it); {_shown_offer(first)}"
-        )
-        results.append(GradeResult(check, False, detail))
-    return results
+    return _offer_checks(names, run, offer=True)
 
 
 def tools_not_offered(names: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
     """No model request offers any of the tools (a run without requests offers none)."""
+    return _offer_checks(names, run, offer=False)
+
+
+def _offer_checks(names: tuple[str, ...], run: RunRecord, *, offer: bool) -> list[GradeResult]:
+    """Each tool is offered by every request (``offer``) or by none; the detail names the
+    first request that does otherwise. Without requests nothing is offered, which is no
+    evidence that a tool would be."""
+    kind, did, beside = (
+        ("tools_offered", "did not offer", "without")
+        if offer
+        else ("tools_not_offered", "offered", "with")
+    )
     results = []
     for name in names:
-        check = f"tools_not_offered({quote(name)})"
-        offering = [i for i, request in enumerate(run.requests) if name in offered(request)]
-        if not offering:
+        check = f"{kind}({quote(name)})"
+        if offer and not run.requests:
+            results.append(GradeResult(check, False, NO_REQUEST))
+            continue
+        wrong = [i for i, request in enumerate(run.requests) if (name in offered(request)) != offer]
+        if not wrong:
             results.append(GradeResult(check, True))
             continue
-        first = run.requests[offering[0]]
         detail = (
-            f"model request {offering[0] + 1} of {len(run.requests)} offered {quote(name)} "
-            f"({len(offering)} request(s) with it); {_shown_offer(first)}"
+            f"model request {wrong[0] + 1} of {len(run.requests)} {did} {quote(name)} "
+            f"({len(wrong)} request(s) {beside} it); {_shown_offer(run.requests[wrong[0]])}"
         )
         results.append(GradeResult(check, False, detail))
     return results

@@ -96,23 +96,27 @@ def matches_every_text(pattern: str) -> bool:
 
 def response_contains(needles: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
     """Each string occurs in the final response (both in NFC)."""
-    response = nfc(run.final_response)
-    results = []
-    for needle in needles:
-        found = nfc(needle) in response
-        detail = "" if found else f"not found in response: {_shown(run.final_response)}"
-        results.append(GradeResult(f"response_contains({quote(needle)})", found, detail))
-    return results
+    return _containment(needles, run, wanted=True)
 
 
 def response_not_contains(needles: tuple[str, ...], run: RunRecord) -> list[GradeResult]:
     """No string occurs in the final response (both in NFC)."""
+    return _containment(needles, run, wanted=False)
+
+
+def _containment(needles: tuple[str, ...], run: RunRecord, *, wanted: bool) -> list[GradeResult]:
+    """Each needle is present in the final response (``wanted``) or absent from it."""
+    kind, why = (
+        ("response_contains", "not found in")
+        if wanted
+        else ("response_not_contains", "unexpectedly present in")
+    )
     response = nfc(run.final_response)
     results = []
     for needle in needles:
-        found = nfc(needle) in response
-        detail = f"unexpectedly present in response: {_shown(run.final_response)}" if found else ""
-        results.append(GradeResult(f"response_not_contains({quote(needle)})", not found, detail))
+        passed = (nfc(needle) in response) == wanted
+        detail = "" if passed else f"{why} response: {_shown(run.final_response)}"
+        results.append(GradeResult(f"{kind}({quote(needle)})", passed, detail))
     return results
 
 

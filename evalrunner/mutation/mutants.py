@@ -14,7 +14,6 @@ does not check the promise it breaks.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -217,6 +216,8 @@ class _StopTurn(Exception):
 class DiesMidTurn(_Mutated):
     def _feed(self, call: ToolCall, record: ToolCallRecord) -> None:
         super()._feed(call, record)
+        import asyncio  # here, not at the top: every mutant process would import it at start-up
+
         raise asyncio.CancelledError  # a BaseException: must not pass for a finished turn
 
 
@@ -423,7 +424,14 @@ def _serve_command(
                 _context(client, observer, case_tools, Path(message["workspace"]))
             )
         reply = _respond(chosen, agent, message["user_input"])
-        if reply is None:
+        if isinstance(reply, Exception):
+            # A refused request or the mutant's own failure fails this case only: the
+            # process lives on for the next, as a persistent agent does. Mutants that die
+            # (a BaseException) still end it.
+            _emit({"case": case, "error": f"{type(reply).__name__}: {reply}"})
+            agent = None  # the case is over: its end line is answered, nothing more
+            continue
+        if isinstance(reply, BaseException):
             return 1
         reports = [_reported(record) for record in observer.take()]
         _emit({"case": case, "reply": reply, "tool_calls": reports})
@@ -441,7 +449,7 @@ def _serve_one_case(chosen: Mutant, client: ModelProvider, tools: dict[str, Tool
                 _context(client, observer, _with_doubles(tools, message), _workspace())
             )
         reply = _respond(chosen, agent, message["user_input"])
-        if reply is None:
+        if isinstance(reply, BaseException):
             return 1
         reports = [_reported(record) for record in observer.take()]
         _emit({"reply": reply, "tool_calls": reports})
@@ -472,12 +480,13 @@ def _with_doubles(tools: dict[str, Tool] | None, line: dict[str, Any]) -> dict[s
     return with_doubles(base, [double_from_json(double) for double in doubles])
 
 
-def _respond(chosen: Mutant, agent: Agent, user_input: str) -> str | None:
+def _respond(chosen: Mutant, agent: Agent, user_input: str) -> str | BaseException:
+    """The agent's reply, or what it raised (said on stderr too)."""
     try:
         reply = agent.respond(user_input)
-    except BaseException as exc:  # the runner sees the failure as a crash, like any agent
+    except BaseException as exc:
         print(f"{chosen.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return None
+        return exc
     assert isinstance(reply, str)
     return reply
 

@@ -3,7 +3,7 @@
 For each path the unmutated reference agent runs first (the baseline): a case it does not pass
 on that path cannot tell a mutant from a working agent there, so it kills nothing. Then each
 mutant runs the suite; every baseline-passing case that fails or errors against it kills it.
-Every case is graded as ``evalrunner run`` grades it (:func:`evalrunner.session.case_verdict`),
+Every case is graded as ``evalrunner run`` grades it (:func:`evalrunner.execution.execute`),
 with the project's tools, limits and ``trimmed_history``. Pure rendering is kept apart
 (:func:`render_mutation`); the exit code is 1 when a mutant survives on some path, and 2 when
 the baseline cannot run: it passes no case on a path, or the agent or a project tool ended the
@@ -12,19 +12,20 @@ process (``os._exit``), which no mutant's verdict could then be told from.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalrunner.agents.command import command_agent_factory
 from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
-from evalrunner.execution import RunSettings, ended_its_process
+from evalrunner.execution import RunSettings, ended_its_process, execute
 from evalrunner.model import Case, CaseReport
 from evalrunner.mutation.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
 from evalrunner.plugins import tool_source
-from evalrunner.session import case_verdict
+from evalrunner.replay import process_exit_refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,14 +142,20 @@ def run_mutants(
         trimmed_history=trimmed_history,
     )
 
-    def evaluate(case: Case, factory: AgentFactory) -> CaseReport:
-        return case_verdict(case, replace(project, agent_factory=factory))
+    def verdicts(on: Sequence[Case], factory: AgentFactory) -> Generator[CaseReport, None, None]:
+        # One run of the cases, as `run` executes a suite: a command mutant that takes up
+        # protocol 2 serves them all from one process, and what it does after a case ended
+        # still counts against that case (the executor holds its verdict until then).
+        settings = replace(project, agent_factory=factory)
+        with process_exit_refused(), contextlib.closing(execute(on, settings)) as reports:
+            yield from reports
 
     for path in paths:
         baseline = path_factory(None, path, stream=stream, tools=tools)
         usable = []
-        for case in cases:
-            report = evaluate(case, baseline)
+        with contextlib.closing(verdicts(cases, baseline)) as reports:
+            ran = list(reports)
+        for case, report in zip(cases, ran, strict=True):
             if report.passed:
                 usable.append(case)
             else:
@@ -170,12 +177,12 @@ def run_mutants(
                 continue
             factory = path_factory(mutant, path, stream=stream, tools=tools)
             killers: list[str] = []
-            for case in usable:
-                report = evaluate(case, factory)
-                if not report.passed:
-                    killers.append(case.name)
-                    if first_kill:
-                        break
+            with contextlib.closing(verdicts(usable, factory)) as reports:
+                for case, report in zip(usable, reports, strict=False):
+                    if not report.passed:
+                        killers.append(case.name)
+                        if first_kill:
+                            break
             outcome = MutantOutcome(mutant.name, path, tuple(killers), mutant.hint)
             outcomes.append(outcome)
             if on_outcome is not None:

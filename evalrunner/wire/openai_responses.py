@@ -399,7 +399,7 @@ def input_messages(items: list[JSONValue]) -> list[Message]:
             _add_assistant(messages, "", (call,))
         elif kind == "function_call_output":
             call_id = require_string(item.get("call_id"), f"{where}.call_id")
-            output = _output(item.get("output"), f"{where}.output")
+            output = _content(item.get("output"), f"{where}.output")
             messages.append(Message("tool", output, tool_call_id=call_id))
         elif isinstance(kind, str):
             raise WireRequestError(
@@ -430,14 +430,7 @@ def _shown(value: object) -> str:
 
 
 def _content(value: JSONValue, where: str) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return _parts_text(value, where)
-    raise WireRequestError(f"{where} must be a string or an array of content parts")
-
-
-def _output(value: JSONValue, where: str) -> str:
+    """A message's ``content`` or a call output's ``output``: text, or content parts."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
