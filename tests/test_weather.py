@@ -1,0 +1,254 @@
+"""The weather example of docs/how-to/sequences-and-json.md, which is the contract of the new
+kinds (tool doubles, per-turn ``expects``, ``tool_calls_match``, ``response_json`` and the
+request kinds): it passes with the Python agent the page shows, run as the page runs it; the
+reference agent passes it without ``system_prompt_contains``; and each way of breaking the
+agent that the kinds exist to catch fails it, on the check that guards it or as a run error."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from evalrunner import (
+    AgentContext,
+    CaseReport,
+    Message,
+    SuiteReport,
+    ToolCall,
+    ToolCallsResponse,
+    ToolSpec,
+    run_suite,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "how-to" / "sequences-and-json.md"
+
+
+def page_files() -> dict[str, str]:
+    """The page's file blocks (a block whose first line is ``# name``), by name."""
+    text = PAGE.read_text(encoding="utf-8")
+    found = {}
+    for block in re.findall(r"^```[\w-]*\n(.*?)^```", text, re.S | re.M):
+        first = block.split("\n", 1)[0]
+        if re.fullmatch(r"# [\w./-]+\.(py|yaml|toml)", first):
+            found[first[2:]] = block
+    return found
+
+
+FILES = page_files()
+FIXTURE = "forecast-evals/two_cities.yaml"
+
+
+def example() -> dict[str, Any]:
+    """The page's fixture, as data."""
+    data: dict[str, Any] = YAML(typ="safe", pure=True).load(FILES[FIXTURE])
+    return data
+
+
+def write_case(directory: Path, data: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "case.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+_loaded: list[ModuleType] = []
+
+
+def weather_module() -> ModuleType:
+    """The page's ``weather_agent.py``, imported once from its text."""
+    if not _loaded:
+        spec = importlib.util.spec_from_loader("docs_weather_agent", loader=None)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        exec(compile(FILES["weather_agent.py"], "weather_agent.py", "exec"), module.__dict__)
+        _loaded.append(module)
+    return _loaded[0]
+
+
+def run_one(path: Path, factory: Callable[[AgentContext], Any] | None = None) -> CaseReport:
+    outcome = run_suite([path]) if factory is None else run_suite([path], agent_factory=factory)
+    assert isinstance(outcome, SuiteReport), "\n".join(outcome.lines())
+    (report,) = outcome.cases
+    return report
+
+
+def failed(report: CaseReport) -> list[str]:
+    return [f"{g.check}: {g.detail}" for g in report.grades if not g.passed]
+
+
+def test_the_page_shows_the_fixture_the_agent_and_its_config() -> None:
+    assert {FIXTURE, "weather_agent.py", "forecast.toml"} <= set(FILES)
+    assert "def make_agent(" in FILES["weather_agent.py"]
+    config = FILES["forecast.toml"]
+    assert 'suite_dir = "forecast-evals"' in config
+    assert 'agent = "weather_agent:make_agent"' in config
+
+
+def test_the_example_holds_every_new_kind_at_both_levels() -> None:
+    data = example()
+    assert [t["name"] for t in data["tools"]] == ["get_weather", "send_email"]
+    assert set(data["turns"][0]["expects"]) == {"response_json", "tool_calls_match"}
+    assert set(data["expects"]) == {"tools_offered", "tools_not_offered", "system_prompt_contains"}
+
+
+def test_the_python_agent_of_the_page_passes_the_example(tmp_path: Path) -> None:
+    report = run_one(write_case(tmp_path, example()), weather_module().make_agent)
+    assert report.error is None and report.passed, (report.error, failed(report))
+    assert len(report.grades) == 6
+
+
+def test_the_reference_agent_passes_it_without_system_prompt_contains(tmp_path: Path) -> None:
+    whole = run_one(write_case(tmp_path / "whole", example()))
+    assert [g.check.split("(")[0] for g in whole.grades if not g.passed] == [
+        "system_prompt_contains"
+    ]
+    data = example()
+    del data["expects"]["system_prompt_contains"]
+    report = run_one(write_case(tmp_path / "without", data))
+    assert report.error is None and report.passed, (report.error, failed(report))
+
+
+# --- mutants ---------------------------------------------------------------------------------
+
+
+def in_order(data: dict[str, Any]) -> dict[str, Any]:
+    """The in_order variant: the expected calls listed as the script makes them."""
+    data = copy.deepcopy(data)
+    match = data["turns"][0]["expects"]["tool_calls_match"]
+    match["order"] = "in_order"
+    match["calls"].reverse()
+    return data
+
+
+def mutants() -> dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], type, str]]:
+    """Mutant → (the fixture it runs on, the broken agent, what must fail: a check's name, or
+    ``run error: `` and words of the run error)."""
+    base: Any = weather_module().WeatherAgent
+
+    class WrongCity(base):  # type: ignore[misc, valid-type]
+        """Asks the tool about another city than the model's call names."""
+
+        def run_tool(self, name: str, argument_text: str) -> tuple[str, bool]:
+            return super().run_tool(name, argument_text.replace("Rome", "Milan"))  # type: ignore[no-any-return]
+
+    class SwapsCalls(base):  # type: ignore[misc, valid-type]
+        """Dispatches the model's calls of one response last to first."""
+
+        def respond(self, user_input: str) -> str:
+            self.history.append(Message("user", user_input))
+            while True:
+                response = self.ask()
+                if not isinstance(response, ToolCallsResponse):
+                    self.history.append(Message("assistant", response.content))
+                    return response.content  # type: ignore[no-any-return]
+                self.history.append(Message("assistant", "", tool_calls=response.tool_calls))
+                results = [self.call_tool(call) for call in reversed(response.tool_calls)]
+                self.history.extend(reversed(results))
+
+    class ExtraCall(base):  # type: ignore[misc, valid-type]
+        """Asks for the first city's weather once more, on its own, as a call of its own."""
+
+        def call_tool(self, call: ToolCall) -> Message:
+            if call.id == "w1":
+                super().call_tool(ToolCall("again", call.name, call.arguments))
+            return super().call_tool(call)  # type: ignore[no-any-return]
+
+    class OffersDeleteAccount(base):  # type: ignore[misc, valid-type]
+        def __init__(self, context: AgentContext) -> None:
+            super().__init__(context)
+            self.offered.append(ToolSpec("delete_account", "Deletes the account.", {}))
+
+    class DropsSystemPrompt(base):  # type: ignore[misc, valid-type]
+        def __init__(self, context: AgentContext) -> None:
+            super().__init__(context)
+            self.history = [m for m in self.history if m.role != "system"]
+
+    class CountsThreeCities(base):  # type: ignore[misc, valid-type]
+        """Rewrites the model's JSON answer."""
+
+        def respond(self, user_input: str) -> str:
+            reply: str = super().respond(user_input)
+            return reply.replace('"cities": 2', '"cities": 3')
+
+    class AltersResult(base):  # type: ignore[misc, valid-type]
+        """Feeds back a double's result other than it was returned."""
+
+        def call_tool(self, call: ToolCall) -> Message:
+            message: Message = super().call_tool(call)
+            return Message("tool", message.content.upper(), tool_call_id=message.tool_call_id)
+
+    same = example_as_is
+    return {
+        "wrong-city": (
+            same,
+            WrongCity,
+            "run error: turn 1: the agent reported arguments "
+            '"{\\"city\\":\\"Rome\\",\\"unit\\":\\"C\\"}" '
+            'for tool call "w2" (get_weather), but the get_weather tool received '
+            '"{\\"city\\":\\"Milan\\",\\"unit\\":\\"C\\"}"',
+        ),
+        "calls-swapped-in-order": (in_order, SwapsCalls, "turns[0].tool_calls_match"),
+        # Conformance refuses a dispatch the model never asked for before any check reads it.
+        "extra-call": (
+            same,
+            ExtraCall,
+            'run error: turn 1: the agent reported dispatching tool call "again" (get_weather), '
+            "but no such call's result was fed back to the model",
+        ),
+        "delete-account-offered": (same, OffersDeleteAccount, "tools_not_offered"),
+        "system-prompt-dropped": (same, DropsSystemPrompt, "system_prompt_contains"),
+        "cities-3": (same, CountsThreeCities, 'turns[0].response_json("/cities" = 2)'),
+        "result-altered": (
+            same,
+            AltersResult,
+            (
+                'run error: turn 1: the agent reported result "Paris: 12C" for tool call "w1" '
+                '(get_weather), but fed back "PARIS: 12C"'
+            ),
+        ),
+    }
+
+
+def example_as_is(data: dict[str, Any]) -> dict[str, Any]:
+    return data
+
+
+MUTANTS = sorted(mutants())
+
+
+@pytest.mark.parametrize("name", MUTANTS)
+def test_each_mutant_fails_the_example_on_the_check_that_guards_it(
+    tmp_path: Path, name: str
+) -> None:
+    variant, broken, expected = mutants()[name]
+    data = variant(example())
+    # The fixture the mutant runs on is passed by the unbroken agent: the mutant alone fails it.
+    sound = run_one(write_case(tmp_path / "sound", data), weather_module().make_agent)
+    assert sound.passed, (sound.error, failed(sound))
+    report = run_one(write_case(tmp_path / "broken", data), broken)
+    assert not report.passed
+    if expected.startswith("run error: "):
+        assert report.error is not None and expected[len("run error: ") :] in report.error, (
+            report.error
+        )
+        return
+    assert report.error is None, report.error
+    failing = [g.check for g in report.grades if not g.passed]
+    assert len(failing) == 1 and failing[0].startswith(expected), failed(report)
+
+
+def test_swapped_calls_pass_under_order_any(tmp_path: Path) -> None:
+    """The swap is only wrong because in_order says so: the issue's order: any accepts it."""
+    _, swaps, _ = mutants()["calls-swapped-in-order"]
+    report = run_one(write_case(tmp_path, example()), swaps)
+    assert report.passed, (report.error, failed(report))
