@@ -10,6 +10,8 @@ import copy
 import importlib.util
 import json
 import re
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +19,8 @@ from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
+from support.tiers import first_by_default
+from typer.testing import CliRunner
 
 from evalrunner import (
     AgentContext,
@@ -28,6 +32,12 @@ from evalrunner import (
     ToolSpec,
     run_suite,
 )
+from evalrunner.agents.command import command_agent_factory
+from evalrunner.cli import app
+from evalrunner.fixture.admit import admit
+from evalrunner.fixture.load import RawDocument, parse_document
+from evalrunner.model import Case, Format
+from evalrunner.toolbox.convert import Conversion, convert
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "how-to" / "sequences-and-json.md"
@@ -252,3 +262,102 @@ def test_swapped_calls_pass_under_order_any(tmp_path: Path) -> None:
     _, swaps, _ = mutants()["calls-swapped-in-order"]
     report = run_one(write_case(tmp_path, example()), swaps)
     assert report.passed, (report.error, failed(report))
+
+
+# --- over the wires ----------------------------------------------------------------------------
+
+WIRE_AGENT = ROOT / "tests" / "support" / "weather_wire_agent.py"
+WIRES = ("openai", "anthropic")
+
+
+def run_command_agent(tmp_path: Path, data: dict[str, Any], *argv: str) -> CaseReport:
+    command = shlex.join([sys.executable, str(WIRE_AGENT), *argv])
+    with command_agent_factory(command, cwd=tmp_path) as factory:
+        return run_one(write_case(tmp_path / "evals", data), factory)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_the_example_passes_over_each_wire_and_its_in_order_variant_too(
+    tmp_path: Path, wire: str
+) -> None:
+    for variant in (example(), in_order(example())):
+        report = run_command_agent(tmp_path, variant, wire)
+        assert report.error is None and report.passed, (wire, report.error, failed(report))
+        assert len(report.grades) == 6
+
+
+# The system prompt is read from another place on each wire: both run by default.
+WIRE_BREAKS = [
+    ("openai", "no-system", "system_prompt_contains"),
+    ("anthropic", "no-system", "system_prompt_contains"),
+    *first_by_default(
+        [
+            ("anthropic", "delete-account", "tools_not_offered"),
+            ("openai", "delete-account", "tools_not_offered"),
+            ("openai", "cities-3", 'turns[0].response_json("/cities" = 2)'),
+            ("anthropic", "cities-3", 'turns[0].response_json("/cities" = 2)'),
+        ]
+    ),
+]
+
+
+@pytest.mark.parametrize(("wire", "broken", "check"), WIRE_BREAKS)
+def test_a_broken_command_agent_fails_the_check_that_guards_it_over_each_wire(
+    tmp_path: Path, wire: str, broken: str, check: str
+) -> None:
+    report = run_command_agent(tmp_path, example(), wire, broken)
+    assert report.error is None, report.error
+    failing = [g.check for g in report.grades if not g.passed]
+    assert len(failing) == 1 and failing[0].startswith(check), failed(report)
+
+
+# --- in every format ---------------------------------------------------------------------------
+
+
+def fixture_document(text: str, fmt: Format, path: Path) -> RawDocument:
+    document = parse_document(text.encode("utf-8"), fmt, path)
+    assert not isinstance(document, list), [str(e) for e in document]
+    return document
+
+
+def test_the_example_round_trips_through_json_and_toml_to_the_same_case(tmp_path: Path) -> None:
+    source = fixture_document(FILES[FIXTURE], "yaml", tmp_path / "two_cities.yaml")
+    original = admit(source)
+    assert isinstance(original, Case), original
+    for first, second in (("json", "toml"), ("toml", "json"), ("toml", "yaml")):
+        there = convert(source, first)
+        assert isinstance(there, Conversion), [str(e) for e in there]
+        back = convert(fixture_document(there.text, first, tmp_path / f"a.{first}"), second)
+        assert isinstance(back, Conversion), [str(e) for e in back]
+        assert there.case == back.case == original
+    # And the case each format admits runs alike: the page's agent passes the TOML form.
+    as_toml = convert(source, "toml")
+    assert isinstance(as_toml, Conversion)
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "two_cities.toml").write_text(as_toml.text, encoding="utf-8")
+    outcome = run_suite([tmp_path / "evals"], agent_factory=weather_module().make_agent)
+    assert isinstance(outcome, SuiteReport) and outcome.all_passed
+
+
+def test_convert_to_toml_names_each_null_of_the_new_kinds(tmp_path: Path) -> None:
+    data = example()
+    data["tools"][0]["results"][1]["returns"]["wind"] = None
+    data["turns"][0]["steps"][1]["response"]["content"] = (
+        '{"answer": "x", "cities": 2, "gust": null}'
+    )
+    data["turns"][0]["expects"]["response_json"]["equals"]["/gust"] = None
+    path = tmp_path / "nulls.json"
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    done = CliRunner().invoke(app, ["convert", str(path), "--to", "toml"])
+    assert done.exit_code == 2, done.output
+    lines = done.output.splitlines()
+    assert lines[0].endswith(
+        "tools[0].results[1].returns.wind is null, and TOML has no null; keep this fixture in "
+        "JSON or YAML, or give a value other than null"
+    )
+    assert "turns[0].expects.response_json.equals./gust is null, and TOML has no null" in lines[1]
+    assert re.match(rf"{re.escape(str(path))}:\d+:\d+: ", lines[1])
+    # The fixture is fine; only TOML cannot hold it.
+    assert lines[-1] == "TOML cannot hold this fixture as it is; nothing converted"
+    assert "Traceback" not in done.output
+    assert CliRunner().invoke(app, ["convert", str(path), "--to", "yaml"]).exit_code == 0
