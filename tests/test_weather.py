@@ -361,3 +361,17 @@ def test_convert_to_toml_names_each_null_of_the_new_kinds(tmp_path: Path) -> Non
     assert lines[-1] == "TOML cannot hold this fixture as it is; nothing converted"
     assert "Traceback" not in done.output
     assert CliRunner().invoke(app, ["convert", str(path), "--to", "yaml"]).exit_code == 0
+
+
+@pytest.mark.parametrize("wire", first_by_default(WIRES))
+def test_the_reference_agent_command_passes_it_without_system_prompt_contains_on_each_wire(
+    tmp_path: Path, wire: str
+) -> None:
+    data = example()
+    del data["expects"]["system_prompt_contains"]
+    command = shlex.join(
+        [sys.executable, "-m", "evalrunner.mutation.mutants", "--wire", wire, "reference"]
+    )
+    with command_agent_factory(command, cwd=tmp_path) as factory:
+        report = run_one(write_case(tmp_path / "evals", data), factory)
+    assert report.error is None and report.passed, (wire, report.error, failed(report))
