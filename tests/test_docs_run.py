@@ -174,6 +174,14 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         ): (0, "1/1 cases passed"),
         "evalrunner convert weather-evals/weather.yaml --to toml": (0, "[[tools]]"),
     },
+    "docs/how-to/sequences-and-json.md": {
+        "evalrunner run --config forecast.toml": (0, "1/1 cases passed"),
+        "evalrunner run forecast-evals": (
+            1,
+            '✗ system_prompt_contains("weather"): not found in the system prompt of model '
+            "request 1 of 2",
+        ),
+    },
     "docs/how-to/mutants.md": {
         "evalrunner mutate": (0, "85/85 mutant runs killed"),
         "evalrunner mutate --first-kill": (0, "85/85 mutant runs killed"),

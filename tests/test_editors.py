@@ -7,8 +7,11 @@
 * JSON: VS Code's own engine (vscode-json-languageservice), through the printed ``$schema``
   key, and jsonschema-rs, an implementation independent of the runtime's.
 
-Every fixture in ``evals/regression`` must validate; each broken fixture (unknown key, wrong
-type, empty string entry, nested typo, ...) must be rejected by every engine and by admission.
+Every fixture in ``evals/regression`` must validate, and so must a case using every new kind
+(tool doubles, a turn's checks, call sequences, JSON replies, the request kinds); each broken
+fixture (unknown key, wrong type, empty string entry, nested typo, a broken double or turn
+check, ...) must be rejected by every engine and by admission. The YAML and JSON services must
+also offer the new kinds and their keys as completions where they go.
 The Node tools come from ``tests/editors``, installed from its lockfile by ``npm ci`` the first
 time these tests need them. These tests skip only when Node.js itself is missing.
 """
@@ -74,9 +77,25 @@ BASE: dict[str, Any] = {
 }
 
 # The structured kinds, valid, in every format (and a directory down, through the path the
-# wiring prints for a subdirectory).
+# wiring prints for a subdirectory): tool doubles, a turn's own checks, the request kinds.
 NEW_KINDS: dict[str, Any] = {
     "name": "new-kinds",
+    "tools": [
+        {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+            "results": [
+                {"when": {"city": "Paris"}, "returns": "Paris: 12C"},
+                {"when": {"city": "Rome"}, "returns": {"city": "Rome", "temp_c": 18}},
+                {"error": "unknown city"},
+            ],
+        }
+    ],
     "turns": [
         {
             "user_input": "echo it",
@@ -89,26 +108,52 @@ NEW_KINDS: dict[str, Any] = {
                 },
                 {"response": {"type": "text", "content": '{"echoed": "x", "note": ""}'}},
             ],
-        }
+            "expects": {
+                "tool_calls_match": {
+                    "order": "any",
+                    "extras": "forbid",
+                    "calls": [
+                        {
+                            "tool": "echo",
+                            "arguments": {"message": "x"},
+                            "arguments_schema": {"type": "object", "required": ["message"]},
+                            "result_contains": "x",
+                            "succeeded": True,
+                        }
+                    ],
+                },
+                "response_json": {
+                    "schema": {"type": "object", "required": ["echoed"]},
+                    "equals": {"/echoed": "x", "/note": ""},
+                },
+            },
+        },
+        {
+            "user_input": "Weather in Paris?",
+            "steps": [
+                {
+                    "response": {
+                        "type": "tool_calls",
+                        "tool_calls": [
+                            {"id": "w1", "name": "get_weather", "arguments": {"city": "Paris"}}
+                        ],
+                    }
+                },
+                {"response": {"type": "text", "content": '{"cities": 1}'}},
+            ],
+            "expects": {
+                "tool_calls_match": {
+                    "calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}]
+                },
+                "response_json": {"equals": {"/cities": 1}},
+                "tools_offered": ["get_weather"],
+            },
+        },
     ],
     "expects": {
-        "tool_calls_match": {
-            "order": "any",
-            "extras": "forbid",
-            "calls": [
-                {
-                    "tool": "echo",
-                    "arguments": {"message": "x"},
-                    "arguments_schema": {"type": "object", "required": ["message"]},
-                    "result_contains": "x",
-                    "succeeded": True,
-                }
-            ],
-        },
-        "response_json": {
-            "schema": {"type": "object", "required": ["echoed"]},
-            "equals": {"/echoed": "x", "/note": ""},
-        },
+        "tools_offered": ["echo", "get_weather"],
+        "tools_not_offered": ["delete_account"],
+        "system_prompt_contains": ["weather"],
     },
 }
 
@@ -147,6 +192,24 @@ BROKEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "match_order": _set(("expects", "tool_calls_match", "order"), "sorted"),
     "match_blank_result": _set(("expects", "tool_calls_match", "calls", 0, "result_contains"), ""),
     "json_typo": _set(("expects", "response_json"), {"equal": {"/a": 1}}),
+    "turn_match_typo": _set(
+        ("turns", 0, "expects"),
+        {"tool_calls_match": {"calls": [{"tool": "echo", "argument": {"message": "x"}}]}},
+    ),
+    "turn_unknown_kind": _set(("turns", 0, "expects"), {"tool_calls_matches": {"calls": []}}),
+    "turn_expects_list": _set(("turns", 0, "expects"), [{"tools_used": ["echo"]}]),
+    "offered_empty_name": _set(("expects", "tools_offered"), ["echo", ""]),
+    "not_offered_a_string": _set(("expects", "tools_not_offered"), "delete_account"),
+    "prompt_a_string": _set(("expects", "system_prompt_contains"), "weather"),
+    "prompt_blank": _set(("expects", "system_prompt_contains"), ["  "]),
+    "double_both": _set(
+        ("tools",), [{"name": "echo", "results": [{"returns": "x", "error": "y"}]}]
+    ),
+    "double_when_a_string": _set(
+        ("tools",), [{"name": "echo", "results": [{"when": "x", "returns": "x"}]}]
+    ),
+    "double_bad_name": _set(("tools",), [{"name": "echo it", "results": [{"returns": "x"}]}]),
+    "double_no_results": _set(("tools",), [{"name": "echo", "results": []}]),
 }
 
 
@@ -360,3 +423,93 @@ def test_taplo_with_the_printed_taplo_toml_rule(workspace: dict[str, Any]) -> No
     code, invalid = taplo(sorted(suite.rglob("*.toml")), cwd=root)
     assert code != 0
     assert invalid == {"broken.toml", "broken_deeper.toml"}
+
+
+# --- completion: what an editor offers to type -----------------------------------------------
+
+NEW_KIND_NAMES = {
+    "tool_calls_match",
+    "response_json",
+    "tools_offered",
+    "tools_not_offered",
+    "system_prompt_contains",
+}
+MATCHERS = {"arguments", "arguments_schema", "result_contains", "succeeded"}
+
+# Each @name marks where the cursor is; the mark itself is blanked out.
+COMPLETE = {
+    "yaml": """\
+name: complete
+tools:
+  - name: get_weather
+    @double
+    results:
+      - returns: x
+        @rule
+turns:
+  - user_input: hi
+    steps:
+      - response: {type: text, content: hi}
+    expects:
+      @turn
+expects:
+  response_contains: [hi]
+  tool_calls_match:
+    calls:
+      - tool: echo
+        @call
+""",
+    "json": """\
+{
+  "name": "complete",
+  "tools": [{"name": "get_weather", @double "results": [{"returns": "x", @rule}]}],
+  "turns": [
+    {
+      "user_input": "hi",
+      "steps": [{"response": {"type": "text", "content": "hi"}}],
+      "expects": {
+        @turn
+      }
+    }
+  ],
+  "expects": {"tool_calls_match": {"calls": [{"tool": "echo", @call}]}}
+}
+""",
+}
+
+OFFERED = {
+    "double": {"description", "parameters"},
+    "rule": {"when"},
+    "turn": NEW_KIND_NAMES,
+    "call": MATCHERS,
+}
+
+
+def cursors(text: str) -> tuple[str, dict[str, tuple[int, int]]]:
+    """``text`` without its marks, and where each was (1-based line and column)."""
+    found = {}
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        for mark in re.findall(r"@(\w+)", line):
+            found[mark] = (number + 1, line.index("@" + mark) + 1)
+            line = line.replace("@" + mark, " " * (len(mark) + 1))
+        lines[number] = line
+    return "".join(lines), found
+
+
+@needs_node
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_the_language_services_complete_the_new_kinds(workspace: dict[str, Any], fmt: str) -> None:
+    """Doubles, a turn's checks, the request kinds and the call matchers are offered where they
+    go (Taplo's command line checks TOML but does not complete, so TOML is checked above)."""
+    node_tools()
+    line = printed_lines(workspace["printed"])[fmt]
+    text, spots = cursors(COMPLETE[fmt])
+    path = workspace["root"] / "evals" / "regression" / f"complete.{fmt}"
+    path.write_text(with_schema_line(text, fmt, line), "utf-8")
+    shift = 1  # the schema line pasted above the first line (YAML) or after the "{" (JSON)
+    for spot, (row, col) in spots.items():
+        done = run_node(EDITORS / "validate.js", f"complete-{fmt}", path, row + shift, col)
+        assert done.returncode == 0, done.stderr
+        labels = {label.strip('"') for label in json.loads(done.stdout)["labels"]}
+        assert OFFERED[spot] <= labels, (fmt, spot, sorted(labels))

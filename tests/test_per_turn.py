@@ -111,13 +111,17 @@ def test_a_turn_check_fails_where_the_case_check_would_pass(tmp_path: Path) -> N
     text = THREE_TURNS.replace(
         "      - response: {type: text, content: Echoed alpha.}\n",
         "      - response: {type: text, content: Echoed alpha.}\n"
-        "    expects:\n      response_contains: [beta]\n      exact_tool_calls: 2\n",
+        "    expects:\n      response_contains: [beta]\n"
+        "      tool_arguments_contain: [{tool: echo, needle: beta}]\n",
     )
     case = admitted(tmp_path, text)
     failed = [r for r in grade_case(case, run_case(case)) if not r.passed]
     assert [(r.check, r.detail) for r in failed] == [
         ('turns[0].response_contains("beta")', 'not found in response: "Echoed alpha."'),
-        ("turns[0].exact_tool_calls(2)", '1 tool call(s): ["echo"]'),
+        (
+            'turns[0].tool_arguments_contain("echo", "beta")',
+            r'arguments of "echo": ["{\"message\":\"alpha\"}"]',
+        ),
     ]
 
 
@@ -375,11 +379,155 @@ def test_json_and_junit_reports_name_the_turn_of_a_failed_check(tmp_path: Path) 
 
     suite = tmp_path / "evals"
     suite.mkdir()
-    write(suite, THREE_TURNS.replace("exact_tool_calls: 2\n", "exact_tool_calls: 5\n"))
+    write(
+        suite,
+        THREE_TURNS.replace(
+            "exact_tool_calls: 2\n", "exact_tool_calls: 2\n      response_contains: [gamma]\n"
+        ),
+    )
     report = run_suite(suite)
     assert isinstance(report, SuiteReport)
     checks = json.loads(render_json(report))["cases"][0]["grades"]
-    assert {"check": "turns[2].exact_tool_calls(5)", "passed": False} in [
+    assert {"check": 'turns[2].response_contains("gamma")', "passed": False} in [
         {"check": c["check"], "passed": c["passed"]} for c in checks
     ]
-    assert "turns[2].exact_tool_calls(5): 2 tool call(s)" in render_junit(report)
+    assert 'turns[2].response_contains("gamma"): not found in response' in render_junit(report)
+
+
+# --- what no correct run of a turn can pass ------------------------------------------------------
+
+TWO_TURNS = """\
+name: c
+turns:
+  - user_input: Echo twice.
+    steps:
+      - response:
+          type: tool_calls
+          tool_calls:
+            - {id: c1, name: echo, arguments: {message: a}}
+            - {id: c2, name: echo, arguments: {message: b}}
+      - response: {type: text, content: done}
+    expects:
+      FIRST
+  - user_input: Say hi.
+    steps:
+      - response: {type: text, content: hi}
+    expects:
+      SECOND
+expects:
+  exact_tool_calls: 2
+"""
+
+
+def two_turns(
+    first: str = "response_contains: [done]", second: str = "response_contains: [hi]"
+) -> str:
+    return TWO_TURNS.replace("FIRST", first).replace("SECOND", second)
+
+
+def test_the_two_turn_case_is_admitted_as_written(tmp_path: Path) -> None:
+    admitted(tmp_path, two_turns())
+
+
+@pytest.mark.parametrize(
+    ("turn", "check", "spot", "message"),
+    [
+        (
+            2,
+            "tools_used: [echo]",
+            (17, 20),
+            'tools_used names "echo", but turn 2\'s script calls no tool; this check always fails',
+        ),
+        (
+            2,
+            "exact_tool_calls: 1",
+            (17, 25),
+            "exact_tool_calls (1) is above the 0 tool call(s) turn 2's script hands out (turn 2's "
+            "script calls no tool); no correct run makes more",
+        ),
+        (
+            2,
+            "min_tool_calls: 1",
+            (17, 23),
+            "min_tool_calls (1) is above the 0 tool call(s) turn 2's script hands out",
+        ),
+        (
+            2,
+            "tool_calls_match: {extras: allow, calls: [{tool: echo}]}",
+            (17, 56),
+            'expects a call to "echo", but turn 2\'s script calls no tool; no correct run can '
+            "match it",
+        ),
+        (
+            1,
+            "exact_tool_calls: 3",
+            (12, 25),
+            "exact_tool_calls (3) is above the 2 tool call(s) turn 1's script hands out (turn 1's "
+            'script calls ["echo", "echo"])',
+        ),
+        (
+            1,
+            "max_tool_calls: 1",
+            (12, 23),
+            "max_tool_calls (1) is below the 2 tool call(s) turn 1's script hands out",
+        ),
+        (
+            1,
+            "tool_calls_match: {calls: [{tool: echo}]}",
+            (12, 7),
+            "with extras: forbid every dispatch must be matched, but 1 call(s) are expected and "
+            "turn 1's script makes 2",
+        ),
+        (
+            1,
+            "tool_calls_match: {calls: [{tool: echo}, {tool: echo}, {tool: echo}]}",
+            (12, 62),
+            'expects 3 or more calls to "echo", but turn 1\'s script makes 2',
+        ),
+        (
+            1,
+            "tool_calls_match: {calls: [{tool: echo, arguments: {message: z}}, {tool: echo}]}",
+            (12, 58),
+            'arguments rejects every scripted call to "echo"',
+        ),
+        (
+            1,
+            "tool_calls_match: {calls: [{tool: echo, arguments: {message: b}}, "
+            "{tool: echo, arguments: {message: a}}]}",
+            (12, 7),
+            "no assignment of the scripted calls in the scripted order matches every expected call",
+        ),
+    ],
+)
+def test_a_turn_check_no_correct_run_of_that_turn_can_pass_is_refused_at_it(
+    tmp_path: Path, turn: int, check: str, spot: tuple[int, int], message: str
+) -> None:
+    text = two_turns(first=check) if turn == 1 else two_turns(second=check)
+    errors = refused(tmp_path, text)
+    assert [(line, col) for line, col, _ in errors] == [spot], errors
+    assert errors[0][2].startswith(message), errors[0][2]
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        "tools_used: [echo]",
+        "min_tool_calls: 1",
+        "tool_calls_match: {extras: allow, calls: [{tool: echo}]}",
+    ],
+)
+def test_a_check_a_turn_cannot_pass_is_admitted_where_the_case_can(
+    tmp_path: Path, check: str
+) -> None:
+    # Turn 2 calls nothing, but the case calls echo twice: the case's expects may ask for it.
+    admitted(tmp_path, two_turns().replace("  exact_tool_calls: 2", "  " + check))
+
+
+def test_a_turn_rule_names_the_turn_by_the_path_it_is_given(tmp_path: Path) -> None:
+    # The rules word their message from the level's path: a turn's never says "expects." alone.
+    [(_, _, message)] = refused(
+        tmp_path, two_turns(first="tools_used: [echo]\n      tools_not_used: [echo]")
+    )
+    assert message.startswith(
+        '"echo" is in both turns[0].expects.tools_used[0] and turns[0].expects.tools_not_used[0]'
+    )

@@ -390,6 +390,13 @@ def test_checks_no_correct_run_can_pass_are_refused_at_the_check(tmp_path: Path)
             '(the script calls ["get_weather", "get_weather"]); a correct agent dispatches every '
             "one, so this check always fails; raise it to 2 or script fewer calls"
         )
+    # Every dispatch answers a scripted call, so an exact count above the script's is refused too.
+    [above] = refusals(tmp_path, "  exact_tool_calls: 3\n  response_contains: [Paris]\n")
+    assert above == (
+        "12:21: exact_tool_calls (3) is above the 2 tool call(s) the script hands out (the script "
+        'calls ["get_weather", "get_weather"]); no correct run makes more, so this check always '
+        "fails; lower it to 2 or script more calls"
+    )
     # Counts the script gives are admitted.
     assert refusals(tmp_path, "  exact_tool_calls: 2\n  min_tool_calls: 2\n") == []
 

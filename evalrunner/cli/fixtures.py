@@ -25,7 +25,7 @@ from evalrunner.cli.common import (
     parse_selection,
     refusal_summary,
 )
-from evalrunner.fixture.admit import admit_suite
+from evalrunner.fixture.admit import admit, admit_suite
 from evalrunner.fixture.load import (
     SuiteNotFound,
     load_paths,
@@ -212,7 +212,12 @@ def convert_fixture(
     except ConversionError as exc:
         raise fail([f"{exc}; nothing was written (please report this)"]) from None
     if isinstance(outcome, list):
-        raise fail([str(e) for e in outcome], "the fixture is not admitted; nothing converted")
+        # Only an admitted fixture reaches the writer: then what was refused is a value the
+        # target cannot hold (a null in TOML), and the fixture itself is fine.
+        why = "the fixture is not admitted"
+        if fmt == "toml" and not isinstance(admit(document), list):
+            why = "TOML cannot hold this fixture as it is"
+        raise fail([str(e) for e in outcome], f"{why}; nothing converted")
     if output is None:
         emit(outcome.text)
         return

@@ -3,9 +3,11 @@ whose entry it points at in :data:`evalrunner.expectations.kinds.KINDS` (SPEC §
 the stricter rules of issue 8: no pattern that matches every reply, no checks that contradict
 each other).
 
-Pure: a rule reads a case's :class:`Expectations` and yields :class:`Refusal` values, each
-placed at a path inside the case; admission turns them into positioned errors. A rule runs
-only when its kind is declared, and may read the other kinds it is about.
+Pure: a rule reads one level of a case's checks, an :class:`Expectations` and the path it is
+at (``("expects",)`` for the case's, ``("turns", i, "expects")`` for a turn's), and yields
+:class:`Refusal` values, each placed at a path inside the case and naming the checks by that
+path; admission turns them into positioned errors. A rule runs only when its kind is declared,
+and may read the other kinds it is about.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from functools import lru_cache
 from evalrunner.expectations._format import nfc, quote
 from evalrunner.expectations.response import PatternError, compile_pattern, matches_every_text
 from evalrunner.model import Expectations, JSONPath, PayloadNeedle
+from evalrunner.text import dotted
 
 __all__ = [
     "Refusal",
@@ -45,24 +48,23 @@ class Refusal:
     ungradable: bool = False
 
 
-Rule = Callable[[Expectations], Iterator[Refusal]]
-"""An admission rule: a case's expectations → every refusal it finds in them."""
+Rule = Callable[[Expectations, JSONPath], Iterator[Refusal]]
+"""An admission rule: one level of a case's checks and the path of that level (its ``expects``)
+→ every refusal it finds in them."""
 
-_HERE = ("expects",)
 
-
-def min_above_max(expects: Expectations) -> Iterator[Refusal]:
+def min_above_max(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """SPEC §4 rule 4: ``min_tool_calls`` above ``max_tool_calls``, which no count satisfies."""
     low, high = expects.min_tool_calls, expects.max_tool_calls
     if low is not None and high is not None and low > high:
         yield Refusal(
             f"min_tool_calls ({low}) is greater than max_tool_calls ({high}); "
             "no run can satisfy both",
-            _HERE + ("min_tool_calls",),
+            base + ("min_tool_calls",),
         )
 
 
-def exact_against_bounds(expects: Expectations) -> Iterator[Refusal]:
+def exact_against_bounds(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """SPEC §4 rule 4: ``exact_tool_calls`` outside ``min``/``max_tool_calls``."""
     low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
     if exact is None:
@@ -71,13 +73,13 @@ def exact_against_bounds(expects: Expectations) -> Iterator[Refusal]:
         yield Refusal(
             f"exact_tool_calls ({exact}) is below min_tool_calls ({low}); "
             "drop one of them or make them agree",
-            _HERE + ("exact_tool_calls",),
+            base + ("exact_tool_calls",),
         )
     if high is not None and exact > high:
         yield Refusal(
             f"exact_tool_calls ({exact}) is above max_tool_calls ({high}); "
             "drop one of them or make them agree",
-            _HERE + ("exact_tool_calls",),
+            base + ("exact_tool_calls",),
         )
 
 
@@ -85,24 +87,24 @@ def cap_below_need(kind: str) -> Rule:
     """SPEC §4 rule 4: the count kind ``kind`` (a cap: ``max`` or ``exact_tool_calls``) below
     the calls the other checks need."""
 
-    def rule(expects: Expectations) -> Iterator[Refusal]:
+    def rule(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
         limit = getattr(expects, kind)
         if limit is None:
             return
-        needed, reasons = _calls_needed(expects)
+        needed, reasons = _calls_needed(expects, dotted(base))
         if limit < needed:
             yield Refusal(
                 f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
                 f"({'; '.join(reasons())}); no run can satisfy them all; "
                 f"raise it to {needed} or drop one of those checks",
-                _HERE + (kind,),
+                base + (kind,),
             )
 
     rule.__name__ = rule.__qualname__ = f"{kind}_below_need"
     return rule
 
 
-def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
+def _calls_needed(expects: Expectations, label: str) -> tuple[int, Callable[[], list[str]]]:
     """The fewest dispatches a run needs to pass the checks that name tools, and a function
     that words the reasons (called only when a cap is below the need).
 
@@ -125,13 +127,13 @@ def _calls_needed(expects: Expectations) -> tuple[int, Callable[[], list[str]]]:
             need[call.tool] = (counted[call.tool], "tool_calls_match.calls", i, None)
     total = sum(needed[0] for needed in need.values())
     if total == 0 and expects.all_tools_succeeded is False:
-        return 1, lambda: ["a failed one for expects.all_tools_succeeded: false"]
+        return 1, lambda: [f"a failed one for {label}.all_tools_succeeded: false"]
 
     def reasons() -> list[str]:
         worded = []
         for tool, (calls, kind, i, call_index) in need.items():
             index = "" if call_index is None else f" with call_index {call_index}"
-            worded.append(f"{calls} to {quote(tool)} for expects.{kind}[{i}]{index}")
+            worded.append(f"{calls} to {quote(tool)} for {label}.{kind}[{i}]{index}")
         return worded
 
     return total, reasons
@@ -148,10 +150,10 @@ def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadN
             yield kind, index, entry
 
 
-def patterns_compile_and_can_fail(expects: Expectations) -> Iterator[Refusal]:
+def patterns_compile_and_can_fail(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """SPEC §4 rule 5 (patterns compile as RE2), and no pattern that matches every reply."""
     for index, pattern in enumerate(expects.response_matches or ()):
-        where = ("expects", "response_matches", index)
+        where = base + ("response_matches", index)
         try:
             compile_pattern(pattern)
         except PatternError as exc:
@@ -185,11 +187,12 @@ def _pattern_message(pattern: str, reason: str) -> str:
     )
 
 
-def required_tool_forbidden(expects: Expectations) -> Iterator[Refusal]:
+def required_tool_forbidden(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """A tool that ``tools_not_used`` forbids and another check needs a call to: reported at
     the entry of ``tools_used`` that names it, or of the payload check that needs it."""
     if not expects.tools_not_used:
         return
+    label = dotted(base)
     used: dict[str, int] = {}
     for i, name in enumerate(expects.tools_used or ()):
         used.setdefault(name, i)
@@ -198,31 +201,31 @@ def required_tool_forbidden(expects: Expectations) -> Iterator[Refusal]:
         forbidden.setdefault(name, j)
         if name in used:
             yield Refusal(
-                f"{quote(name)} is in both expects.tools_used[{used[name]}] and "
-                f"expects.tools_not_used[{j}]; no run can both call it and not call it; "
+                f"{quote(name)} is in both {label}.tools_used[{used[name]}] and "
+                f"{label}.tools_not_used[{j}]; no run can both call it and not call it; "
                 "remove it from one of the lists",
-                ("expects", "tools_not_used", j),
+                base + ("tools_not_used", j),
             )
     match = expects.tool_calls_match
     for i, call in enumerate(match.calls if match else ()):
         if call.tool in forbidden:
             yield Refusal(
-                f"expects.tool_calls_match.calls[{i}] needs a call to {quote(call.tool)}, "
-                f"which expects.tools_not_used[{forbidden[call.tool]}] forbids; no run can "
+                f"{label}.tool_calls_match.calls[{i}] needs a call to {quote(call.tool)}, "
+                f"which {label}.tools_not_used[{forbidden[call.tool]}] forbids; no run can "
                 "satisfy both; drop one of them",
-                ("expects", "tool_calls_match", "calls", i, "tool"),
+                base + ("tool_calls_match", "calls", i, "tool"),
             )
     for kind, i, entry in _payload_entries(expects):
         if entry.tool in forbidden:
             yield Refusal(
-                f"expects.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
-                f"expects.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
+                f"{label}.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
+                f"{label}.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
                 "satisfy both; drop one of them",
-                ("expects", kind, i, "tool"),
+                base + (kind, i, "tool"),
             )
 
 
-def required_text_forbidden(expects: Expectations) -> Iterator[Refusal]:
+def required_text_forbidden(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """A ``response_not_contains`` entry that some ``response_contains`` entry contains (in
     NFC, as the checks compare), reported at the entry that forbids it."""
     required = expects.response_contains or ()
@@ -241,14 +244,14 @@ def required_text_forbidden(expects: Expectations) -> Iterator[Refusal]:
         # Say so when the two only meet once normalised, as the checks compare them.
         nfc_part = "" if as_written else " (in Unicode NFC, the form checks compare in)"
         yield Refusal(
-            f"expects.response_not_contains[{j}] {quote(banned)} {relation} "
-            f"expects.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, so "
-            "no reply can pass both; remove or change one of them",
-            ("expects", "response_not_contains", j),
+            f"{dotted(base)}.response_not_contains[{j}] {quote(banned)} {relation} "
+            f"{dotted(base)}.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, "
+            "so no reply can pass both; remove or change one of them",
+            base + ("response_not_contains", j),
         )
 
 
-def offered_and_not_offered(expects: Expectations) -> Iterator[Refusal]:
+def offered_and_not_offered(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """A tool in both ``tools_offered`` and ``tools_not_offered``: no request can both offer
     it and not offer it. Reported at the ``tools_not_offered`` entry."""
     wanted: dict[str, int] = {}
@@ -257,8 +260,8 @@ def offered_and_not_offered(expects: Expectations) -> Iterator[Refusal]:
     for j, name in enumerate(expects.tools_not_offered or ()):
         if name in wanted:
             yield Refusal(
-                f"{quote(name)} is in both expects.tools_offered[{wanted[name]}] and "
-                f"expects.tools_not_offered[{j}]; no model request can both offer it and not "
-                "offer it; remove it from one of the lists",
-                ("expects", "tools_not_offered", j),
+                f"{quote(name)} is in both {dotted(base)}.tools_offered[{wanted[name]}] and "
+                f"{dotted(base)}.tools_not_offered[{j}]; no model request can both offer it and "
+                "not offer it; remove it from one of the lists",
+                base + ("tools_not_offered", j),
             )

@@ -6,6 +6,9 @@
 //                                   $schema=..." modeline, exactly as in the editor
 //   node validate.js json FILE...   vscode-json-languageservice (VS Code's JSON engine); each
 //                                   file finds its schema through its "$schema" key
+//   node validate.js complete-yaml|complete-json FILE LINE COL
+//                                   what the same engine offers to complete at LINE:COL
+//                                   (1-based): {"file": ..., "labels": [...]}
 //
 // Schemas are read from disk only: a request for any other URI is answered with an error, so
 // a test can never pass by fetching something from the network.
@@ -78,11 +81,36 @@ async function jsonDiagnostics(files) {
   return out;
 }
 
+async function completions(language, file, line, col) {
+  const uri = URI.file(path.resolve(file)).toString();
+  const document = TextDocument.create(uri, language, 1, fs.readFileSync(file, "utf8"));
+  const position = { line: line - 1, character: col - 1 };
+  let list;
+  if (language === "yaml") {
+    const { getLanguageService } = require("yaml-language-server");
+    const service = getLanguageService({ schemaRequestService: readSchema, workspaceContext });
+    service.configure({ validate: true, completion: true, yamlVersion: "1.2" });
+    list = await service.doComplete(document, position, false);
+  } else {
+    const json = require("vscode-json-languageservice");
+    const service = json.getLanguageService({ schemaRequestService: readSchema, workspaceContext });
+    service.configure({ validate: true, allowComments: false });
+    list = await service.doComplete(document, position, service.parseJSONDocument(document));
+  }
+  return { file, labels: ((list && list.items) || []).map((item) => item.label) };
+}
+
 async function main() {
   const [mode, ...files] = process.argv.slice(2);
+  if (mode === "complete-yaml" || mode === "complete-json") {
+    const [file, line, col] = files;
+    const result = await completions(mode.slice("complete-".length), file, +line, +col);
+    process.stdout.write(JSON.stringify(result) + "\n");
+    return;
+  }
   const engines = { yaml: yamlDiagnostics, json: jsonDiagnostics };
   if (!engines[mode] || files.length === 0) {
-    process.stderr.write("usage: node validate.js yaml|json FILE...\n");
+    process.stderr.write("usage: node validate.js yaml|json FILE... | complete-yaml|complete-json FILE LINE COL\n");
     process.exit(2);
   }
   for (const result of await engines[mode](files)) {
