@@ -54,7 +54,7 @@ def differences(
             out.append(f"arguments are not JSON ({reason})")
         else:
             if expected.arguments is not None:
-                want = json.loads(expected.arguments)
+                want = parse(expected.arguments)[0]  # cached: admission compares every pair
                 keys = subset_differences(want, value)
                 if keys == ["/"]:
                     out.append("arguments are not a JSON object")
@@ -113,20 +113,70 @@ def match(expected: ToolCallsMatch, fits: list[list[bool]]) -> dict[int, int]:
             else:
                 i += 1
         return pairs
-    owner: dict[int, int] = {}  # dispatch → expected (Kuhn's augmenting paths)
+    return _maximum_matching(fits, n)
 
-    def augment(j: int, seen: set[int]) -> bool:
-        for i in range(n):
-            if fits[j][i] and i not in seen:
-                seen.add(i)
-                if i not in owner or augment(owner[i], seen):
-                    owner[i] = j
-                    return True
-        return False
 
-    for j in range(len(fits)):
-        augment(j, set())
-    return {j: i for i, j in owner.items()}
+def _maximum_matching(fits: list[list[bool]], n: int) -> dict[int, int]:
+    """Hopcroft-Karp, iterative: a recursive augmenting-path search overflows the stack on
+    a long chain of overlapping expected calls, and rescanning every dispatch per step makes
+    it cubic. Rows are expected calls, columns dispatches."""
+    edges = [[i for i in range(n) if row[i]] for row in fits]
+    mate_row = [-1] * len(fits)  # expected → dispatch
+    mate_col = [-1] * n  # dispatch → expected
+    for j, row in enumerate(edges):  # a greedy start leaves few paths to find
+        for i in row:
+            if mate_col[i] < 0:
+                mate_row[j], mate_col[i] = i, j
+                break
+    while True:
+        # Layers of rows reachable from the free rows by alternating paths.
+        layer = [-1] * len(fits)
+        queue = [j for j, row in enumerate(edges) if mate_row[j] < 0 and row]
+        for j in queue:
+            layer[j] = 0
+        reachable_free = False
+        for j in queue:  # the queue grows while it is walked
+            for i in edges[j]:
+                owner = mate_col[i]
+                if owner < 0:
+                    reachable_free = True
+                elif layer[owner] < 0:
+                    layer[owner] = layer[j] + 1
+                    queue.append(owner)
+        if not reachable_free:
+            break
+        # Disjoint augmenting paths along the layers, by an explicit stack.
+        tried = [0] * len(fits)  # next edge each row tries
+        for root in range(len(fits)):
+            if mate_row[root] >= 0 or layer[root] != 0:
+                continue
+            rows, cols = [root], []
+            while rows:
+                j = rows[-1]
+                row = edges[j]
+                step = False
+                while tried[j] < len(row):
+                    i = row[tried[j]]
+                    tried[j] += 1
+                    owner = mate_col[i]
+                    if owner < 0:
+                        cols.append(i)
+                        for r, c in zip(rows, cols, strict=True):
+                            mate_row[r], mate_col[c] = c, r
+                        rows = []
+                        step = True
+                        break
+                    if layer[owner] == layer[j] + 1:
+                        cols.append(i)
+                        rows.append(owner)
+                        step = True
+                        break
+                if not step:
+                    layer[j] = -1  # a dead end this phase
+                    rows.pop()
+                    if cols:
+                        cols.pop()
+    return {j: i for j, i in enumerate(mate_row) if i >= 0}
 
 
 def _label(expected: ToolCallsMatch) -> str:
