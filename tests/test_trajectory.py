@@ -75,6 +75,30 @@ def test_a_failure_names_the_nearest_dispatch_and_the_keys_that_differ() -> None
     assert 'no dispatch of "send_email"; dispatched: ["get_weather", "get_weather"]' in detail
 
 
+def test_the_nearest_dispatch_is_the_one_with_fewest_differing_keys() -> None:
+    # Both keys of dispatch #1 differ, in one message; only "/unit" of dispatch #2 does.
+    raw = {"calls": [{"tool": "get_weather", "arguments": {"city": "Rome", "unit": "F"}}]}
+    passed, detail = match_check({**raw, "extras": "allow"}, PARIS, ROME)
+    assert not passed
+    nearest = detail.split("nearest: ")[1]
+    assert '\\"Rome\\"' in nearest.split("arguments differ")[0]
+    assert '"/unit"' in nearest and '"/city"' not in nearest
+
+
+def test_arguments_that_differ_only_in_unicode_normalization_say_so() -> None:
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    raw = {"calls": [{"tool": "echo", "arguments": {"message": composed}}]}
+    passed, detail = match_check(raw, call("echo", message=decomposed))
+    assert not passed
+    assert (
+        '"/message" (expected "caf\u00e9", got "cafe\u0301"; they differ only in Unicode '
+        'normalization: expected "caf\\u00e9", got "cafe\\u0301", and arguments are '
+        "compared exactly)"
+    ) in detail
+    passed, detail = match_check(raw, call("echo", message="cafe"))
+    assert "Unicode" not in detail
+
+
 def test_extras_forbid_names_each_unmatched_dispatch() -> None:
     raw = {"calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}]}
     passed, detail = match_check(raw, PARIS, ROME)

@@ -80,8 +80,34 @@ def _wrong(want: object, value: object, pointers: list[str]) -> list[str]:
     for pointer in pointers:
         expected, actual = resolve(want, pointer), resolve(value, pointer)
         got = "missing" if actual is UNRESOLVED else f"got {argument_json(actual)}"
-        out.append(f"{quote(pointer)} (expected {argument_json(expected)}, {got})")
+        note = "" if actual is UNRESOLVED else _normalization_note(expected, actual)
+        out.append(f"{quote(pointer)} (expected {argument_json(expected)}, {got}{note})")
     return out
+
+
+def _normalization_note(expected: object, actual: object) -> str:
+    """When the two values differ only in Unicode normalization they print alike, so the
+    note shows them with every non-ASCII character escaped (arguments compare exactly)."""
+    want, got = argument_json(expected), argument_json(actual)
+    if want == got or nfc(want) != nfc(got):
+        return ""
+    want, got = (json.dumps(v, sort_keys=True, separators=(",", ":")) for v in (expected, actual))
+    return (
+        f"; they differ only in Unicode normalization: expected {want}, got {got}, and "
+        "arguments are compared exactly"
+    )
+
+
+def _distance(expected: ExpectedCall, call: ToolCallRecord) -> int:
+    """How far a dispatch is from fitting ``expected``: one per differing argument key, per
+    broken schema rule, per other matcher it fails (0: it fits). Counting difference
+    messages instead would rate two differing keys, reported in one message, as one."""
+    found = differences(expected, call.arguments, call.result, call.success)
+    if expected.arguments is None:
+        return len(found)
+    want, (value, _) = parse(expected.arguments)[0], parse(call.arguments)
+    keys = [] if value is NOT_JSON else subset_differences(want, value)
+    return len(found) + max(len(keys) - 1, 0)
 
 
 def _fits(expected: ExpectedCall, call: ToolCallRecord) -> bool:
@@ -213,11 +239,9 @@ def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResu
             problem += f": {_shown(out_of_order[0], calls[out_of_order[0]])} fits it, but "
             problem += "every dispatch that fits it is needed by another expected call"
         elif same_tool:
-            # Nearest: fewest differences, unmatched dispatches first.
+            # Nearest: fewest differing keys and matchers, unmatched dispatches first.
             def cost(i: int, wanted: ExpectedCall = wanted) -> tuple[int, bool, int]:
-                call = calls[i]
-                found = differences(wanted, call.arguments, call.result, call.success)
-                return (len(found), i in used, i)
+                return (_distance(wanted, calls[i]), i in used, i)
 
             near = min(same_tool, key=cost)
             call = calls[near]
