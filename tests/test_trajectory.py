@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from evalrunner.expectations import NO_EVIDENCE, grade
 from evalrunner.expectations._json import json_equal
 from evalrunner.expectations.kinds import parse_response_json, parse_tool_calls_match
+from evalrunner.expectations.trajectory import match as trajectory_match
 from evalrunner.fixture.admit import admit
 from evalrunner.fixture.load import load_document
 from evalrunner.model import (
@@ -75,6 +76,30 @@ def test_a_failure_names_the_nearest_dispatch_and_the_keys_that_differ() -> None
         {"calls": [{"tool": "send_email"}], "extras": "allow"}, PARIS, ROME
     )
     assert 'no dispatch of "send_email"; dispatched: ["get_weather", "get_weather"]' in detail
+
+
+def test_the_nearest_dispatch_is_the_one_with_fewest_differing_keys() -> None:
+    # Both keys of dispatch #1 differ, in one message; only "/unit" of dispatch #2 does.
+    raw = {"calls": [{"tool": "get_weather", "arguments": {"city": "Rome", "unit": "F"}}]}
+    passed, detail = match_check({**raw, "extras": "allow"}, PARIS, ROME)
+    assert not passed
+    nearest = detail.split("nearest: ")[1]
+    assert '\\"Rome\\"' in nearest.split("arguments differ")[0]
+    assert '"/unit"' in nearest and '"/city"' not in nearest
+
+
+def test_arguments_that_differ_only_in_unicode_normalization_say_so() -> None:
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    raw = {"calls": [{"tool": "echo", "arguments": {"message": composed}}]}
+    passed, detail = match_check(raw, call("echo", message=decomposed))
+    assert not passed
+    assert (
+        '"/message" (expected "caf\u00e9", got "cafe\u0301"; they differ only in Unicode '
+        'normalization: expected "caf\\u00e9", got "cafe\\u0301", and arguments are '
+        "compared exactly)"
+    ) in detail
+    passed, detail = match_check(raw, call("echo", message="cafe"))
+    assert "Unicode" not in detail
 
 
 def test_extras_forbid_names_each_unmatched_dispatch() -> None:
@@ -221,6 +246,45 @@ def test_expected_calls_drawn_from_the_dispatches_always_match(
     assert match_check({"order": "any", "extras": "allow", "calls": calls}, *records)[0]
     in_order = [calls[j] for j in sorted(range(len(picks)), key=lambda j: picks[j])]
     assert match_check({"extras": "allow", "calls": in_order}, *records)[0]
+
+
+def test_a_long_chain_of_overlapping_expected_calls_is_matched_without_recursion() -> None:
+    # Expected call j fits dispatches j and j + 1, and the last one fits only dispatch 0:
+    # the first-fit assignment must be shifted along the whole chain to make room, which a
+    # recursive augmenting-path search did one stack frame per link.
+    n = 1100
+    fits = [[i in (j, j + 1) for i in range(n + 1)] for j in range(n)]
+    fits.append([i == 0 for i in range(n + 1)])
+    any_order = ToolCallsMatch(calls=(), order="any")
+    pairs = trajectory_match(any_order, fits)
+    assert len(pairs) == n + 1 and all(fits[j][i] for j, i in pairs.items())
+    assert len(set(pairs.values())) == n + 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fits=st.integers(1, 6).flatmap(
+        lambda n: st.lists(st.lists(st.booleans(), min_size=n, max_size=n), max_size=6)
+    )
+)
+def test_order_any_finds_a_largest_assignment(fits: list[list[bool]]) -> None:
+    n = len(fits[0]) if fits else 0
+    pairs = trajectory_match(ToolCallsMatch(calls=(), order="any"), fits)
+    assert all(fits[j][i] for j, i in pairs.items()) and len(set(pairs.values())) == len(pairs)
+    # Exhaustive: the most rows matched from row j on, with the columns in ``used`` taken.
+    best: dict[tuple[int, int], int] = {}
+    for j in range(len(fits), -1, -1):
+        for used in range(1 << n):
+            if j == len(fits):
+                best[j, used] = 0
+                continue
+            options = [best[j + 1, used]]
+            options += [
+                1 + best[j + 1, used | 1 << i] for i in range(n) if fits[j][i] and not used & 1 << i
+            ]
+            best[j, used] = max(options)
+    largest = best[0, 0]
+    assert len(pairs) == largest
 
 
 # --- response_json: the grader ----------------------------------------------------------------

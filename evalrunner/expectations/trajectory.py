@@ -54,7 +54,7 @@ def differences(
             out.append(f"arguments are not JSON ({reason})")
         else:
             if expected.arguments is not None:
-                want = json.loads(expected.arguments)
+                want = parse(expected.arguments)[0]  # cached: admission compares every pair
                 keys = subset_differences(want, value)
                 if keys == ["/"]:
                     out.append("arguments are not a JSON object")
@@ -80,8 +80,34 @@ def _wrong(want: object, value: object, pointers: list[str]) -> list[str]:
     for pointer in pointers:
         expected, actual = resolve(want, pointer), resolve(value, pointer)
         got = "missing" if actual is UNRESOLVED else f"got {argument_json(actual)}"
-        out.append(f"{quote(pointer)} (expected {argument_json(expected)}, {got})")
+        note = "" if actual is UNRESOLVED else _normalization_note(expected, actual)
+        out.append(f"{quote(pointer)} (expected {argument_json(expected)}, {got}{note})")
     return out
+
+
+def _normalization_note(expected: object, actual: object) -> str:
+    """When the two values differ only in Unicode normalization they print alike, so the
+    note shows them with every non-ASCII character escaped (arguments compare exactly)."""
+    want, got = argument_json(expected), argument_json(actual)
+    if want == got or nfc(want) != nfc(got):
+        return ""
+    want, got = (json.dumps(v, sort_keys=True, separators=(",", ":")) for v in (expected, actual))
+    return (
+        f"; they differ only in Unicode normalization: expected {want}, got {got}, and "
+        "arguments are compared exactly"
+    )
+
+
+def _distance(expected: ExpectedCall, call: ToolCallRecord) -> int:
+    """How far a dispatch is from fitting ``expected``: one per differing argument key, per
+    broken schema rule, per other matcher it fails (0: it fits). Counting difference
+    messages instead would rate two differing keys, reported in one message, as one."""
+    found = differences(expected, call.arguments, call.result, call.success)
+    if expected.arguments is None:
+        return len(found)
+    want, (value, _) = parse(expected.arguments)[0], parse(call.arguments)
+    keys = [] if value is NOT_JSON else subset_differences(want, value)
+    return len(found) + max(len(keys) - 1, 0)
 
 
 def _fits(expected: ExpectedCall, call: ToolCallRecord) -> bool:
@@ -113,20 +139,70 @@ def match(expected: ToolCallsMatch, fits: list[list[bool]]) -> dict[int, int]:
             else:
                 i += 1
         return pairs
-    owner: dict[int, int] = {}  # dispatch → expected (Kuhn's augmenting paths)
+    return _maximum_matching(fits, n)
 
-    def augment(j: int, seen: set[int]) -> bool:
-        for i in range(n):
-            if fits[j][i] and i not in seen:
-                seen.add(i)
-                if i not in owner or augment(owner[i], seen):
-                    owner[i] = j
-                    return True
-        return False
 
-    for j in range(len(fits)):
-        augment(j, set())
-    return {j: i for i, j in owner.items()}
+def _maximum_matching(fits: list[list[bool]], n: int) -> dict[int, int]:
+    """Hopcroft-Karp, iterative: a recursive augmenting-path search overflows the stack on
+    a long chain of overlapping expected calls, and rescanning every dispatch per step makes
+    it cubic. Rows are expected calls, columns dispatches."""
+    edges = [[i for i in range(n) if row[i]] for row in fits]
+    mate_row = [-1] * len(fits)  # expected → dispatch
+    mate_col = [-1] * n  # dispatch → expected
+    for j, row in enumerate(edges):  # a greedy start leaves few paths to find
+        for i in row:
+            if mate_col[i] < 0:
+                mate_row[j], mate_col[i] = i, j
+                break
+    while True:
+        # Layers of rows reachable from the free rows by alternating paths.
+        layer = [-1] * len(fits)
+        queue = [j for j, row in enumerate(edges) if mate_row[j] < 0 and row]
+        for j in queue:
+            layer[j] = 0
+        reachable_free = False
+        for j in queue:  # the queue grows while it is walked
+            for i in edges[j]:
+                owner = mate_col[i]
+                if owner < 0:
+                    reachable_free = True
+                elif layer[owner] < 0:
+                    layer[owner] = layer[j] + 1
+                    queue.append(owner)
+        if not reachable_free:
+            break
+        # Disjoint augmenting paths along the layers, by an explicit stack.
+        tried = [0] * len(fits)  # next edge each row tries
+        for root in range(len(fits)):
+            if mate_row[root] >= 0 or layer[root] != 0:
+                continue
+            rows, cols = [root], []
+            while rows:
+                j = rows[-1]
+                row = edges[j]
+                step = False
+                while tried[j] < len(row):
+                    i = row[tried[j]]
+                    tried[j] += 1
+                    owner = mate_col[i]
+                    if owner < 0:
+                        cols.append(i)
+                        for r, c in zip(rows, cols, strict=True):
+                            mate_row[r], mate_col[c] = c, r
+                        rows = []
+                        step = True
+                        break
+                    if layer[owner] == layer[j] + 1:
+                        cols.append(i)
+                        rows.append(owner)
+                        step = True
+                        break
+                if not step:
+                    layer[j] = -1  # a dead end this phase
+                    rows.pop()
+                    if cols:
+                        cols.pop()
+    return {j: i for j, i in enumerate(mate_row) if i >= 0}
 
 
 def _label(expected: ToolCallsMatch) -> str:
@@ -167,11 +243,9 @@ def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResu
             problem += f": {_shown(out_of_order[0], calls[out_of_order[0]])} fits it, but "
             problem += "every dispatch that fits it is needed by another expected call"
         elif same_tool:
-            # Nearest: fewest differences, unmatched dispatches first.
+            # Nearest: fewest differing keys and matchers, unmatched dispatches first.
             def cost(i: int, wanted: ExpectedCall = wanted) -> tuple[int, bool, int]:
-                call = calls[i]
-                found = differences(wanted, call.arguments, call.result, call.success)
-                return (len(found), i in used, i)
+                return (_distance(wanted, calls[i]), i in used, i)
 
             near = min(same_tool, key=cost)
             call = calls[near]
