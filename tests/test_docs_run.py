@@ -191,8 +191,9 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
 
 # Commands that take minutes (every mutant on every path; an SDK imported once per case), and
 # the pytest plugin's variants, each a pytest start over the suite: each runs once, in the slow
-# tier, never in the page walk. The default tier keeps a fast case of each (mutate on one
-# path and an SDK agent on one case elsewhere; the CI page's first pytest command in its walk).
+# tier, never in the page walk (in a project holding the files its page writes). The default
+# tier keeps a fast case of each (mutate on one path and each SDK agent on a case elsewhere;
+# the CI page's first pytest command in its walk).
 SLOW = {
     "evalrunner mutate",
     "evalrunner mutate --first-kill",
@@ -201,6 +202,7 @@ SLOW = {
     "pytest --evalrunner evals/regression/echo_token_roundtrip.yaml",
     'pytest --evalrunner evals -k "echo or negative" -x --junitxml=report.xml',
     "pytest --evalrunner -n 2",
+    'evalrunner run weather-evals --agent-command "python examples/sdk-agents/anthropic_agent.py"',
     'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"',
     (
         "evalrunner run --agent-command "
@@ -328,7 +330,18 @@ def slow_examples() -> dict[str, tuple[int, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(slow_examples()))
 def test_a_slow_shell_example_does_what_the_docs_promise(tmp_path: Path, command: str) -> None:
-    check(command, slow_examples()[command], copy_project(tmp_path / "project"))
+    project = copy_project(tmp_path / "project")
+    # The files the pages that show the command write (its suite, its agent), as the page
+    # walk would have written them before reaching it.
+    for page in PAGES:
+        if command not in EXPECTED.get(page, {}):
+            continue
+        for _, block in code_blocks(page):
+            target = FILE_LINE.match(block.split("\n", 1)[0])
+            if target:
+                (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
+                (project / target[1]).write_text(block, encoding="utf-8")
+    check(command, slow_examples()[command], project)
 
 
 def snippets(*languages: str) -> list[Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.tiers import first_by_default
 from test_faults import CALLS_BLOCK, QUICK, cli_in_subprocess, make_suite, wait_for
 from typer.testing import CliRunner
 
@@ -100,7 +101,9 @@ def test_a_bad_jobs_value_is_refused(value: str) -> None:
     assert err.startswith("--jobs: must be a number from 1 to 256, or auto; got ")
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("sig", "code"), first_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+)
 def test_a_signal_stops_the_workers_and_reports_the_finished_cases(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:

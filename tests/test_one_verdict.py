@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.tiers import slow
 from typer.testing import CliRunner
 
 from evalrunner.cli import app
@@ -324,8 +325,10 @@ def assert_every_front_end_agrees(
     assert by_pytest(root, suite, config) == want
 
 
+# Each protocol and each of a single run and repeats by default; every pairing in the slow tier.
 @pytest.mark.parametrize(
-    ("protocol", "repeat"), [(1, 1), (1, 2), (2, 1), pytest.param(2, 2, marks=pytest.mark.slow)]
+    ("protocol", "repeat"),
+    [(1, 2), (2, 1), slow(1, 1), slow(2, 2)],
 )
 def test_every_front_end_gives_the_verdict_of_the_design_for_every_kind(
     tmp_path: Path, protocol: int, repeat: int

@@ -449,7 +449,9 @@ def test_a_process_ending_badly_at_the_end_of_the_run_fails_its_last_case(
             assert "broken on purpose at the end of the run" in str(errors[name])
 
 
-@pytest.mark.parametrize("front_end", FRONT_ENDS)
+# The clean paths on the serial front end by default (each front end's clean exits are the
+# other cases of the tests above); on every front end in the slow tier.
+@pytest.mark.parametrize("front_end", first_by_default(FRONT_ENDS))
 def test_an_exit_0_after_ending_a_case_is_clean_and_the_next_case_gets_a_fresh_process(
     front_ends: object, front_end: str
 ) -> None:
@@ -457,7 +459,7 @@ def test_an_exit_0_after_ending_a_case_is_clean_and_the_next_case_gets_a_fresh_p
     assert errors and all(error is None for error in errors.values()), errors
 
 
-@pytest.mark.parametrize("front_end", FRONT_ENDS)
+@pytest.mark.parametrize("front_end", first_by_default(FRONT_ENDS))
 def test_a_clean_exit_at_the_end_of_the_run_stays_green(
     front_ends: object, front_end: str
 ) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from support.junit_xsd import junit_schema
+from support.tiers import first_by_default
 from typer.testing import CliRunner
 
 from evalrunner import run_suite
@@ -122,7 +123,9 @@ def test_a_case_shows_its_first_failed_run_and_passes_only_when_every_run_did() 
 # --- a deliberately flaky agent, in every format ----------------------------------------------
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+# Serially by default; in workers in the slow tier (repeats in workers give the serial report,
+# by default, in test_repeats_in_workers_give_the_serial_report).
+@pytest.mark.parametrize("jobs", first_by_default(["1", "2"]))
 def test_a_flaky_agent_is_reported_flaky_with_its_numbers_in_every_format(
     tmp_path: Path, jobs: str
 ) -> None:
