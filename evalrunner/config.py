@@ -42,10 +42,10 @@ PYPROJECT = "pyproject.toml"
 DEFAULT_SUITE_DIR = "evals/regression"
 DEFAULT_CASE_TIMEOUT_SECS = 120.0
 MAX_CASE_TIMEOUT_SECS = 86400.0
-DEFAULT_AGENT_EXIT_GRACE_SECS = 5.0
-MAX_AGENT_EXIT_GRACE_SECS = 300.0
 """One day. Far beyond any case, and far below what the clock functions a timeout reaches
 can hold (``1e10`` seconds overflows them)."""
+DEFAULT_AGENT_EXIT_GRACE_SECS = 5.0
+MAX_AGENT_EXIT_GRACE_SECS = 300.0
 MAX_TOOL_ITERATIONS = 10_000
 """The largest ``max_tool_iterations``: a loop guard, not a budget."""
 CONFIG_MAX_BYTES = 1024 * 1024

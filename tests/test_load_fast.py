@@ -26,6 +26,7 @@ from ruamel.yaml import YAML
 
 from evalrunner.fixture import load
 from evalrunner.fixture import yaml as load_yaml
+from evalrunner.fixture.limits import MAX_DEPTH
 from evalrunner.fixture.load import RawDocument, parse_document
 from evalrunner.model import AdmissionError, Format
 
@@ -398,13 +399,40 @@ def test_generated_data_same_outcome(data: dict[str, Any], flow: bool | None) ->
 # --- the nesting bound -------------------------------------------------------------------------
 
 
-def _loop_only(text: str, fmt: Format) -> int | None:
-    saved = load._certainly_shallow
-    load._certainly_shallow = lambda text, fmt: False  # type: ignore[assignment]
-    try:
-        return load._over_deep_offset(text, fmt)
-    finally:
-        load._certainly_shallow = saved  # type: ignore[assignment]
+def _character_loop(text: str, fmt: Format) -> int | None:
+    """The nesting bound as a loop over every character: the definition the loader's token
+    scan is held to."""
+    depth = dots = 0
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'" and (fmt != "json" or ch == '"'):
+            quote = ch
+        elif ch == "#" and fmt != "json":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return i
+        elif ch in "]}":
+            depth -= 1
+        elif fmt == "toml" and ch == ".":
+            dots += 1
+            if dots > MAX_DEPTH:
+                return i
+        elif fmt == "toml" and ch in "\n=,":
+            dots = 0
+        i += 1
+    return None
 
 
 _NESTING = ["[", "]", "{", "}", "[" * 20, "]" * 20, "{" * 20, '"', "'", "\\", "#", "\n", ".",
@@ -416,23 +444,25 @@ _NESTING = ["[", "]", "{", "}", "[" * 20, "]" * 20, "{" * 20, '"', "'", "\\", "#
     parts=st.lists(st.sampled_from(_NESTING), max_size=80),
     fmt=st.sampled_from(["json", "yaml", "toml"]),
 )
-def test_shallow_proof_agrees_with_the_loop(parts: list[str], fmt: Format) -> None:
+def test_the_nesting_bound_agrees_with_the_character_loop(parts: list[str], fmt: Format) -> None:
     text = "".join(parts)
-    if load._certainly_shallow(text, fmt):
-        assert _loop_only(text, fmt) is None, text
-    assert load._over_deep_offset(text, fmt) == _loop_only(text, fmt)
+    expected = _character_loop(text, fmt)
+    # The loader skips counting when there are too few brackets (and dots) to go too deep.
+    if text.count("[") + text.count("{") + (text.count(".") if fmt == "toml" else 0) > MAX_DEPTH:
+        assert load._over_deep_offset(text, fmt) == expected, text
+    else:
+        assert load._over_deep_offset(text, fmt) is None and expected is None, text
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
-def test_shallow_proof_holds_for_a_large_fixture(fmt: Format) -> None:
+def test_the_nesting_bound_on_a_large_fixture(fmt: Format) -> None:
     """A fixture with many brackets (well past the count that skips the check) and strings
-    holding brackets and quotes is proven shallow without the character loop."""
+    holding brackets and quotes is within the bound; 65 levels are not."""
     case = _bench_case()
     case["turns"] = [json.loads(json.dumps(turn)) for turn in case["turns"] * 40]
     case["description"] = "a [ { \" ' # . ] } string"
     text = _dump(case, fmt, flow=True).decode()
     assert text.count("[") + text.count("{") > 100
-    assert load._certainly_shallow(text, fmt)
+    assert load._over_deep_offset(text, fmt) is None
     deep = "[" * 65 + "]" * 65
-    assert not load._certainly_shallow(deep, fmt)
     assert load._over_deep_offset(deep, fmt) == 64

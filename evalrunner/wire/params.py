@@ -43,9 +43,6 @@ WIRE_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 """The parameters each API's request may carry that live mode passes on, by their names there."""
 
-PINNABLE = ("temperature", "max_tokens")
-"""What ``pin`` in ``[eval.live]`` may name: the parameters the config sets."""
-
 _MAX_TOKENS = {
     OPENAI: ("max_tokens", "max_completion_tokens"),
     OPENAI_RESPONSES: ("max_output_tokens",),
