@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import json
 import os
 import queue
 import shutil
@@ -354,6 +355,8 @@ class _CaseRun:
         self.log: InvocationLog | None = None
         self._closed = False
         self._aborted = False
+        self._ended = False
+        """Every turn ended: a tool call from now on is outside every turn."""
         self._close_lock = threading.Lock()
         self.given_up: tuple[str | None] | None = None
         """Set when the case timed out: the monitor's error at that moment."""
@@ -412,6 +415,7 @@ class _CaseRun:
                     self.turn_ends.append(
                         TurnEnd(reply, len(evidence.requests), len(evidence.dispatches))
                     )
+            self._ended = True
             self.monitor.finish()
             self.close()
         except RunError as exc:
@@ -461,14 +465,30 @@ class _CaseRun:
                 return
             self._closed = True
         close = getattr(self.agent, "close", None)
-        if not callable(close):
+        if callable(close):
+            try:
+                close()
+            except RunError as exc:
+                self.error = self.error or str(exc)
+            except Exception as exc:
+                self.error = self.error or f"the agent's close() raised {type(exc).__name__}: {exc}"
+        self._called_after_last_turn()
+
+    def _called_after_last_turn(self) -> None:
+        """A tool an in-process agent calls in ``close()`` is outside every turn, so no turn's
+        reconciliation sees it: the call is unreported, and the checks on what was used
+        would pass a run that called a forbidden tool."""
+        if not self._ended or self.log is None or getattr(self.agent, "runs_own_tools", False):
             return
-        try:
-            close()
-        except RunError as exc:
-            self.error = self.error or str(exc)
-        except Exception as exc:
-            self.error = self.error or f"the agent's close() raised {type(exc).__name__}: {exc}"
+        late = self.log.take()
+        if late:
+            first, arguments = late[0], late[0].arguments_text
+            shown = arguments if len(arguments) <= 120 else arguments[:117] + "..."
+            self.error = self.error or (
+                f"after the last turn ended (in the agent's close()), the {first.tool} tool "
+                f"was called with {json.dumps(shown, ensure_ascii=False)}; no model call "
+                "asked for it, and an agent must not call tools once its last turn is over"
+            )
 
 
 def _printable(text: str | None) -> str | None:

@@ -68,6 +68,7 @@ CASES: dict[str, Case] = {
 ECHO = "echo-token-roundtrip"
 MULTI_TURN = "multi-turn-tool-loop"
 FAILING_CALL = "unknown-tool-reported-as-failed"
+SEVERAL = "several-tool-calls-one-response"
 # The Anthropic wire carries a tool call's arguments as an object: argument text that is not
 # one cannot be sent (a run error), and text with its own spacing arrives re-serialised (the
 # verbatim check fails honestly). The reference agent does not pass these there, so they kill
@@ -740,6 +741,38 @@ def run_command(wire: str, mode: str, case: str = ECHO) -> CaseReport:
 
 
 WIRES = ("openai", "openai-responses", "anthropic")
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_results_fed_back_out_of_the_reported_order_are_caught(wire: str) -> None:
+    # The order of the results in the next request is the only evidence of the order an
+    # agent running its own tools ran them in; in process, the tools' log is.
+    report = run_command(wire, "reversed-feed", SEVERAL)
+    assert report.error is not None, report.grades
+    assert (
+        'turn 1: the agent fed back the result of tool call "call_2" (echo) before that of '
+        '"call_1" (echo), but reported dispatching them in the other order'
+    ) in report.error
+    assert run_command(wire, "ok", SEVERAL).passed
+
+
+def test_reports_must_follow_the_order_results_were_fed_back() -> None:
+    calls = (ToolCall("w1", "echo", '{"message":"a"}'), ToolCall("w2", "echo", '{"message":"b"}'))
+    for reported, error in ((calls[::-1], False), (calls, True)):
+        monitor = monitored(Turn("go", (ToolCallsResponse(calls), TextResponse("done"))))
+        monitor.begin_turn(0)
+        user = Message("user", "go")
+        monitor.complete(ModelRequest((user,), ECHO_SPEC))
+        asked = Message("assistant", "", tool_calls=calls)
+        fed = tuple(Message("tool", c.id, tool_call_id=c.id) for c in calls[::-1])
+        monitor.complete(ModelRequest((user, asked, *fed), ECHO_SPEC))
+        reports = [ToolCallRecord(c.name, c.arguments, c.id, True, c.id) for c in reported]
+        if error:
+            with pytest.raises(RunError, match='"w1" \\(echo\\), but reported dispatching'):
+                monitor.end_turn(reports, None)
+        else:
+            monitor.end_turn(reports, None)
+            assert monitor.error is None
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -478,6 +478,26 @@ def test_a_double_given_other_arguments_than_the_model_sent_is_caught() -> None:
     assert record.error is not None and "get_weather tool received" in record.error
 
 
+class _SendsEmailOnClose(ReferenceAgent):
+    """Calls a double in ``close()``, after its last turn: outside every turn's check."""
+
+    def close(self) -> None:
+        self._context.tools["send_email"].call({"to": "boss@example.com"})
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_a_tool_called_in_close_fails_the_case(timeout: float | None) -> None:
+    tools = [WEATHER, {"name": "send_email", "results": [{"returns": "sent"}]}]
+    case = admitted(json.dumps(fixture(tools)), "json")
+    record = run_case(case, agent_factory=_SendsEmailOnClose, timeout=timeout)
+    assert record.error == (
+        "after the last turn ended (in the agent's close()), the send_email tool was called "
+        'with "{\\"to\\":\\"boss@example.com\\"}"; no model call asked for it, and an agent '
+        "must not call tools once its last turn is over"
+    )
+    assert run_case(case, timeout=timeout).error is None
+
+
 # --- cache and convert ---------------------------------------------------------------------
 
 

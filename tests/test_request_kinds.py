@@ -197,6 +197,34 @@ def test_a_blank_entry_is_refused(tmp_path: Path, kind: str) -> None:
     assert (error.line, error.col) == (7, len(kind) + 6)
 
 
+@pytest.mark.parametrize("kind", ["tools_offered", "tools_not_offered"])
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ('"t2\\n"', '"t2\\n"'),
+        ('"\\0"', '"\\u0000"'),
+        ("get.weather", '"get.weather"'),
+        ("x" * 65, '"' + "x" * 65 + '"'),
+    ],
+)
+def test_a_name_no_model_api_accepts_is_refused(
+    tmp_path: Path, kind: str, name: str, shown: str
+) -> None:
+    # Such a check could never pass (offered) or never fail (not offered).
+    for at, indent in (("expects", ""), ("turns[0].expects", "    ")):
+        checks = f"{indent}  {kind}: [{name}]\n"
+        text = "name: c\nturns:\n" + TURN + f"{indent}expects:\n{checks}"
+        [error] = errors(tmp_path, text)
+        assert error.message == (
+            f"{at}.{kind}[0] {shown} is not a tool name every model API accepts, so no model "
+            "request can offer it; use 1 to 64 letters, digits, '_' or '-'"
+        )
+    assert error.json_path == ("turns", 0, "expects", kind, 0)
+    good = "name: c\nturns:\n" + TURN + f"expects:\n  {kind}: [{'x' * 64}, a-b_C9]\n"
+    if kind == "tools_offered":
+        admitted(tmp_path, good)
+
+
 def test_tools_not_offered_alone_can_never_fail_and_is_refused(tmp_path: Path) -> None:
     text = "name: c\nturns:\n" + TURN + "expects:\n  tools_not_offered: [rm]\n"
     [error] = errors(tmp_path, text)

@@ -774,7 +774,27 @@ def _reconcile(
     _check_unoffered(where, out, boundary.unoffered, "reported it as a success")
     if tools is not None:
         _check_invocations(where, out, tools.take(), tools.names, boundary)
+    else:
+        _check_fed_order(where, out, fed)
     return out
+
+
+def _check_fed_order(where: str, out: list[Dispatch], fed: list[tuple[ToolCall, Message]]) -> None:
+    """An agent running its own tools out of process: the order it fed the results back in is
+    the only evidence of the order it ran them in, so its reports must follow it (in process,
+    the tools' own log is held to the reports instead)."""
+    position = {call.id: i for i, (call, _) in enumerate(fed)}
+    latest: Dispatch | None = None
+    for dispatch in out:
+        if latest is not None and position[dispatch.call.id] < position[latest.call.id]:
+            call, before = dispatch.call, latest.call
+            raise RunError(
+                f"{where}: the agent fed back the result of tool call {_quote(call.id)} "
+                f"({call.name}) before that of {_quote(before.id)} ({before.name}), but "
+                "reported dispatching them in the other order; dispatch the calls in the order "
+                "the model gave them, and report and feed them back in that order"
+            )
+        latest = dispatch
 
 
 def _check_unoffered(

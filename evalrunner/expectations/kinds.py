@@ -13,7 +13,8 @@ generated ``docs/reference/expectations.md``. CONTRIBUTING.md says how to add a 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,9 @@ from evalrunner.expectations import (
     tools,
     trajectory,
 )
+from evalrunner.expectations._format import quote
 from evalrunner.model import (
+    Expectations,
     ExpectedCall,
     GradeResult,
     JSONValue,
@@ -50,6 +53,29 @@ __all__ = [
     "parse_needles",
     "parse_texts",
 ]
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What every model API accepts as a tool name: the rule a tool double's name is held to
+(the case schema's ``tools[].name``)."""
+
+
+def _offerable(kind: str) -> rules.Rule:
+    """A name in ``kind`` that no model request can offer: such a check could never pass
+    (``tools_offered``) or never fail (``tools_not_offered``)."""
+
+    def rule(expects: Expectations) -> Iterator[rules.Refusal]:
+        for i, name in enumerate(getattr(expects, kind) or ()):
+            if not _TOOL_NAME.fullmatch(name):
+                yield rules.Refusal(
+                    f"expects.{kind}[{i}] {quote(name)} is not a tool name every model API "
+                    "accepts, so no model request can offer it; use 1 to 64 letters, digits, "
+                    "'_' or '-'",
+                    ("expects", kind, i),
+                    ungradable=True,
+                )
+
+    return rule
 
 
 def parse_texts(value: object) -> tuple[str, ...]:
@@ -339,6 +365,7 @@ KINDS: tuple[Kind, ...] = (
         parse_texts,
         dump_plain,
         requests.tools_offered,
+        rules=(_offerable("tools_offered"),),
     ),
     Kind(
         "tools_not_offered",
@@ -347,7 +374,7 @@ KINDS: tuple[Kind, ...] = (
         parse_texts,
         dump_plain,
         requests.tools_not_offered,
-        rules=(rules.offered_and_not_offered,),
+        rules=(rules.offered_and_not_offered, _offerable("tools_not_offered")),
     ),
     Kind(
         "system_prompt_contains",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
-from evalrunner.model import JSONValue, ModelRequest, ModelResponse
+from evalrunner.model import JSONValue, ModelRequest, ModelResponse, ToolSpec
 from evalrunner.wire import ANTHROPIC as ANTHROPIC
 from evalrunner.wire import OPENAI as OPENAI
 from evalrunner.wire import OPENAI_RESPONSES as OPENAI_RESPONSES
@@ -125,6 +125,44 @@ def tool_choice(raw: JSONValue) -> dict[str, Any]:
         if isinstance(name, str):
             return {"tool_choice": "tool", "forced_tool": name}
     return {}
+
+
+def offered_tools(
+    raw: JSONValue, tools: tuple[ToolSpec, ...]
+) -> tuple[tuple[ToolSpec, ...], dict[str, Any]]:
+    """The tools a request offers and its :func:`tool_choice` fields. ``tool_choice``
+    ``{"type": "allowed_tools", ...}`` (either OpenAI API) restricts the model to some of
+    ``tools``: only those are offered, so the checks on what was offered, and a scripted call
+    to a tool left out, are judged by them. Chat completions nests the mode and the list in
+    ``allowed_tools``; the Responses API does not."""
+    if not isinstance(raw, dict) or raw.get("type") != "allowed_tools":
+        return tools, tool_choice(raw)
+    at, body = "tool_choice", raw
+    if "allowed_tools" in raw:
+        at = "tool_choice.allowed_tools"
+        body = require_object(raw["allowed_tools"], at)
+    mode = body.get("mode")
+    if mode not in ("auto", "required"):
+        raise WireRequestError(f'{at}.mode must be "auto" or "required"')
+    have = {tool.name for tool in tools}
+    allowed: set[str] = set()
+    for index, entry in enumerate(require_list(body.get("tools"), f"{at}.tools")):
+        here = f"{at}.tools[{index}]"
+        item = require_object(entry, here)
+        if item.get("type") != "function":
+            raise WireRequestError(f'{here}.type must be "function" (other tools are not replayed)')
+        function = item.get("function")
+        if isinstance(function, dict):
+            name = require_name(function.get("name"), f"{here}.function.name")
+        else:
+            name = require_name(item.get("name"), f"{here}.name")
+        if name not in have:
+            raise WireRequestError(
+                f"{here} allows {json.dumps(name)}, which the request's tools do not offer"
+            )
+        allowed.add(name)
+    choice = {"tool_choice": "required"} if mode == "required" else {}
+    return tuple(tool for tool in tools if tool.name in allowed), choice
 
 
 def wire_json(value: JSONValue | Mapping[str, JSONValue]) -> str:

@@ -32,6 +32,7 @@ from evalrunner.wire.common import (
     WireResponseError,
     answer_guard,
     event_json,
+    offered_tools,
     optional_string,
     reading,
     request_with_messages,
@@ -44,7 +45,6 @@ from evalrunner.wire.common import (
     stream_pieces,
     text_of_parts,
     token_count,
-    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -79,13 +79,23 @@ class OpenAIChat:
             if message.role == "tool" and message.tool_call_id is not None:
                 results.append(ToolResult(message.tool_call_id, message.content))
         last = messages[-1]
+        for legacy in ("functions", "function_call"):
+            if legacy in request:
+                # Refused, not ignored: functions it offered would go unseen by the checks
+                # on what was offered, and its replies would need the legacy shape.
+                raise WireRequestError(
+                    f"{legacy} belongs to the legacy function-calling API, which is not "
+                    'replayed; offer the functions as "tools": [{"type": "function", '
+                    '"function": {...}}] and choose with "tool_choice"'
+                )
+        offered, choice = offered_tools(request.get("tool_choice"), _tools(request.get("tools")))
         options = request.get("stream_options")
         usage = isinstance(options, dict) and options.get("include_usage") is True
         return WireRequest(
             request=ModelRequest(
                 messages=tuple(messages),
-                tools=_tools(request.get("tools")),
-                **tool_choice(request.get("tool_choice")),
+                tools=offered,
+                **choice,
                 api=OPENAI,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),

@@ -58,6 +58,7 @@ from evalrunner.wire.common import (
     WireResponseError,
     answer_guard,
     event_json,
+    offered_tools,
     optional_string,
     reading,
     require_list,
@@ -68,7 +69,6 @@ from evalrunner.wire.common import (
     stream_flag,
     stream_pieces,
     token_count,
-    tool_choice,
     tool_parameters,
     url_with_path,
 )
@@ -132,11 +132,12 @@ class OpenAIResponses:
         store = request.get("store")
         if store is not None and not isinstance(store, bool):
             raise WireRequestError("store must be a boolean")
+        offered, choice = offered_tools(request.get("tool_choice"), _tools(request.get("tools")))
         return WireRequest(
             request=ModelRequest(
                 messages=tuple(messages),
-                tools=_tools(request.get("tools")),
-                **tool_choice(request.get("tool_choice")),
+                tools=offered,
+                **choice,
                 api=OPENAI_RESPONSES,
                 model=optional_string(request.get("model"), "model"),
                 stream=stream_flag(request),

@@ -18,6 +18,7 @@ grandchild          leaves a grandchild holding stdout open, then exits 0
 mcp-names           offers its tool as mcp__echo, but runs a call to echo all the same
 tool-choice-none    sends tool_choice "none" (forbidding tool calls) on every request
 edited-results      feeds back "Result: X (edited)" for every result, and reports that
+reversed-feed       feeds a batch's results back in reverse, but reports them in the model's order
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ def turn_openai(messages: list[dict[str, Any]], user_input: str) -> tuple[str, l
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         if MODE == "unknown-result":
             messages.append({"role": "tool", "tool_call_id": "call_invented", "content": "x"})
+        if MODE == "reversed-feed":
+            messages[-len(calls) :] = messages[-len(calls) :][::-1]
 
 
 def turn_responses(items: list[dict[str, Any]], user_input: str) -> tuple[str, list[Any]]:
@@ -131,6 +134,8 @@ def turn_responses(items: list[dict[str, Any]], user_input: str) -> tuple[str, l
         if MODE == "unknown-result":
             invented = {"type": "function_call_output", "call_id": "call_invented", "output": "x"}
             items.append(invented)
+        if MODE == "reversed-feed":
+            items[-len(calls) :] = items[-len(calls) :][::-1]
 
 
 def turn_anthropic(messages: list[dict[str, Any]], user_input: str) -> tuple[str, list[Any]]:
@@ -164,6 +169,8 @@ def turn_anthropic(messages: list[dict[str, Any]], user_input: str) -> tuple[str
                 blocks.append(dict(block))
         if MODE == "unknown-result":
             blocks.append({"type": "tool_result", "tool_use_id": "toolu_invented", "content": "x"})
+        if MODE == "reversed-feed":
+            blocks.reverse()
         messages.append({"role": "user", "content": blocks})
 
 
