@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from evalrunner.config import LiveConfig
-from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
+from evalrunner.model import AnswerNotPassed, JSONValue, ModelRequest, ModelResponse, RunError
 from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
@@ -173,13 +173,18 @@ class BudgetSpent(RunError):
     """The run's token budget (``max_total_tokens``) is spent: no request is sent."""
 
 
+class _Uncountable(BudgetSpent, AnswerNotPassed):
+    """An answer whose usage cannot be counted (wholly) under a budget: it is not passed on,
+    and the run stops; the tokens it does report count."""
+
+
 class TokenBudget:
     """The run's budget of input + output tokens, shared by every case (thread-safe)."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self._spent = 0
-        self._blind = False
+        self._blind: str | None = None  # why the budget cannot be enforced, once it cannot
         self._unreported = 0
         self._lock = threading.Lock()
 
@@ -197,15 +202,18 @@ class TokenBudget:
 
     @property
     def blind(self) -> bool:
-        """Whether an answer without usage stopped the budget (it cannot be counted)."""
+        """Whether an answer without usage (or with part of it) stopped the budget (it
+        cannot be counted)."""
         with self._lock:
-            return self._blind
+            return self._blind is not None
 
     @property
     def exhausted(self) -> bool:
         """Whether no further request may be sent."""
         with self._lock:
-            return self.limit is not None and (self._blind or self._spent >= self.limit)
+            return self.limit is not None and (
+                self._blind is not None or self._spent >= self.limit
+            )
 
     def check(self) -> None:
         """Raise :class:`BudgetSpent` when the budget is spent."""
@@ -214,8 +222,8 @@ class TokenBudget:
 
     def message(self) -> str:
         """The sentence that says the budget stopped the run."""
-        if self._blind:
-            return NO_USAGE
+        if self._blind is not None:
+            return self._blind
         return (
             f"the token budget is spent ({self.spent} of max_total_tokens = {self.limit} "
             "tokens used): no further model request was sent"
@@ -227,16 +235,34 @@ class TokenBudget:
         With a budget set, an answer that reports no usage (no tokens at all) is refused, as
         :class:`BudgetSpent`, and no further request is sent: a budget is a promise about
         spending, and one that silently counts nothing would let a run spend without bound.
-        So the run stops as it would with the budget spent, saying why (:data:`NO_USAGE`)."""
+        So the run stops as it would with the budget spent, saying why (:data:`NO_USAGE`).
+        An answer that gives one count and not the other (``prompt_tokens: null``) is refused
+        the same way (:func:`part_usage`): its missing count would be read as 0."""
         tokens = response.input_tokens + response.output_tokens
         with self._lock:
             self._spent += tokens
             if tokens == 0:
                 self._unreported += 1
-            if self.limit is None or tokens > 0:
+            if self.limit is None:
                 return
-            self._blind = True
-        raise BudgetSpent(NO_USAGE)
+            if tokens == 0:
+                self._blind = NO_USAGE
+            elif response.usage_missing is not None:
+                self._blind = part_usage(response.usage_missing)
+            else:
+                return
+            said = self._blind
+        raise _Uncountable(said, response)
+
+
+def part_usage(missing: str) -> str:
+    """The sentence that says an answer's usage lacks ``missing`` (``usage.prompt_tokens``)."""
+    return (
+        f"live model: the model's answer gives no {missing} (null or left out) beside its other "
+        "token count, so max_total_tokens cannot be fully enforced: no further model request "
+        "is sent; use a server that reports usage in full, or remove max_total_tokens from "
+        "[eval.live]"
+    )
 
 
 NO_USAGE = (
