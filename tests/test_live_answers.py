@@ -1,0 +1,212 @@
+"""Live answers that are not whole (issue 27, second trial): an answer cut short by its
+output limit, a content filter or a refusal is a run error, not an answer to grade; usage
+given in part stops a budgeted run as usage not given at all does; and the tokens of an
+answer that never reached the agent are in the report as they are in the budget. Each server
+is a loopback :class:`~support.model_server.ModelServer`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from support.live_project import CALL, WIRE_AGENT, cli, project
+from support.model_server import WIRES as SERVER_WIRES
+from support.model_server import ModelServer, Reply
+
+from evalrunner.config import LiveConfig
+from evalrunner.live.provider import BudgetSpent, LiveModel
+from evalrunner.model import Message, ModelRequest, TextResponse
+
+REQUEST = ModelRequest(messages=(Message("user", "say hi"),))
+WHOLE = TextResponse("hel", 10, 3)
+
+# What each wire says when an answer is cut short, as (text in a whole answer, its stand-in).
+CUTS: dict[str, list[tuple[str, str, str]]] = {
+    "openai": [
+        ('"finish_reason":"stop"', '"finish_reason":"length"', 'finish_reason "length"'),
+        (
+            '"finish_reason":"stop"',
+            '"finish_reason":"content_filter"',
+            'finish_reason "content_filter"',
+        ),
+    ],
+    "anthropic": [
+        ('"stop_reason":"end_turn"', '"stop_reason":"max_tokens"', 'stop_reason "max_tokens"'),
+        ('"stop_reason":"end_turn"', '"stop_reason":"refusal"', 'stop_reason "refusal"'),
+    ],
+    "openai-responses": [
+        (
+            '"status":"completed","error":null,"incomplete_details":null',
+            '"status":"incomplete","error":null,'
+            '"incomplete_details":{"reason":"max_output_tokens"}',
+            'status "incomplete", reason "max_output_tokens"',
+        ),
+    ],
+}
+CASES = [(wire, *cut) for wire, cuts in CUTS.items() for cut in cuts]
+
+
+def _answer(wire: str, stream: bool, whole: str, cut: str) -> Reply:
+    """WHOLE as ``wire`` sends it, with ``whole`` replaced by ``cut``."""
+    api = SERVER_WIRES[wire]
+    if stream:
+        text = "".join(api.stream_events(WHOLE, response_id="r1", model="m", usage=True))
+        text = text.replace("response.completed", "response.incomplete")
+        kind = "text/event-stream"
+    else:
+        text = json.dumps(
+            api.response_body(WHOLE, response_id="r1", model="m"), separators=(",", ":")
+        )
+        kind = "application/json"
+    assert whole in text
+    return Reply(headers={"Content-Type": kind}, raw=text.replace(whole, cut).encode())
+
+
+def _model(server: ModelServer, **settings: object) -> LiveModel:
+    config = LiveConfig(
+        wire=server.wire,
+        base_url=server.base_url,
+        model="m",
+        api_key_env="K",
+        **settings,  # type: ignore[arg-type]
+    )
+    return LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("wire", "whole", "cut", "named"), CASES)
+def test_each_wire_reads_why_an_answer_was_cut_short(
+    wire: str, whole: str, cut: str, named: str, stream: bool
+) -> None:
+    # Before: each was read as a whole answer (the Responses API's as malformed).
+    with ModelServer(wire, [_answer(wire, stream, whole, cut)]) as server:
+        response = _model(server, stream=stream).complete(REQUEST)
+    assert response == WHOLE  # its text and its tokens, which were spent
+    assert response.cut_short is not None and response.cut_short.startswith(named)
+
+
+def test_a_whole_answer_is_not_cut_short() -> None:
+    for wire in SERVER_WIRES:
+        with ModelServer(wire, [Reply(WHOLE)]) as server:
+            assert _model(server).complete(REQUEST).cut_short is None
+
+
+def test_a_case_whose_answer_was_cut_short_errors_and_counts_its_tokens(tmp_path: Path) -> None:
+    reply = _answer("anthropic", False, *CUTS["anthropic"][0][:2])
+    with ModelServer("anthropic", [reply]) as server:
+        cwd = project(tmp_path, "anthropic", server.base_url)
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
+    assert case["error"] == (
+        'turn 1, model request 1: live model: the model\'s answer is incomplete (stop_reason '
+        '"max_tokens": the output limit (max_tokens) was reached); an answer cut short is not '
+        "graded as a whole one"
+    )
+    assert (case["input_tokens"], case["output_tokens"]) == (10, 3)
+
+
+def test_the_tokens_of_an_answer_refused_before_the_agent_are_reported(tmp_path: Path) -> None:
+    # The agent forbids tool calls; the model calls one all the same. Before: the budget
+    # counted the answer's 25 tokens, the report 0.
+    with ModelServer("openai", [Reply(CALL)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = cli(
+            cwd,
+            "run",
+            "--mode",
+            "live",
+            "--json",
+            "out.json",
+            "--agent-command",
+            f"{sys.executable} {WIRE_AGENT} ok",
+            WIRE_AGENT_PARAMS=json.dumps({"tool_choice": "none"}),
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
+    assert "tool_choice" in case["error"]
+    assert (case["input_tokens"], case["output_tokens"]) == (CALL.input_tokens, CALL.output_tokens)
+    assert f"{CALL.input_tokens} input + {CALL.output_tokens} output tokens" in done.stdout
+
+
+PARTS = {
+    "openai": (
+        '{"id":"r","object":"chat.completion","choices":[{"index":0,"message":{"role":'
+        '"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":null,'
+        '"completion_tokens":7}}',
+        "usage.prompt_tokens",
+    ),
+    "anthropic": (
+        '{"type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],'
+        '"stop_reason":"end_turn","usage":{"output_tokens":7}}',
+        "usage.input_tokens",
+    ),
+    "openai-responses": (
+        '{"object":"response","status":"completed","output":[{"type":"message","content":'
+        '[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":7,"output_tokens":null}}',
+        "usage.output_tokens",
+    ),
+}
+
+
+@pytest.mark.parametrize("wire", list(PARTS))
+def test_usage_given_in_part_stops_a_budgeted_run(wire: str) -> None:
+    # Before: the missing count was read as 0, and the budget went on, undercounting.
+    body, missing = PARTS[wire]
+    reply = Reply(headers={"Content-Type": "application/json"}, raw=body.encode())
+    with ModelServer(wire, [reply, Reply(WHOLE)]) as server:
+        live = _model(server, max_total_tokens=1000)
+        with pytest.raises(BudgetSpent) as caught:
+            live.complete(REQUEST)
+        with pytest.raises(BudgetSpent):
+            live.complete(REQUEST)
+        assert len(server.seen) == 1
+    assert str(caught.value) == (
+        f"live model: the model's answer gives no {missing} (null or left out) beside its "
+        "other token count, so max_total_tokens cannot be fully enforced: no further model "
+        "request is sent; use a server that reports usage in full, or remove max_total_tokens "
+        "from [eval.live]"
+    )
+    assert live.budget.spent == 7 and live.budget.blind
+
+
+def test_usage_given_in_part_across_a_stream_is_named() -> None:
+    # Anthropic gives input tokens in message_start and output tokens in message_delta: one
+    # of them null is usage given in part.
+    api = SERVER_WIRES["anthropic"]
+    text = "".join(api.stream_events(WHOLE, response_id="r1", model="m", usage=True))
+    text = text.replace('"input_tokens":10', '"input_tokens":null')
+    reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=text.encode())
+    with ModelServer("anthropic", [reply]) as server:
+        live = _model(server, stream=True, max_total_tokens=1000)
+        with pytest.raises(BudgetSpent) as caught:
+            live.complete(REQUEST)
+    assert "gives no usage.input_tokens" in str(caught.value)
+
+
+def test_usage_given_in_part_without_a_budget_is_accepted() -> None:
+    body, missing = PARTS["openai"]
+    reply = Reply(headers={"Content-Type": "application/json"}, raw=body.encode())
+    with ModelServer("openai", [reply]) as server:
+        response = _model(server).complete(REQUEST)
+    assert (response.input_tokens, response.output_tokens) == (0, 7)
+    assert response.usage_missing == missing
+
+
+def test_a_budgeted_case_stopped_by_part_usage_reports_its_tokens(tmp_path: Path) -> None:
+    body, _ = PARTS["openai"]
+    reply = Reply(headers={"Content-Type": "application/json"}, raw=body.encode())
+    with ModelServer("openai", [reply]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_total_tokens = 1000\n", "utf-8")
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+    assert done.returncode == 3, done.stdout + done.stderr
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    assert "cannot be fully enforced" in report["budget_spent"]
+    assert report["cases"][0]["output_tokens"] == 7
+
