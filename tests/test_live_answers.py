@@ -15,11 +15,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from support.live_project import CALL, WIRE_AGENT, cli, project
 from support.model_server import WIRES as SERVER_WIRES
-from support.model_server import ModelServer, Reply
+from support.model_server import ModelServer, Reply, cut_stream
 
 from evalrunner.config import LiveConfig
 from evalrunner.live.provider import BudgetSpent, LiveModel
-from evalrunner.model import Message, ModelRequest, TextResponse
+from evalrunner.model import Message, ModelRequest, RunError, TextResponse
 
 REQUEST = ModelRequest(messages=(Message("user", "say hi"),))
 WHOLE = TextResponse("hel", 10, 3)
@@ -103,7 +103,7 @@ def test_a_case_whose_answer_was_cut_short_errors_and_counts_its_tokens(tmp_path
     assert done.returncode == 1, done.stdout + done.stderr
     case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
     assert case["error"] == (
-        'turn 1, model request 1: live model: the model\'s answer is incomplete (stop_reason '
+        "turn 1, model request 1: live model: the model's answer is incomplete (stop_reason "
         '"max_tokens": the output limit (max_tokens) was reached); an answer cut short is not '
         "graded as a whole one"
     )
@@ -210,3 +210,90 @@ def test_a_budgeted_case_stopped_by_part_usage_reports_its_tokens(tmp_path: Path
     assert "cannot be fully enforced" in report["budget_spent"]
     assert report["cases"][0]["output_tokens"] == 7
 
+
+# --- bodies that are not what they say ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_body_that_is_not_of_its_content_encoding_says_so(stream: bool) -> None:
+    # Before: "the request failed (DecodingError)".
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    if stream:
+        headers["Content-Type"] = "text/event-stream"
+    reply = Reply(headers=headers, raw=b"this is not gzip data at all")
+    with ModelServer("openai", [reply]) as server:
+        with pytest.raises(RunError) as caught:
+            _model(server, stream=stream).complete(REQUEST)
+        assert len(server.seen) == 1  # not retried: the same server would send the same
+    assert str(caught.value) == (
+        "live model: the answer's body could not be decoded: it says Content-Encoding: gzip, "
+        "but its bytes are not data of that encoding (a proxy or server that compresses "
+        "wrongly)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "named"),
+    [
+        ({"Content-Type": "text/html; charset=utf-8"}, "text/html"),
+        ({}, "no Content-Type"),
+    ],
+)
+def test_an_answer_to_a_stream_request_that_holds_no_event_is_named(
+    headers: dict[str, str], named: str
+) -> None:
+    # Before: "the stream ended before its closing data: [DONE] (cut off or malformed)".
+    reply = Reply(headers=headers, raw=b"<html><body>502 Bad Gateway</body></html>\n")
+    with ModelServer("openai", [reply]) as server, pytest.raises(RunError) as caught:
+        _model(server, stream=True).complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the answer is malformed: the answer is not an event stream (stream = "
+        f"true in [eval.live]): the server answered {named}, without one server-sent event "
+        "(no data: line); it begins '<html><body>502 Bad Gateway</body></html>\\n'"
+    )
+
+
+def test_a_stream_cut_short_is_still_named_as_one() -> None:
+    reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=cut_stream("openai", WHOLE, 2))
+    with ModelServer("openai", [reply]) as server, pytest.raises(RunError) as caught:
+        _model(server, stream=True).complete(REQUEST)
+    assert "the stream ended before its closing data: [DONE]" in str(caught.value)
+
+
+# --- an output limit the budget cannot check -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("api", "name", "value"),
+    [
+        ("openai", "max_tokens", "100"),
+        ("openai", "max_completion_tokens", 99.5),
+        ("anthropic", "max_tokens", True),
+        ("openai-responses", "max_output_tokens", 0),
+        ("openai", "max_tokens", [1]),
+    ],
+)
+def test_an_output_limit_that_is_no_whole_number_is_refused_under_a_budget(
+    api: str, name: str, value: object
+) -> None:
+    # Before: only numbers were compared with the budget; these went to the model.
+    with ModelServer("openai", [Reply(WHOLE)]) as server:
+        live = _model(server, max_total_tokens=5000)
+        request = ModelRequest(REQUEST.messages, api=api, parameters={name: value})  # type: ignore[dict-item]
+        with pytest.raises(RunError) as caught:
+            live.complete(request)
+        assert server.seen == []
+    assert str(caught.value) == (
+        f"live model: the agent's request gives {name} = {json.dumps(value)}, which is not a "
+        "whole number of tokens (at least 1), so the token budget (max_total_tokens = 5000) "
+        "cannot be checked against it: nothing was sent; send a whole number in the agent, or "
+        'pin it in [eval.live] (pin = ["max_tokens"]) to send [eval.live]\'s max_tokens instead'
+    )
+
+
+def test_a_whole_float_output_limit_within_the_budget_passes() -> None:
+    with ModelServer("openai", [Reply(WHOLE)]) as server:
+        live = _model(server, max_total_tokens=5000)
+        request = ModelRequest(REQUEST.messages, api="openai", parameters={"max_tokens": 100.0})
+        assert live.complete(request) == WHOLE
+    assert server.seen[0].body["max_tokens"] == 100.0

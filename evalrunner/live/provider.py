@@ -455,7 +455,8 @@ class LiveModel:
             problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)
             if problem is not None:
                 raise RunError(
-                    f"live model: {problem}: nothing was sent; lower it in the agent, or pin "
+                    f"live model: {problem.text}: nothing was sent; {problem.fix} in the "
+                    "agent, or pin "
                     "it in [eval.live] (pin = [\"max_tokens\"]) to send [eval.live]'s "
                     "max_tokens instead"
                 )
@@ -495,20 +496,23 @@ class LiveModel:
 
         timeout = self.config.timeout_secs
         watchdog = _Watchdog(timeout, via.streams)
+        encoding: str | None = None
         try:
             with client.stream(
                 "POST", url, content=data, headers=headers, extensions={"trace": via.trace}
             ) as reply:
                 watchdog.watch(reply.extensions.get("network_stream"))
+                encoding = reply.headers.get("content-encoding")
                 status = reply.status_code
                 if 300 <= status < 400:  # a redirect, or another 3xx: none is followed
                     raise self._redirect(status, reply.headers.get("location"), key)
                 if status >= 400:
                     raw = _body(reply)
                     raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
-                _check_kind(reply.headers.get("content-type"), stream=self.config.stream)
+                kind = reply.headers.get("content-type")
+                _check_kind(kind, stream=self.config.stream)
                 if self.config.stream:
-                    return self.wire.read_stream(parse_sse(_lines(reply)))
+                    return _read_stream(self.wire, reply, kind)
                 return self.wire.read_response(body_json(_body(reply)))
         except (httpx2.TimeoutException, httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
             if watchdog.fired or isinstance(exc, httpx2.TimeoutException):
@@ -518,6 +522,15 @@ class LiveModel:
             if watchdog.fired:
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             raise _Retry(f"cannot connect to {shown_url(self.config.base_url)}") from None
+        except httpx2.DecodingError:
+            if watchdog.fired:
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
+            # Not retried: a server that encodes one answer wrongly is likely to do it again.
+            raise RunError(
+                "live model: the answer's body could not be decoded: it says Content-Encoding: "
+                f"{printable(encoding or 'none')}, but its bytes are not data of that encoding "
+                "(a proxy or server that compresses wrongly)"
+            ) from None
         except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
             if watchdog.fired:
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
@@ -714,6 +727,45 @@ def _check_kind(content_type: str | None, *, stream: bool) -> None:
             "[eval.live], but the server answered text/event-stream; set stream = true, or "
             "use a server that answers in one body"
         )
+
+
+def _read_stream(wire: ClientWire, reply: Any, kind: str | None) -> ModelResponse:
+    """The streamed answer, read by ``wire``; an answer that holds no event at all (an HTML
+    page, plain text) is named for what it is, not taken for a stream cut short."""
+    opening = _Opening()
+    try:
+        return wire.read_stream(parse_sse(opening.lines(_lines(reply))))
+    except WireResponseError:
+        if opening.events:
+            raise
+        shown = printable((kind or "").split(";", 1)[0].strip()) or "no Content-Type"
+        start = f"it begins {printable(repr(opening.text))}" if opening.text else "it is empty"
+        raise WireResponseError(
+            f"the answer is not an event stream (stream = true in [eval.live]): the server "
+            f"answered {shown}, without one server-sent event (no data: line); {start}"
+        ) from None
+
+
+class _Opening:
+    """What a streamed answer began with: its first characters, and whether any line was a
+    server-sent event's (``data:``, ``event:``, ``id:``, ``retry:``) or a comment."""
+
+    SHOWN = 60
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.events = False
+
+    def lines(self, lines: Iterator[str]) -> Iterator[str]:
+        for line in lines:
+            if len(self.text) < self.SHOWN:
+                self.text = (self.text + line)[: self.SHOWN]
+            if not self.events and line.startswith(_SSE_FIELDS):
+                self.events = True
+            yield line
+
+
+_SSE_FIELDS = ("data:", "event:", "id:", "retry:", ":")
 
 
 def _lines(reply: Any) -> Iterator[str]:

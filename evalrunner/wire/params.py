@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from evalrunner.model import JSONValue
 from evalrunner.wire import ANTHROPIC, OPENAI, OPENAI_RESPONSES
@@ -85,9 +86,16 @@ def live_options(
     return options
 
 
+class BudgetProblem(NamedTuple):
+    """Why an agent's output limit cannot pass under the budget, and what would fix it."""
+
+    text: str
+    fix: str
+
+
 def over_budget(
     parameters: Mapping[str, JSONValue], from_api: str | None, budget: int | None
-) -> str | None:
+) -> BudgetProblem | None:
     """Why the agent's output limit (``max_tokens`` or its API's name for it, as the agent
     sent it) cannot pass through under a token budget of ``budget`` tokens: it asks for more
     than the whole budget, so one answer could spend past it. ``None`` when it can (or there
@@ -97,12 +105,39 @@ def over_budget(
         return None
     for name in _MAX_TOKENS.get(from_api or "", ("max_tokens",)):
         value = parameters.get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > budget:
-            return (
+        if value is None:
+            continue
+        if not whole_tokens(value):
+            # Not compared, so not guarded: a string or a fraction might still be taken by
+            # a lenient server, as a limit no budget check has seen.
+            return BudgetProblem(
+                f"the agent's request gives {name} = {_shown(value)}, which is not a whole "
+                "number of tokens (at least 1), so the token budget (max_total_tokens = "
+                f"{budget}) cannot be checked against it",
+                "send a whole number",
+            )
+        if isinstance(value, int | float) and value > budget:
+            return BudgetProblem(
                 f"the agent's request asks for {name} = {json.dumps(value)} output tokens, "
-                f"more than the whole token budget (max_total_tokens = {budget})"
+                f"more than the whole token budget (max_total_tokens = {budget})",
+                "lower it",
             )
     return None
+
+
+def whole_tokens(value: JSONValue) -> bool:
+    """Whether ``value`` is a count of tokens an output limit can be: a whole number, at
+    least 1 (``100.0`` is one; ``"100"``, ``99.5`` and ``true`` are not)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 1
+    return isinstance(value, float) and value.is_integer() and value >= 1
+
+
+def _shown(value: JSONValue) -> str:
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def translated(
