@@ -736,7 +736,7 @@ def _read_stream(wire: ClientWire, reply: Any, kind: str | None) -> ModelRespons
     try:
         return wire.read_stream(parse_sse(opening.lines(_lines(reply))))
     except WireResponseError:
-        if opening.events:
+        if opening.events or not opening.ended:  # a stream, or an answer refused mid-read
             raise
         shown = printable((kind or "").split(";", 1)[0].strip()) or "no Content-Type"
         start = f"it begins {printable(repr(opening.text))}" if opening.text else "it is empty"
@@ -755,6 +755,8 @@ class _Opening:
     def __init__(self) -> None:
         self.text = ""
         self.events = False
+        self.ended = False
+        """Whether the answer was read to its end."""
 
     def lines(self, lines: Iterator[str]) -> Iterator[str]:
         for line in lines:
@@ -763,6 +765,7 @@ class _Opening:
             if not self.events and line.startswith(_SSE_FIELDS):
                 self.events = True
             yield line
+        self.ended = True
 
 
 _SSE_FIELDS = ("data:", "event:", "id:", "retry:", ":")
