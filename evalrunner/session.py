@@ -58,6 +58,7 @@ from evalrunner.model import (
     SuiteFingerprint,
     SuiteReport,
 )
+from evalrunner.repeats import budget_cut
 from evalrunner.replay import process_exit_refused
 from evalrunner.selection.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
@@ -598,6 +599,7 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
     said = settings.live.budget.message()
     stopped = any(
         run.skipped in BUDGET_SKIPS
+        or budget_cut(run.skipped)  # a repeated run the budget cut short (repeats.py)
         or (run.error is not None and (BUDGET_ERROR in run.error or said in run.error))
         for report in reports
         for run in (report, *report.runs)
