@@ -526,6 +526,9 @@ class SuiteReport:
     budget_spent: str | None = None
     """Live mode: the sentence saying the token budget stopped the run (cases were left
     unrun or cut off), or ``None``."""
+    live_stopped: str | None = None
+    """Live mode: the run error every request would have met alike (the key refused with
+    HTTP 401, a redirect), which stopped the run at its first case to meet it, or ``None``."""
     repeat: int = 1
     """How many times each case ran (``--repeat K``); with more than one, each case holds its
     :attr:`CaseReport.runs` and passes only when every run passed."""
@@ -556,6 +559,7 @@ class SuiteReport:
             self.failed == 0
             and self.interrupted is None
             and self.budget_spent is None
+            and self.live_stopped is None
             and not self.admission_errors
             and (self.passed > 0 or not self.cases)
         )

@@ -461,6 +461,12 @@ def run_suite(
                     reports.append(report)
                     if on_case is not None:
                         on_case(report)
+                    if settings.live is not None and settings.live.halted is not None:
+                        break  # every case left would meet it alike: none is run
+            for report in _left_unrun(planned, reports, settings):
+                reports.append(report)
+                if on_case is not None:
+                    on_case(report)
     except RunInterrupted as stop:
         interrupted = stop.signum
     except KeyboardInterrupt:
@@ -479,6 +485,7 @@ def run_suite(
         selected=picked.selected if picked is not None and picked.shard else None,
         admission_errors=picked.admission_errors if picked is not None else (),
         budget_spent=_budget_stop(settings, reports),
+        live_stopped=settings.live.halted if settings.live is not None else None,
         repeat=settings.repeat,
         fingerprint=picked.fingerprint if picked is not None else None,
     )
@@ -589,6 +596,24 @@ def _on_forked_workers(
             [(c.name, fixtures[c.index].source, fixtures[c.index].path) for c in kept],
         ),
     )
+
+
+def _left_unrun(
+    planned: _PlannedRun, reports: Sequence[CaseReport], settings: RunSettings
+) -> list[CaseReport]:
+    """The reports of the cases a run stopped by its live model (:attr:`LiveModel.halted`)
+    left unrun: each skipped, saying why."""
+    halted = settings.live.halted if settings.live is not None else None
+    if halted is None:
+        return []
+    reason = f"{NOT_RUN_HALTED}{halted}"
+    return [
+        CaseReport(name, source, None, (), skipped=reason)
+        for name, source in list(zip(planned.names, planned.sources, strict=True))[len(reports) :]
+    ]
+
+
+NOT_RUN_HALTED = "not run: an earlier case's answer stopped the run: "
 
 
 def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from support.live_project import CALL, WIRE_AGENT, cli, project
+from support.live_project import CALL, TEXT, WIRE_AGENT, cli, project
 from support.model_server import WIRES as SERVER_WIRES
 from support.model_server import ModelServer, Reply, cut_stream
 
@@ -309,3 +309,53 @@ def test_every_budget_stop_reads_as_a_budget_cut_to_repeats() -> None:
     for message in (spent.message(), NO_USAGE, part_usage("usage.prompt_tokens")):
         assert budget_cut(f"turn 1, model request 2: {message}"), message
     assert not budget_cut("live model: HTTP 400: bad request (not retried: a 4xx is final)")
+
+
+# --- an answer every request would get alike stops the run --------------------------------------
+
+SECOND_CASE = """\
+name: live_echo_again
+turns:
+  - user_input: say hi again through echo
+expects:
+  response_contains: [hello]
+"""
+FIRST_CASE = SECOND_CASE.replace("live_echo_again", "live_echo_first").replace(" again", "")
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (Reply(status=401, raw=b'{"error": {"message": "invalid key"}}'), "(HTTP 401)"),
+        (Reply(status=308, headers={"Location": "https://elsewhere.test/v1"}), "HTTP 308"),
+    ],
+)
+def test_a_refused_key_or_a_redirect_stops_the_run_with_one_error(
+    tmp_path: Path, reply: Reply, said: str
+) -> None:
+    # Before: every case sent its request, met the same answer and errored alone (exit 1).
+    with ModelServer("openai", [reply, reply, reply]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=FIRST_CASE, b=SECOND_CASE)
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+        assert len(server.seen) == 1
+    assert done.returncode == 2, done.stdout + done.stderr
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    first, second = report["cases"]
+    assert said in first["error"] and report["live_stopped"] in first["error"]
+    assert second["skipped"] == (
+        f"not run: an earlier case's answer stopped the run: {report['live_stopped']}"
+    )
+    assert f"run stopped: {report['live_stopped']}" in done.stdout
+    assert report["all_passed"] is False
+
+
+def test_a_forbidden_request_fails_its_case_only(tmp_path: Path) -> None:
+    forbidden = Reply(status=403, raw=b'{"error": {"message": "model not allowed"}}')
+    with ModelServer("openai", [forbidden, Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=FIRST_CASE, b=SECOND_CASE)
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+        assert len(server.seen) == 2
+    assert done.returncode == 1, done.stdout + done.stderr
+    first, second = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"]
+    assert "(HTTP 403) for this request" in first["error"] and "only this case" in first["error"]
+    assert second["error"] is None and second["skipped"] is None

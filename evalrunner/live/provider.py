@@ -79,6 +79,7 @@ def start_live(config: LiveConfig) -> LiveModel | list[str]:
 
 
 STOPPED = "live model: the run was stopped; no further request is sent"
+NOT_SENT = "live model: not sent, since an earlier answer stopped the run: "
 GIVEN_UP = "live model: the case was given up (it timed out); its request was cut"
 
 
@@ -167,6 +168,12 @@ class _Connection:
             done.set()
         if http is not None:
             http.close()
+
+
+class ModelUnusable(RunError):
+    """An answer that every request of the run would get alike (the key refused with 401, a
+    redirect): the run stops at it (:attr:`LiveModel.halted`), and no further request is
+    sent."""
 
 
 class BudgetSpent(RunError):
@@ -321,6 +328,7 @@ class LiveModel:
         self._lock = threading.Lock()
         self._own = _Connection(self)
         self._open: set[_Connection] = set()
+        self._halted: str | None = None
 
     def provider(self) -> LiveProvider:
         """A fresh provider for one case, on a connection of its own (so that giving the
@@ -334,6 +342,13 @@ class LiveModel:
     def stopped(self) -> bool:
         """Whether :meth:`stop` was called."""
         return self._stopped.is_set()
+
+    @property
+    def halted(self) -> str | None:
+        """The run error that stopped the run (:class:`ModelUnusable`: a refused key, a
+        redirect), or ``None``; a run front end stops at it and leaves the cases left unrun."""
+        with self._lock:
+            return self._halted
 
     def stop(self) -> None:
         """Refuse every request from now on, and cut those in flight (an interrupted run):
@@ -403,10 +418,18 @@ class LiveModel:
         # is answered, still count towards the budget).
         with self._slots:
             self._check_running(via)
+            halted = self.halted
+            if halted is not None:  # another case met it while this one waited
+                raise RunError(f"{NOT_SENT}{halted}")
             self.budget.check()  # after the wait for a slot, in which it may have been spent
-            if connection is None:
-                return self._send(request, via)
-            return via.call(lambda: self._send(request, via))
+            try:
+                if connection is None:
+                    return self._send(request, via)
+                return via.call(lambda: self._send(request, via))
+            except ModelUnusable as unusable:
+                with self._lock:
+                    self._halted = self._halted or str(unusable)
+                raise
 
     def _send(self, request: ModelRequest, via: _Connection) -> ModelResponse:
         key = self._key()
@@ -551,27 +574,27 @@ class LiveModel:
         finally:
             watchdog.cancel()
 
-    def _redirect(self, status: int, location: str | None, key: str) -> RunError:
+    def _redirect(self, status: int, location: str | None, key: str) -> ModelUnusable:
         """A 3xx answer as a run error, named for what its status means: a redirect (its
         target), a choice of answers (300), a cache's answer (304), or neither."""
         fix = f"set base_url in [eval.live] to where the API answers ({self._where()})"
         if status in REDIRECTS:
-            return RunError(
+            return ModelUnusable(
                 f"live model: HTTP {status}, a redirect to {self._target(location, key)}; "
                 f"redirects are not followed (the key is sent to base_url only): {fix}"
             )
         if status == 300:
             offered = f" (one at {self._target(location, key)})" if location else ""
-            return RunError(
+            return ModelUnusable(
                 "live model: HTTP 300 (Multiple Choices): the server offers a choice of "
                 f"answers{offered} where the API gives one; nothing is followed: {fix}"
             )
         if status == 304:
-            return RunError(
+            return ModelUnusable(
                 "live model: HTTP 304 (Not Modified), which is no answer to a POST (a cache "
                 f"or proxy answered, not the API): {fix}"
             )
-        return RunError(
+        return ModelUnusable(
             f"live model: HTTP {status}, a 3xx status that is no redirect evalrunner knows; "
             f"nothing is followed: {fix}"
         )
@@ -598,11 +621,20 @@ class LiveModel:
         except WireResponseError:
             message = None
         said = f": {_quoted(self._struck(message, key))}" if message else ""
-        if status in (401, 403):
+        if status == 401:
+            # Every request carries the same key: each would be refused alike.
+            return ModelUnusable(
+                f"live model: the API refused the key in {self.config.api_key_env} "
+                f"(HTTP 401){said}; check that variable holds a valid key for "
+                f"{shown_url(self.config.base_url)}"
+            )
+        if status == 403:
+            # Forbidden may be this request's own (a model, a tool or a size the key may not
+            # use), so it fails this case only.
             return RunError(
                 f"live model: the API refused the key in {self.config.api_key_env} "
-                f"(HTTP {status}){said}; check that variable holds a valid key for "
-                f"{shown_url(self.config.base_url)}"
+                f"(HTTP 403) for this request{said}; check that the key may use model "
+                f"{printable(self.model)} and what the request asks for (only this case fails)"
             )
         if status == 429 or status >= 500:
             return _Retry(f"HTTP {status}{said}", _retry_after(retry_after))
