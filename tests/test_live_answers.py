@@ -359,3 +359,18 @@ def test_a_forbidden_request_fails_its_case_only(tmp_path: Path) -> None:
     first, second = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"]
     assert "(HTTP 403) for this request" in first["error"] and "only this case" in first["error"]
     assert second["error"] is None and second["skipped"] is None
+
+
+def test_record_stops_at_a_refused_key(tmp_path: Path) -> None:
+    refused = Reply(status=401, raw=b'{"error": {"message": "invalid key"}}')
+    with ModelServer("openai", [refused, refused]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=FIRST_CASE, b=SECOND_CASE)
+        done = cli(cwd, "record", "evals", "--out", "recorded")
+        assert len(server.seen) == 1
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "not run: an earlier case's answer stopped the run: live model: the API refused" in (
+        done.stdout
+    )
+    assert "record stopped: live model: the API refused the key in LIVE_TEST_KEY (HTTP 401)" in (
+        done.stderr
+    )

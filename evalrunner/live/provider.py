@@ -386,13 +386,13 @@ class LiveModel:
         name = self.config.api_key_env
         key = self._environ.get(name, "")
         if not key.strip():
-            raise RunError(
+            raise ModelUnusable(
                 f"live mode: the environment variable {name} (api_key_env in [eval.live]) is "
                 "not set or empty; export the API key there"
             )
         problem = unsendable_key(key)
         if problem is not None:
-            raise RunError(
+            raise ModelUnusable(
                 f"live mode: the API key in {name} holds {problem}, which no HTTP header can "
                 f"carry; nothing was sent: fix the value of {name}"
             )

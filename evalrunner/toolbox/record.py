@@ -152,6 +152,9 @@ def record_case(
             else "not run: the token budget (max_total_tokens) is spent"
         )
         return NotRecorded(shown, source, reason, budget=True)
+    if live.halted is not None:  # every request would meet it alike: none is sent
+        reason = f"not run: an earlier case's answer stopped the run: {live.halted}"
+        return NotRecorded(shown, source, recording.redactor.text(reason))
     provider = live.provider()
     try:
         record = settings.replay(case, provider)
