@@ -39,7 +39,7 @@ from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
-from evalrunner.wire.params import live_options, over_budget
+from evalrunner.wire.params import live_options, over_budget, untranslatable
 
 if TYPE_CHECKING:
     import httpx2
@@ -473,7 +473,19 @@ class LiveModel:
         """The request's parameters: the agent's own (a command agent's, as it sent them),
         over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those. An
         output limit that passes through may not exceed the whole token budget: refused, with
-        nothing sent (a pinned one is the config's)."""
+        nothing sent (a pinned one is the config's). A parameter the live API cannot carry
+        (the agent speaks another API) is refused, with nothing sent: the model would answer
+        a request the agent never made."""
+        lost = untranslatable(request.parameters, request.api, self.wire.name)
+        if lost:
+            names = ", ".join(printable(name) for name in lost)
+            raise RunError(
+                f"live model: the agent's request (on the {request.api} API) sets {names}, "
+                f"which the {self.wire.name} API (wire in [eval.live]) has no counterpart for: "
+                "nothing was sent, since the model would answer a request the agent never "
+                f'made; leave it out of the agent\'s request, or set wire = "{request.api}" '
+                "(the API the agent speaks) with a base_url that serves it"
+            )
         if "max_tokens" not in self.config.pin:
             problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)
             if problem is not None:

@@ -42,7 +42,32 @@ WIRE_PARAMETERS: dict[str, tuple[str, ...]] = {
     ),
     ANTHROPIC: ("temperature", "top_p", "top_k", "max_tokens", "stop_sequences", "tool_choice"),
 }
-"""The parameters each API's request may carry that live mode passes on, by their names there."""
+"""The parameters of each API that live mode translates for another API, by their names there.
+Between agent and model of one API, every parameter passes (:data:`WRITTEN`)."""
+
+WRITTEN: dict[str, frozenset[str]] = {
+    OPENAI: frozenset(
+        {"model", "messages", "tools", "stream", "stream_options", "functions", "function_call"}
+    ),
+    OPENAI_RESPONSES: frozenset(
+        {
+            "model",
+            "input",
+            "instructions",
+            "tools",
+            "stream",
+            "stream_options",
+            "store",
+            "previous_response_id",
+            "conversation",
+            "background",
+        }
+    ),
+    ANTHROPIC: frozenset({"model", "messages", "system", "tools", "stream"}),
+}
+"""The fields of each API's request that live mode writes itself (the model, the conversation
+as the monitor holds it, the tools, streaming, no stored state): an agent's own values of
+these are not passed on. Every other field an agent sends is one of its parameters."""
 
 PINNABLE = ("temperature", "max_tokens")
 """What ``pin`` in ``[eval.live]`` may name: the parameters the config sets."""
@@ -55,9 +80,42 @@ _MAX_TOKENS = {
 
 
 def sent_parameters(api: str, body: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
-    """The parameters of :data:`WIRE_PARAMETERS` that ``body`` (a request of ``api``) sets
-    (a null counts as not set)."""
-    return {name: body[name] for name in WIRE_PARAMETERS[api] if body.get(name) is not None}
+    """Every field ``body`` (a request of ``api``) sets besides those of :data:`WRITTEN`,
+    in its order (a null counts as not set)."""
+    written = WRITTEN[api]
+    return {
+        name: value for name, value in body.items() if name not in written and value is not None
+    }
+
+
+def untranslatable(
+    parameters: Mapping[str, JSONValue], from_api: str | None, to_api: str
+) -> list[str]:
+    """The parameters of a ``from_api`` request that a ``to_api`` request cannot carry (no
+    counterpart there, or a value of a shape not known here); none between one API and
+    itself. A value that asks for what ``to_api`` does anyway (``parallel_tool_calls: true``,
+    ``response_format`` of type ``text``) is carried by leaving it out."""
+    if from_api is None or from_api == to_api:
+        return []
+    lost = []
+    for name, value in parameters.items():
+        if translated({name: value}, from_api, to_api):
+            continue
+        if _default_everywhere(name, value):
+            continue
+        lost.append(name)
+    return lost
+
+
+def _default_everywhere(name: str, value: JSONValue) -> bool:
+    if name == "parallel_tool_calls":
+        return value is True
+    if name == "response_format":
+        return isinstance(value, dict) and value.get("type") == "text"
+    if name == "text":
+        fmt = value.get("format") if isinstance(value, dict) else None
+        return isinstance(fmt, dict) and fmt.get("type") == "text"
+    return False
 
 
 def live_options(
