@@ -29,7 +29,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -285,6 +285,9 @@ class Exchange:
 
     request: ModelRequest
     response: ModelResponse
+    sent: Mapping[str, JSONValue] = field(default_factory=dict)
+    """The request parameters sent with it (:meth:`LiveModel.options`): the agent's own,
+    translated, over ``[eval.live]``'s defaults, as the model received them."""
 
 
 class _Retry(Exception):
@@ -468,6 +471,11 @@ class LiveModel:
             raise RunError(STOPPED)
         if via.closed.is_set():
             raise RunError(GIVEN_UP)
+
+    def options(self, request: ModelRequest) -> dict[str, JSONValue]:
+        """The parameters a request sends besides the conversation (:meth:`_options`), as
+        a recording keeps them."""
+        return self._options(request)
 
     def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
         """The request's parameters: the agent's own (a command agent's, as it sent them),
@@ -672,8 +680,9 @@ class LiveProvider:
         except BudgetSpent:
             self.stopped_by_budget = True
             raise
+        exchange = Exchange(request, response, self._model.options(request))
         with self._lock:
-            self._exchanges.append(Exchange(request, response))
+            self._exchanges.append(exchange)
         return response
 
     @property
