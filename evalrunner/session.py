@@ -606,14 +606,17 @@ def _left_unrun(
     halted = settings.live.halted if settings.live is not None else None
     if halted is None:
         return []
-    reason = f"{NOT_RUN_HALTED}{halted}"
+    reason = NOT_RUN_HALTED
     return [
         CaseReport(name, source, None, (), skipped=reason)
         for name, source in list(zip(planned.names, planned.sources, strict=True))[len(reports) :]
     ]
 
 
-NOT_RUN_HALTED = "not run: an earlier case's answer stopped the run: "
+NOT_RUN_HALTED = (
+    "not run: an earlier case met an answer every request would get alike, which stopped "
+    "the run (see run stopped, and live_stopped in the JSON report)"
+)
 
 
 def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | None:

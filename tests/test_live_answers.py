@@ -343,7 +343,8 @@ def test_a_refused_key_or_a_redirect_stops_the_run_with_one_error(
     first, second = report["cases"]
     assert said in first["error"] and report["live_stopped"] in first["error"]
     assert second["skipped"] == (
-        f"not run: an earlier case's answer stopped the run: {report['live_stopped']}"
+        "not run: an earlier case met an answer every request would get alike, which stopped "
+        "the run (see run stopped, and live_stopped in the JSON report)"
     )
     assert f"run stopped: {report['live_stopped']}" in done.stdout
     assert report["all_passed"] is False
@@ -368,9 +369,7 @@ def test_record_stops_at_a_refused_key(tmp_path: Path) -> None:
         done = cli(cwd, "record", "evals", "--out", "recorded")
         assert len(server.seen) == 1
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "not run: an earlier case's answer stopped the run: live model: the API refused" in (
-        done.stdout
-    )
+    assert "not run: an earlier case met an answer every request would get alike" in done.stdout
     assert "record stopped: live model: the API refused the key in LIVE_TEST_KEY (HTTP 401)" in (
         done.stderr
     )
