@@ -461,8 +461,11 @@ def run_suite(
                     reports.append(report)
                     if on_case is not None:
                         on_case(report)
-                    if settings.live is not None and settings.live.halted is not None:
-                        break  # every case left would meet it alike: none is run
+                    halted = settings.live.halted if settings.live is not None else None
+                    if halted is not None and report.error is not None:
+                        # Every case left would meet it alike: none is run. (A case that
+                        # passed while one running beside it met it is reported as it ran.)
+                        break
             for report in _left_unrun(planned, reports, settings):
                 reports.append(report)
                 if on_case is not None:

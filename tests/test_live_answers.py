@@ -373,3 +373,22 @@ def test_record_stops_at_a_refused_key(tmp_path: Path) -> None:
     assert "record stopped: live model: the API refused the key in LIVE_TEST_KEY (HTTP 401)" in (
         done.stderr
     )
+
+
+def test_a_refused_key_met_by_a_case_running_beside_another_is_reported_as_met(
+    tmp_path: Path,
+) -> None:
+    refused = Reply(status=401, raw=b'{"error": {"message": "invalid key"}}')
+    # Both requests are held until both arrived: the two cases run at once, and whichever
+    # arrived first gets the refusal. When that is the second case, the run used to stop
+    # after the first (which passed) and report the second as not run, hiding the cause.
+    with ModelServer("openai", [refused, Reply(TEXT)], gate=2) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=FIRST_CASE, b=SECOND_CASE)
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_concurrency = 2\n", "utf-8")
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+        assert len(server.seen) == 2
+    assert done.returncode == 2, done.stdout + done.stderr
+    cases = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"]
+    met = [case for case in cases if case["error"] and "(HTTP 401)" in case["error"]]
+    assert len(met) == 1 and met[0]["skipped"] is None
