@@ -12,7 +12,9 @@ HTTP goes through httpx2, imported only here and only when a live run starts (th
 ``evalrunner[live]`` extra). Retries: an answer 429 or 5xx, a timeout or a dropped connection
 is tried again, up to ``max_retries`` times, after ``Retry-After`` when the answer gives one
 (seconds or an HTTP date, capped at :data:`MAX_RETRY_AFTER_SECS`), else after an exponential
-backoff; any other 4xx is final.
+backoff; any other 4xx is final. An answer every request would get alike (the key refused
+with 401, a redirect, a missing key) stops the run (:attr:`LiveModel.halted`): no further
+request is sent.
 
 The API key is read from the environment when a request is sent, and put in its header only.
 No message this module writes holds it: every error text is built here, from status codes and
