@@ -106,6 +106,13 @@ class TextResponse:
     content: str
     input_tokens: int = 0
     output_tokens: int = 0
+    cut_short: str | None = field(default=None, compare=False)
+    """Why a live model stopped before a whole answer, as its API says it (``finish_reason
+    "length"``, ``stop_reason "refusal"``, ...); ``None`` for a whole one (and every scripted
+    one). An answer cut short is not graded as if it were whole."""
+    usage_missing: str | None = field(default=None, compare=False)
+    """The usage field a live answer left out or null while giving another (``usage.prompt_tokens``,
+    say): its count is 0 here, so a token budget cannot be wholly enforced."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +122,13 @@ class ToolCallsResponse:
     tool_calls: tuple[ToolCall, ...]
     input_tokens: int = 0
     output_tokens: int = 0
+    cut_short: str | None = field(default=None, compare=False)
+    """Why a live model stopped before a whole answer, as its API says it (``finish_reason
+    "length"``, ``stop_reason "refusal"``, ...); ``None`` for a whole one (and every scripted
+    one). An answer cut short is not graded as if it were whole."""
+    usage_missing: str | None = field(default=None, compare=False)
+    """The usage field a live answer left out or null while giving another (``usage.prompt_tokens``,
+    say): its count is 0 here, so a token budget cannot be wholly enforced."""
 
 
 ModelResponse: TypeAlias = TextResponse | ToolCallsResponse
@@ -512,6 +526,9 @@ class SuiteReport:
     budget_spent: str | None = None
     """Live mode: the sentence saying the token budget stopped the run (cases were left
     unrun or cut off), or ``None``."""
+    live_stopped: str | None = None
+    """Live mode: the run error every request would have met alike (the key refused with
+    HTTP 401, a redirect), which stopped the run at its first case to meet it, or ``None``."""
     repeat: int = 1
     """How many times each case ran (``--repeat K``); with more than one, each case holds its
     :attr:`CaseReport.runs` and passes only when every run passed."""
@@ -542,6 +559,7 @@ class SuiteReport:
             self.failed == 0
             and self.interrupted is None
             and self.budget_spent is None
+            and self.live_stopped is None
             and not self.admission_errors
             and (self.passed > 0 or not self.cases)
         )
@@ -562,6 +580,15 @@ class RunRefused:
 
 class RunError(Exception):
     """Something went wrong while replaying one case; it fails that case only."""
+
+
+class AnswerNotPassed(RunError):
+    """The model answered, but its answer is not passed to the agent (the message says why):
+    ``response`` is that answer, whose tokens were spent all the same and are counted."""
+
+    def __init__(self, message: str, response: ModelResponse) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 class RunInterrupted(BaseException):

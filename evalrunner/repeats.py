@@ -26,6 +26,32 @@ def expanded(items: Sequence[T], repeat: int) -> list[T]:
     return [item for item in items for _ in range(repeat)]
 
 
+BUDGET_CUTS = (
+    "the token budget is spent (",
+    "max_total_tokens cannot be enforced",
+    "max_total_tokens cannot be fully enforced",
+)
+"""What the run error of a run the token budget cut short says (live mode's
+:class:`~evalrunner.live.provider.BudgetSpent` messages, whatever the path that carried it
+prefixed)."""
+
+CUT_BY_BUDGET = "not run to its end: the token budget stopped it"
+
+
+def budget_cut(error: str | None) -> bool:
+    """Whether ``error`` is that of a run the token budget cut short."""
+    return error is not None and any(mark in error for mark in BUDGET_CUTS)
+
+
+def unrun_if_cut(run: CaseReport) -> CaseReport:
+    """``run`` as a run that never ran, when the token budget cut it short: it was not
+    allowed to finish, so it says nothing of the agent (it is no failure), and its tokens,
+    which were spent, stay counted."""
+    if not budget_cut(run.error):
+        return run
+    return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET} ({run.error})")
+
+
 def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
     """One case's report from its runs; tokens, model calls and duration summed; every run
     kept in ``runs``. The case passes only when every run did, and shows one run's detail:
@@ -35,9 +61,12 @@ def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
     - else, when some never ran, the first of those, as a run error: the case was graded,
       so it is no "not run", but without every run it has no verdict (pass^k needs them all);
     - else its first run (all passed).
+
+    A run the token budget cut short is one that never ran (:func:`unrun_if_cut`).
     """
     if len(runs) == 1:
         return runs[0]
+    runs = [unrun_if_cut(run) for run in runs]
     from evalrunner.report.stats import case_runs
 
     figures = case_runs(replace(runs[0], runs=tuple(runs)))

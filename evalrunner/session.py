@@ -58,6 +58,7 @@ from evalrunner.model import (
     SuiteFingerprint,
     SuiteReport,
 )
+from evalrunner.repeats import budget_cut
 from evalrunner.replay import process_exit_refused
 from evalrunner.selection.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
@@ -460,6 +461,15 @@ def run_suite(
                     reports.append(report)
                     if on_case is not None:
                         on_case(report)
+                    halted = settings.live.halted if settings.live is not None else None
+                    if halted is not None and report.error is not None:
+                        # Every case left would meet it alike: none is run. (A case that
+                        # passed while one running beside it met it is reported as it ran.)
+                        break
+            for report in _left_unrun(planned, reports, settings):
+                reports.append(report)
+                if on_case is not None:
+                    on_case(report)
     except RunInterrupted as stop:
         interrupted = stop.signum
     except KeyboardInterrupt:
@@ -478,6 +488,7 @@ def run_suite(
         selected=picked.selected if picked is not None and picked.shard else None,
         admission_errors=picked.admission_errors if picked is not None else (),
         budget_spent=_budget_stop(settings, reports),
+        live_stopped=settings.live.halted if settings.live is not None else None,
         repeat=settings.repeat,
         fingerprint=picked.fingerprint if picked is not None else None,
     )
@@ -590,6 +601,27 @@ def _on_forked_workers(
     )
 
 
+def _left_unrun(
+    planned: _PlannedRun, reports: Sequence[CaseReport], settings: RunSettings
+) -> list[CaseReport]:
+    """The reports of the cases a run stopped by its live model (:attr:`LiveModel.halted`)
+    left unrun: each skipped, saying why."""
+    halted = settings.live.halted if settings.live is not None else None
+    if halted is None:
+        return []
+    reason = NOT_RUN_HALTED
+    return [
+        CaseReport(name, source, None, (), skipped=reason)
+        for name, source in list(zip(planned.names, planned.sources, strict=True))[len(reports) :]
+    ]
+
+
+NOT_RUN_HALTED = (
+    "not run: an earlier case met an answer every request would get alike, which stopped "
+    "the run (see run stopped, and live_stopped in the JSON report)"
+)
+
+
 def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | None:
     """The budget's sentence when it stopped something (a request refused, a case unrun)."""
     if settings.live is None or not settings.live.budget.exhausted:
@@ -598,6 +630,7 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
     said = settings.live.budget.message()
     stopped = any(
         run.skipped in BUDGET_SKIPS
+        or budget_cut(run.skipped)  # a repeated run the budget cut short (repeats.py)
         or (run.error is not None and (BUDGET_ERROR in run.error or said in run.error))
         for report in reports
         for run in (report, *report.runs)

@@ -203,3 +203,79 @@ def test_an_output_limit_within_the_budget_or_pinned_passes() -> None:
         huge = ModelRequest(hi, api="openai", parameters={"max_tokens": 10**12})
         _budgeted(server, pin=("max_tokens",)).complete(huge)
     assert [seen.body["max_tokens"] for seen in server.seen] == [5000, 1024]
+
+
+# --- every parameter of the agent's own API passes; one another API cannot carry is refused ----
+
+EXTRA = {"frequency_penalty": 0.5, "user": "agent-7", "logprobs": True, "metadata": {"k": "v"}}
+
+
+def test_a_request_reads_every_field_the_api_does_not_leave_to_live_mode() -> None:
+    body = {"model": "m", "messages": USER, "stream": False, "temperature": 0.7, **EXTRA}
+    assert dict(OpenAIChat().read_request(body).request.parameters) == {
+        "temperature": 0.7,
+        **EXTRA,
+    }
+    anthropic = AnthropicMessages().read_request(
+        {"model": "m", "max_tokens": 5, "system": "s", "messages": USER, "thinking": {"x": 1}}
+    )
+    assert dict(anthropic.request.parameters) == {"max_tokens": 5, "thinking": {"x": 1}}
+
+
+def test_parameters_outside_the_known_list_pass_between_one_api(tmp_path: Path) -> None:
+    # Before: only the known list passed; these were dropped without a word.
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = cli(
+            cwd,
+            "run",
+            "--mode",
+            "live",
+            "--agent-command",
+            f"{sys.executable} {WIRE_AGENT} ok",
+            WIRE_AGENT_PARAMS=json.dumps(EXTRA),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for seen in server.seen:
+        for key, value in EXTRA.items():
+            assert seen.body[key] == value, key
+        assert seen.body["model"] == "local-test" and seen.body["temperature"] == 0.0
+
+
+@pytest.mark.parametrize("agent_api", ["openai", "openai-responses", "anthropic"])
+@pytest.mark.parametrize("wire", ["openai", "openai-responses", "anthropic"])
+def test_the_agents_temperature_reaches_the_model_on_every_pair_of_apis(
+    agent_api: str, wire: str
+) -> None:
+    with ModelServer(wire, [Reply(TEXT)]) as server:
+        config = LiveConfig(wire=wire, base_url=server.base_url, model="m", api_key_env="K")
+        live = LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+        request = ModelRequest(
+            (Message("user", "hi"),), api=agent_api, parameters={"temperature": 0.7}
+        )
+        live.complete(request)
+    assert server.seen[0].body["temperature"] == 0.7
+
+
+def test_a_parameter_another_api_cannot_carry_is_refused_before_sending() -> None:
+    # Before: seed and frequency_penalty were dropped on the way to Anthropic, silently.
+    with ModelServer("anthropic", [Reply(TEXT)]) as server:
+        config = LiveConfig(wire="anthropic", base_url=server.base_url, model="m", api_key_env="K")
+        live = LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+        params = {
+            "temperature": 0.7,
+            "seed": 1,
+            "frequency_penalty": 0.5,
+            "parallel_tool_calls": True,
+        }
+        request = ModelRequest((Message("user", "hi"),), api="openai", parameters=params)
+        with pytest.raises(RunError) as caught:
+            live.complete(request)
+        assert server.seen == []
+    assert str(caught.value) == (
+        "live model: the agent's request (on the openai API) sets seed, frequency_penalty, "
+        "which the anthropic API (wire in [eval.live]) has no counterpart for: nothing was "
+        "sent, since the model would answer a request the agent never made; leave it out of "
+        'the agent\'s request, or set wire = "openai" (the API the agent speaks) with a '
+        "base_url that serves it"
+    )

@@ -255,12 +255,12 @@ def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
     assert "token usage not reported by the model" in done.stdout
 
 
-def test_a_wrong_key_fails_each_case_naming_the_variable(tmp_path: Path) -> None:
+def test_a_wrong_key_stops_the_run_naming_the_variable(tmp_path: Path) -> None:
     refused = json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()
     with ModelServer("anthropic", [Reply(status=401, raw=refused)]) as server:
         cwd = project(tmp_path, "anthropic", server.base_url)
         done = run(cwd, "--mode", "live", "--json", "out.json", "--junit-xml", "out.xml")
-    assert done.returncode == 1
+    assert done.returncode == 2  # every request would be refused alike: the run stops
     assert "the API refused the key in LIVE_TEST_KEY (HTTP 401)" in done.stdout
     assert KEY not in outputs(cwd, done)
 
@@ -269,7 +269,7 @@ def test_a_missing_key_is_a_run_error_naming_the_variable(tmp_path: Path) -> Non
     with ModelServer("openai", []) as server:
         cwd = project(tmp_path, "openai", server.base_url)
         done = run(cwd, "--mode", "live", key=None)
-    assert done.returncode == 1
+    assert done.returncode == 2  # every request would lack it alike: the run stops
     assert "the environment variable LIVE_TEST_KEY (api_key_env in [eval.live]) is not set" in (
         done.stdout
     )

@@ -120,11 +120,14 @@ def test_the_round_trip_on_every_wire(tmp_path: Path, wire: str, stream: bool) -
     assert not isinstance(document, list)
     data = document.data
     assert isinstance(data, dict)
+    limit = "max_output_tokens" if wire == "openai-responses" else "max_tokens"
     assert data["recorded"] == {
         "wire": wire,
         "model": "local-test",
         "date": "2025-12-01T00:00:00Z",
         "evalrunner_version": "0.1.0",
+        # What each request sent besides the conversation (before: nothing was kept).
+        "parameters": [{"temperature": 0.0, limit: 1024}] * 2,
     }
     steps = data["turns"][0]["steps"]
     assert steps == [
@@ -150,6 +153,29 @@ def test_the_round_trip_on_every_wire(tmp_path: Path, wire: str, stream: bool) -
     text = (cwd / "recorded" / "live.yaml").read_text("utf-8")
     assert text.startswith("# yaml-language-server: $schema=../schemas/case.schema.json\n")
     replays_green(cwd)
+
+
+def test_a_recording_keeps_the_parameters_the_agent_sent(tmp_path: Path) -> None:
+    params = {"temperature": 0.7, "tool_choice": "auto", "seed": 3, "user": "u"}
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = live_project.cli(
+            cwd,
+            "record",
+            "--out",
+            "recorded",
+            "--agent-command",
+            f"{sys.executable} {WIRE_AGENT} ok",
+            SOURCE_DATE_EPOCH=EPOCH,
+            WIRE_AGENT_PARAMS=json.dumps(params),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = load_document(cwd / "recorded" / "live_echo.yaml")
+    assert not isinstance(document, list) and isinstance(document.data, dict)
+    sent = [{"temperature": 0.7, "max_tokens": 1024, "tool_choice": "auto", "seed": 3, "user": "u"}]
+    assert document.data["recorded"]["parameters"] == sent * 2
+    assert [seen.body["seed"] for seen in server.seen] == [3, 3]
+    replays_green(cwd, "--agent-command", f"{sys.executable} {WIRE_AGENT} ok")
 
 
 AGENT_PATHS = {

@@ -618,3 +618,51 @@ def test_a_budget_that_stops_a_repeated_case_midway_gives_one_set_of_numbers(
     assert code == 3, out
     assert "2/2 runs passed (1 not run)" in out
     assert "0/1 cases passed (1 errored)" in out and "1 not run," not in out
+
+
+def test_a_run_the_budget_cut_short_is_not_run_not_failed() -> None:
+    # Before: the cut run counted as a failed run, and the case read "1/2 runs passed, flaky".
+    cut = CaseReport(
+        "c",
+        "c.yaml",
+        None,
+        (),
+        error="turn 1, model request 2: the token budget is spent (84 of max_total_tokens = "
+        "70 tokens used): no further model request was sent",
+        input_tokens=20,
+        output_tokens=5,
+        path="evals/c.yaml",
+    )
+    case = combine_runs([_run(True), cut, _run(None)])
+    stats = case_stats(case)
+    assert (stats.runs, stats.passes, stats.not_run) == (1, 1, 2) and not stats.flaky
+    assert case.runs[1].skipped == (
+        "not run to its end: the token budget stopped it (turn 1, model request 2: the token "
+        "budget is spent (84 of max_total_tokens = 70 tokens used): no further model request "
+        "was sent)"
+    )
+    assert case.runs[1].error is None and case.input_tokens == 20  # its tokens were spent
+    table, _, junit, github = _every_format(case)
+    for text in (table, junit, github):
+        assert "1/1 runs passed (2 not run)" in text and ", flaky" not in text
+
+
+def test_a_budget_that_cuts_a_repeated_run_midway_is_no_flake(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.live_project import CALL, TEXT, project
+    from support.live_project import cli as live_cli
+    from support.model_server import ModelServer, Reply
+
+    # Run 1 passes (59 tokens); run 2's first answer spends past 70, so its second request is
+    # refused; run 3 never starts.
+    with ModelServer("openai", [Reply(CALL), Reply(TEXT)] * 3) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        with (cwd / "evalrunner.toml").open("a", encoding="utf-8") as toml:
+            toml.write("max_total_tokens = 70\n")
+        done = live_cli(cwd, "run", "--mode", "live", "--repeat", "3", "--json", "out.json")
+    out = done.stdout + done.stderr
+    assert done.returncode == 3, out
+    assert "1/1 runs passed (2 not run)" in out and "flaky" not in out
+    case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
+    assert case["repeat"]["flaky"] is False and case["repeat"]["not_run"] == 2
+    assert case["input_tokens"] == 70  # 20 + 30 in run 1, and run 2's 20

@@ -38,6 +38,7 @@ from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import InvocationLog, ToolInvocation, answer, unanswered_message
 from evalrunner.model import (
     MESSAGE_ROLES,
+    AnswerNotPassed,
     Message,
     ModelRequest,
     ModelResponse,
@@ -247,9 +248,28 @@ class ConversationMonitor:
                 raise
             self._responses += 1
             self._answers.append((self._turn if self._turn is not None else -1, response))
-            self._input_tokens += response.input_tokens
-            self._output_tokens += response.output_tokens
             return response
+
+    def _ask(self, request: ModelRequest, where: str) -> ModelResponse:
+        """The model's answer to ``request``, its tokens counted at once: they were spent
+        whether or not the answer reaches the agent (the report and a token budget must
+        agree). An answer the model cut short is a run error, not an answer to grade."""
+        try:
+            response = self._model.complete(request)
+        except AnswerNotPassed as refused:
+            self._count(refused.response)
+            raise
+        self._count(response)
+        if response.cut_short is not None:
+            raise RunError(
+                f"{where}: live model: the model's answer is incomplete "
+                f"({response.cut_short}); an answer cut short is not graded as a whole one"
+            )
+        return response
+
+    def _count(self, response: ModelResponse) -> None:
+        self._input_tokens += response.input_tokens
+        self._output_tokens += response.output_tokens
 
     def _answer(
         self, request: ModelRequest, unservable: Callable[[ModelResponse], str | None] | None
@@ -277,13 +297,13 @@ class ConversationMonitor:
                 else f"{where}: the case has only {len(self._inputs)} turn(s)"
             )
         scripted_first = self._turn >= len(self._inputs) or self._replied
-        response = self._model.complete(request) if scripted_first else None
+        response = self._ask(request, where) if scripted_first else None
         if self._turn < len(self._inputs):
             problem = self._mismatch(messages)
             if problem is not None:
                 raise RunError(f"{where}: {problem}")
         if response is None:
-            response = self._model.complete(request)
+            response = self._ask(request, where)
         reason = unservable(response) if unservable is not None else None
         if reason is not None:
             raise RunError(reason)

@@ -92,7 +92,8 @@ def record(
     A fixture is written only when the live run passed, and the fixture admits and replays
     green with the same agent and tools; otherwise the case's line says why. Scripted cases
     are left alone. Exit codes: 0 every live case recorded; 1 some were not; 2 nothing could
-    start (config, admission, a fixture already in DIR); 3 the token budget stopped it; 130 or
+    start (config, admission, a fixture already in DIR) or the live model cannot be used (a
+    refused key, a redirect); 3 the token budget stopped it; 130 or
     143 on SIGINT or SIGTERM (what was recorded stays written).
     """
     from evalrunner.redact import Redactor
@@ -194,6 +195,9 @@ def record(
             err=True,
         )
         raise typer.Exit(128 + interrupted)
+    if live.halted is not None and missed:  # a refused key, a redirect: said once more
+        typer.echo(f"record stopped: {live.halted}", err=True)
+        raise typer.Exit(EXIT_REFUSED)
     if any(isinstance(o, NotRecorded) and o.budget for o in outcomes) or (
         missed and live.budget.exhausted
     ):

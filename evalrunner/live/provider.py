@@ -12,7 +12,9 @@ HTTP goes through httpx2, imported only here and only when a live run starts (th
 ``evalrunner[live]`` extra). Retries: an answer 429 or 5xx, a timeout or a dropped connection
 is tried again, up to ``max_retries`` times, after ``Retry-After`` when the answer gives one
 (seconds or an HTTP date, capped at :data:`MAX_RETRY_AFTER_SECS`), else after an exponential
-backoff; any other 4xx is final.
+backoff; any other 4xx is final. An answer every request would get alike (the key refused
+with 401, a redirect, a missing key) stops the run (:attr:`LiveModel.halted`): no further
+request is sent.
 
 The API key is read from the environment when a request is sent, and put in its header only.
 No message this module writes holds it: every error text is built here, from status codes and
@@ -29,17 +31,17 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from evalrunner.config import LiveConfig
-from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
+from evalrunner.model import AnswerNotPassed, JSONValue, ModelRequest, ModelResponse, RunError
 from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
 from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
-from evalrunner.wire.params import live_options, over_budget
+from evalrunner.wire.params import live_options, over_budget, untranslatable
 
 if TYPE_CHECKING:
     import httpx2
@@ -79,6 +81,7 @@ def start_live(config: LiveConfig) -> LiveModel | list[str]:
 
 
 STOPPED = "live model: the run was stopped; no further request is sent"
+NOT_SENT = "live model: not sent, since an earlier answer stopped the run: "
 GIVEN_UP = "live model: the case was given up (it timed out); its request was cut"
 
 
@@ -169,8 +172,19 @@ class _Connection:
             http.close()
 
 
+class ModelUnusable(RunError):
+    """An answer that every request of the run would get alike (the key refused with 401, a
+    redirect): the run stops at it (:attr:`LiveModel.halted`), and no further request is
+    sent."""
+
+
 class BudgetSpent(RunError):
     """The run's token budget (``max_total_tokens``) is spent: no request is sent."""
+
+
+class _Uncountable(BudgetSpent, AnswerNotPassed):
+    """An answer whose usage cannot be counted (wholly) under a budget: it is not passed on,
+    and the run stops; the tokens it does report count."""
 
 
 class TokenBudget:
@@ -179,7 +193,7 @@ class TokenBudget:
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self._spent = 0
-        self._blind = False
+        self._blind: str | None = None  # why the budget cannot be enforced, once it cannot
         self._unreported = 0
         self._lock = threading.Lock()
 
@@ -197,15 +211,18 @@ class TokenBudget:
 
     @property
     def blind(self) -> bool:
-        """Whether an answer without usage stopped the budget (it cannot be counted)."""
+        """Whether an answer without usage (or with part of it) stopped the budget (it
+        cannot be counted)."""
         with self._lock:
-            return self._blind
+            return self._blind is not None
 
     @property
     def exhausted(self) -> bool:
         """Whether no further request may be sent."""
         with self._lock:
-            return self.limit is not None and (self._blind or self._spent >= self.limit)
+            return self.limit is not None and (
+                self._blind is not None or self._spent >= self.limit
+            )
 
     def check(self) -> None:
         """Raise :class:`BudgetSpent` when the budget is spent."""
@@ -214,8 +231,8 @@ class TokenBudget:
 
     def message(self) -> str:
         """The sentence that says the budget stopped the run."""
-        if self._blind:
-            return NO_USAGE
+        if self._blind is not None:
+            return self._blind
         return (
             f"the token budget is spent ({self.spent} of max_total_tokens = {self.limit} "
             "tokens used): no further model request was sent"
@@ -227,16 +244,34 @@ class TokenBudget:
         With a budget set, an answer that reports no usage (no tokens at all) is refused, as
         :class:`BudgetSpent`, and no further request is sent: a budget is a promise about
         spending, and one that silently counts nothing would let a run spend without bound.
-        So the run stops as it would with the budget spent, saying why (:data:`NO_USAGE`)."""
+        So the run stops as it would with the budget spent, saying why (:data:`NO_USAGE`).
+        An answer that gives one count and not the other (``prompt_tokens: null``) is refused
+        the same way (:func:`part_usage`): its missing count would be read as 0."""
         tokens = response.input_tokens + response.output_tokens
         with self._lock:
             self._spent += tokens
             if tokens == 0:
                 self._unreported += 1
-            if self.limit is None or tokens > 0:
+            if self.limit is None:
                 return
-            self._blind = True
-        raise BudgetSpent(NO_USAGE)
+            if tokens == 0:
+                self._blind = NO_USAGE
+            elif response.usage_missing is not None:
+                self._blind = part_usage(response.usage_missing)
+            else:
+                return
+            said = self._blind
+        raise _Uncountable(said, response)
+
+
+def part_usage(missing: str) -> str:
+    """The sentence that says an answer's usage lacks ``missing`` (``usage.prompt_tokens``)."""
+    return (
+        f"live model: the model's answer gives no {missing} (null or left out) beside its other "
+        "token count, so max_total_tokens cannot be fully enforced: no further model request "
+        "is sent; use a server that reports usage in full, or remove max_total_tokens from "
+        "[eval.live]"
+    )
 
 
 NO_USAGE = (
@@ -252,6 +287,9 @@ class Exchange:
 
     request: ModelRequest
     response: ModelResponse
+    sent: Mapping[str, JSONValue] = field(default_factory=dict)
+    """The request parameters sent with it (:meth:`LiveModel.options`): the agent's own,
+    translated, over ``[eval.live]``'s defaults, as the model received them."""
 
 
 class _Retry(Exception):
@@ -295,6 +333,7 @@ class LiveModel:
         self._lock = threading.Lock()
         self._own = _Connection(self)
         self._open: set[_Connection] = set()
+        self._halted: str | None = None
 
     def provider(self) -> LiveProvider:
         """A fresh provider for one case, on a connection of its own (so that giving the
@@ -308,6 +347,13 @@ class LiveModel:
     def stopped(self) -> bool:
         """Whether :meth:`stop` was called."""
         return self._stopped.is_set()
+
+    @property
+    def halted(self) -> str | None:
+        """The run error that stopped the run (:class:`ModelUnusable`: a refused key, a
+        redirect), or ``None``; a run front end stops at it and leaves the cases left unrun."""
+        with self._lock:
+            return self._halted
 
     def stop(self) -> None:
         """Refuse every request from now on, and cut those in flight (an interrupted run):
@@ -345,13 +391,13 @@ class LiveModel:
         name = self.config.api_key_env
         key = self._environ.get(name, "")
         if not key.strip():
-            raise RunError(
+            raise ModelUnusable(
                 f"live mode: the environment variable {name} (api_key_env in [eval.live]) is "
                 "not set or empty; export the API key there"
             )
         problem = unsendable_key(key)
         if problem is not None:
-            raise RunError(
+            raise ModelUnusable(
                 f"live mode: the API key in {name} holds {problem}, which no HTTP header can "
                 f"carry; nothing was sent: fix the value of {name}"
             )
@@ -377,10 +423,18 @@ class LiveModel:
         # is answered, still count towards the budget).
         with self._slots:
             self._check_running(via)
+            halted = self.halted
+            if halted is not None:  # another case met it while this one waited
+                raise RunError(f"{NOT_SENT}{halted}")
             self.budget.check()  # after the wait for a slot, in which it may have been spent
-            if connection is None:
-                return self._send(request, via)
-            return via.call(lambda: self._send(request, via))
+            try:
+                if connection is None:
+                    return self._send(request, via)
+                return via.call(lambda: self._send(request, via))
+            except ModelUnusable as unusable:
+                with self._lock:
+                    self._halted = self._halted or str(unusable)
+                raise
 
     def _send(self, request: ModelRequest, via: _Connection) -> ModelResponse:
         key = self._key()
@@ -420,16 +474,34 @@ class LiveModel:
         if via.closed.is_set():
             raise RunError(GIVEN_UP)
 
+    def options(self, request: ModelRequest) -> dict[str, JSONValue]:
+        """The parameters a request sends besides the conversation (:meth:`_options`), as
+        a recording keeps them."""
+        return self._options(request)
+
     def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
         """The request's parameters: the agent's own (a command agent's, as it sent them),
         over ``[eval.live]``'s temperature and max_tokens, unless ``pin`` keeps those. An
         output limit that passes through may not exceed the whole token budget: refused, with
-        nothing sent (a pinned one is the config's)."""
+        nothing sent (a pinned one is the config's). A parameter the live API cannot carry
+        (the agent speaks another API) is refused, with nothing sent: the model would answer
+        a request the agent never made."""
+        lost = untranslatable(request.parameters, request.api, self.wire.name)
+        if lost:
+            names = ", ".join(printable(name) for name in lost)
+            raise RunError(
+                f"live model: the agent's request (on the {request.api} API) sets {names}, "
+                f"which the {self.wire.name} API (wire in [eval.live]) has no counterpart for: "
+                "nothing was sent, since the model would answer a request the agent never "
+                f'made; leave it out of the agent\'s request, or set wire = "{request.api}" '
+                "(the API the agent speaks) with a base_url that serves it"
+            )
         if "max_tokens" not in self.config.pin:
             problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)
             if problem is not None:
                 raise RunError(
-                    f"live model: {problem}: nothing was sent; lower it in the agent, or pin "
+                    f"live model: {problem.text}: nothing was sent; {problem.fix} in the "
+                    "agent, or pin "
                     "it in [eval.live] (pin = [\"max_tokens\"]) to send [eval.live]'s "
                     "max_tokens instead"
                 )
@@ -469,20 +541,23 @@ class LiveModel:
 
         timeout = self.config.timeout_secs
         watchdog = _Watchdog(timeout, via.streams)
+        encoding: str | None = None
         try:
             with client.stream(
                 "POST", url, content=data, headers=headers, extensions={"trace": via.trace}
             ) as reply:
                 watchdog.watch(reply.extensions.get("network_stream"))
+                encoding = reply.headers.get("content-encoding")
                 status = reply.status_code
                 if 300 <= status < 400:  # a redirect, or another 3xx: none is followed
                     raise self._redirect(status, reply.headers.get("location"), key)
                 if status >= 400:
                     raw = _body(reply)
                     raise self._status_error(status, raw, reply.headers.get("retry-after"), key)
-                _check_kind(reply.headers.get("content-type"), stream=self.config.stream)
+                kind = reply.headers.get("content-type")
+                _check_kind(kind, stream=self.config.stream)
                 if self.config.stream:
-                    return self.wire.read_stream(parse_sse(_lines(reply)))
+                    return _read_stream(self.wire, reply, kind)
                 return self.wire.read_response(body_json(_body(reply)))
         except (httpx2.TimeoutException, httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
             if watchdog.fired or isinstance(exc, httpx2.TimeoutException):
@@ -492,6 +567,15 @@ class LiveModel:
             if watchdog.fired:
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             raise _Retry(f"cannot connect to {shown_url(self.config.base_url)}") from None
+        except httpx2.DecodingError:
+            if watchdog.fired:
+                raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
+            # Not retried: a server that encodes one answer wrongly is likely to do it again.
+            raise RunError(
+                "live model: the answer's body could not be decoded: it says Content-Encoding: "
+                f"{printable(encoding or 'none')}, but its bytes are not data of that encoding "
+                "(a proxy or server that compresses wrongly)"
+            ) from None
         except httpx2.HTTPError as exc:  # any other transport trouble: named, not quoted
             if watchdog.fired:
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
@@ -512,27 +596,27 @@ class LiveModel:
         finally:
             watchdog.cancel()
 
-    def _redirect(self, status: int, location: str | None, key: str) -> RunError:
+    def _redirect(self, status: int, location: str | None, key: str) -> ModelUnusable:
         """A 3xx answer as a run error, named for what its status means: a redirect (its
         target), a choice of answers (300), a cache's answer (304), or neither."""
         fix = f"set base_url in [eval.live] to where the API answers ({self._where()})"
         if status in REDIRECTS:
-            return RunError(
+            return ModelUnusable(
                 f"live model: HTTP {status}, a redirect to {self._target(location, key)}; "
                 f"redirects are not followed (the key is sent to base_url only): {fix}"
             )
         if status == 300:
             offered = f" (one at {self._target(location, key)})" if location else ""
-            return RunError(
+            return ModelUnusable(
                 "live model: HTTP 300 (Multiple Choices): the server offers a choice of "
                 f"answers{offered} where the API gives one; nothing is followed: {fix}"
             )
         if status == 304:
-            return RunError(
+            return ModelUnusable(
                 "live model: HTTP 304 (Not Modified), which is no answer to a POST (a cache "
                 f"or proxy answered, not the API): {fix}"
             )
-        return RunError(
+        return ModelUnusable(
             f"live model: HTTP {status}, a 3xx status that is no redirect evalrunner knows; "
             f"nothing is followed: {fix}"
         )
@@ -559,11 +643,20 @@ class LiveModel:
         except WireResponseError:
             message = None
         said = f": {_quoted(self._struck(message, key))}" if message else ""
-        if status in (401, 403):
+        if status == 401:
+            # Every request carries the same key: each would be refused alike.
+            return ModelUnusable(
+                f"live model: the API refused the key in {self.config.api_key_env} "
+                f"(HTTP 401){said}; check that variable holds a valid key for "
+                f"{shown_url(self.config.base_url)}"
+            )
+        if status == 403:
+            # Forbidden may be this request's own (a model, a tool or a size the key may not
+            # use), so it fails this case only.
             return RunError(
                 f"live model: the API refused the key in {self.config.api_key_env} "
-                f"(HTTP {status}){said}; check that variable holds a valid key for "
-                f"{shown_url(self.config.base_url)}"
+                f"(HTTP 403) for this request{said}; check that the key may use model "
+                f"{printable(self.model)} and what the request asks for (only this case fails)"
             )
         if status == 429 or status >= 500:
             return _Retry(f"HTTP {status}{said}", _retry_after(retry_after))
@@ -589,8 +682,9 @@ class LiveProvider:
         except BudgetSpent:
             self.stopped_by_budget = True
             raise
+        exchange = Exchange(request, response, self._model.options(request))
         with self._lock:
-            self._exchanges.append(Exchange(request, response))
+            self._exchanges.append(exchange)
         return response
 
     @property
@@ -688,6 +782,48 @@ def _check_kind(content_type: str | None, *, stream: bool) -> None:
             "[eval.live], but the server answered text/event-stream; set stream = true, or "
             "use a server that answers in one body"
         )
+
+
+def _read_stream(wire: ClientWire, reply: Any, kind: str | None) -> ModelResponse:
+    """The streamed answer, read by ``wire``; an answer that holds no event at all (an HTML
+    page, plain text) is named for what it is, not taken for a stream cut short."""
+    opening = _Opening()
+    try:
+        return wire.read_stream(parse_sse(opening.lines(_lines(reply))))
+    except WireResponseError:
+        if opening.events or not opening.ended:  # a stream, or an answer refused mid-read
+            raise
+        shown = printable((kind or "").split(";", 1)[0].strip()) or "no Content-Type"
+        start = f"it begins {printable(repr(opening.text))}" if opening.text else "it is empty"
+        raise WireResponseError(
+            f"the answer is not an event stream (stream = true in [eval.live]): the server "
+            f"answered {shown}, without one server-sent event (no data: line); {start}"
+        ) from None
+
+
+class _Opening:
+    """What a streamed answer began with: its first characters, and whether any line was a
+    server-sent event's (``data:``, ``event:``, ``id:``, ``retry:``) or a comment."""
+
+    SHOWN = 60
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.events = False
+        self.ended = False
+        """Whether the answer was read to its end."""
+
+    def lines(self, lines: Iterator[str]) -> Iterator[str]:
+        for line in lines:
+            if len(self.text) < self.SHOWN:
+                self.text = (self.text + line)[: self.SHOWN]
+            if not self.events and line.startswith(_SSE_FIELDS):
+                self.events = True
+            yield line
+        self.ended = True
+
+
+_SSE_FIELDS = ("data:", "event:", "id:", "retry:", ":")
 
 
 def _lines(reply: Any) -> Iterator[str]:

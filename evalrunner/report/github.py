@@ -82,6 +82,8 @@ def github_annotations(outcome: SuiteReport | RunRefused) -> list[str]:
         lines.extend(_case_annotations(case, outcome.repeat))
     if outcome.budget_spent is not None:
         lines.append(annotation(outcome.budget_spent, title="evalrunner: token budget spent"))
+    if outcome.live_stopped is not None:
+        lines.append(annotation(outcome.live_stopped, title="evalrunner: run stopped"))
     stopped = interruption(outcome)
     if stopped is not None:
         lines.append(annotation(stopped, title="evalrunner: run interrupted"))

@@ -33,6 +33,8 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "all_passed": report.all_passed,
         "interrupted": report.interrupted is not None,
         "budget_spent": report.budget_spent,
+        # Only when set, as framed_results below.
+        **({"live_stopped": report.live_stopped} if report.live_stopped else {}),
         "trimmed_history": report.trimmed_history,
         # Only when set: reports of runs that hold every result to the tool's own keep
         # their shape.

@@ -44,6 +44,9 @@ def render_junit(outcome: SuiteReport | RunRefused) -> str:
         if outcome.budget_spent is not None:
             error = _Problem("budget spent", outcome.budget_spent, outcome.budget_spent)
             suites.append(_Suite("evalrunner", [_Test("evalrunner", "token budget", error)]))
+        if outcome.live_stopped is not None:
+            error = _Problem("run stopped", outcome.live_stopped, outcome.live_stopped)
+            suites.append(_Suite("evalrunner", [_Test("evalrunner", "live model", error)]))
         stopped = interruption(outcome)
         if stopped is not None and outcome.interrupted is not None:
             error = _Problem(signal_name(outcome.interrupted), stopped, stopped)

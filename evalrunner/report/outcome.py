@@ -16,12 +16,15 @@ EXIT_BUDGET = 3
 
 def exit_code(outcome: SuiteReport | RunRefused) -> int:
     """0 when every case passed, 1 when any failed or errored (or none ran), 2 when the run
-    could not start, 3 when live mode's token budget stopped it, 128 + the signal number when
+    could not start (or live mode's model could not be used at all: a refused key, a
+    redirect), 3 when live mode's token budget stopped it, 128 + the signal number when
     a signal stopped it (130 for SIGINT, 143 for SIGTERM)."""
     if isinstance(outcome, RunRefused):
         return EXIT_REFUSED
     if outcome.interrupted is not None:
         return 128 + outcome.interrupted
+    if outcome.live_stopped is not None:  # the run could not go on: as if it never started
+        return EXIT_REFUSED
     if outcome.budget_spent is not None:
         return EXIT_BUDGET
     return EXIT_PASSED if outcome.all_passed else EXIT_FAILED

@@ -105,6 +105,8 @@ def render_table(
     lines.append(summary(report, paint_failed=lambda text: paint(text, _RED)))
     if report.budget_spent is not None:
         lines.append(paint(f"run stopped: {report.budget_spent}", _RED))
+    if report.live_stopped is not None:
+        lines.append(paint(f"run stopped: {report.live_stopped}", _RED))
     stopped = interruption(report)
     if stopped is not None:
         lines.append(paint(stopped, _RED))

@@ -143,6 +143,7 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
         trimmed_history=data["trimmed_history"],
         keyword=data.get("keyword"),
         budget_spent=data.get("budget_spent"),
+        live_stopped=data.get("live_stopped"),
         shard=None if shard is None else Shard(shard["index"], shard["count"]),
         selected=None if shard is None else shard["selected"],
         admission_errors=tuple(
@@ -311,6 +312,7 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
         admission_errors=template.admission_errors,
         # A shard stopped by its token budget leaves the merged run incomplete too.
         budget_spent=next((s.report.budget_spent for s in shards if s.report.budget_spent), None),
+        live_stopped=next((s.report.live_stopped for s in shards if s.report.live_stopped), None),
         repeat=template.repeat,
     )
 

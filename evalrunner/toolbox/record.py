@@ -72,15 +72,21 @@ class Provenance:
     model: str
     date: str
     evalrunner_version: str = __version__
+    parameters: tuple[Mapping[str, JSONValue], ...] = ()
+    """The request parameters each model request of the run sent, in order (none: the
+    block leaves ``parameters`` out)."""
 
     def as_data(self) -> dict[str, JSONValue]:
         """The block as fixture data, in the schema's key order."""
-        return {
+        data: dict[str, JSONValue] = {
             "wire": self.wire,
             "model": self.model,
             "date": self.date,
             "evalrunner_version": self.evalrunner_version,
         }
+        if self.parameters:
+            data["parameters"] = [dict(sent) for sent in self.parameters]
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +158,18 @@ def record_case(
             else "not run: the token budget (max_total_tokens) is spent"
         )
         return NotRecorded(shown, source, reason, budget=True)
+    if live.halted is not None:  # every request would meet it alike: none is sent
+        reason = "not run: an earlier case met an answer every request would get alike"
+        return NotRecorded(shown, source, reason)
     provider = live.provider()
     try:
         record = settings.replay(case, provider)
     finally:
         provider.close()
     tokens = (record.input_tokens, record.output_tokens)
+    # What the model was sent, so that a replay's reader knows which request it answered.
+    sent = tuple(exchange.sent for exchange in provider.exchanges)
+    recording = replace(recording, provenance=replace(recording.provenance, parameters=sent))
 
     def refused(reason: str, *, budget: bool = False) -> NotRecorded:
         text = recording.redactor.text(reason)

@@ -39,6 +39,7 @@ from evalrunner.wire.common import (
     WireRequestError,
     WireResponseError,
     answer_guard,
+    answered,
     event_json,
     finite_float,
     optional_string,
@@ -262,8 +263,11 @@ class AnthropicMessages:
                 require_object(b, f"content[{i}]")
                 for i, b in enumerate(require_list(answer.get("content"), "content"))
             ]
-            usage = _usage_of(answer.get("usage"), (0, 0))
-            return _response_of(blocks, usage)
+            seen: set[str] = set()
+            usage = _usage_of(answer.get("usage"), (0, 0), seen)
+            return _response_of(
+                blocks, (*usage, _missing(seen)), _cut_short(answer.get("stop_reason"))
+            )
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """The streamed answer as one response; :class:`WireResponseError` when it is not
@@ -277,6 +281,8 @@ class AnthropicMessages:
         :class:`WireResponseError` if an event is malformed or the stream ends early."""
         blocks: dict[int, dict[str, Any]] = {}
         usage = (0, 0)
+        seen: set[str] = set()  # the usage fields some event gave
+        cut: str | None = None
         for number, event in enumerate(events, start=1):
             where = f"stream event {number}"
             data = event_json(event, where)
@@ -285,7 +291,7 @@ class AnthropicMessages:
                 _raise_error(data)
                 if kind == "message_start":
                     message = require_object(data.get("message"), "message")
-                    usage = _usage_of(message.get("usage"), usage)
+                    usage = _usage_of(message.get("usage"), usage, seen)
                 elif kind == "content_block_start":
                     index = _index(data)
                     block = require_object(data.get("content_block"), "content_block")
@@ -308,8 +314,10 @@ class AnthropicMessages:
                         partial = require_string(delta.get("partial_json"), "delta.partial_json")
                         blocks[index]["partial"] += partial
                 elif kind == "message_delta":
-                    output = _usage_of(data.get("usage"), (usage[0], usage[1]))[1]
-                    usage = (usage[0], output)
+                    usage = _usage_of(data.get("usage"), usage, seen)
+                    closing = data.get("delta")
+                    if isinstance(closing, dict):
+                        cut = _cut_short(closing.get("stop_reason")) or cut
                 elif kind == "message_stop":
                     break
         else:
@@ -331,7 +339,7 @@ class AnthropicMessages:
                     ) from None
             ordered.append(block)
         with reading("the streamed message"):
-            return _response_of(ordered, usage)
+            return _response_of(ordered, (*usage, _missing(seen)), cut)
 
     def error_message(self, body: JSONValue) -> str | None:
         """The message of an error body, if ``body`` is one."""
@@ -360,14 +368,43 @@ def _raise_error(body: dict[str, JSONValue]) -> None:
         raise WireResponseError(f"the model answered with an error: {message or 'no message'}")
 
 
-def _usage_of(value: JSONValue, known: tuple[int, int]) -> tuple[int, int]:
+def _usage_of(value: JSONValue, known: tuple[int, int], seen: set[str]) -> tuple[int, int]:
+    """``known`` updated by the usage object ``value``: a count it gives (not null) replaces
+    the one known, and its name is added to ``seen``."""
     if value is None:
         return known
     usage = require_object(value, "usage")
-    return (
-        token_count(usage, "input_tokens", "usage") if "input_tokens" in usage else known[0],
-        token_count(usage, "output_tokens", "usage") if "output_tokens" in usage else known[1],
-    )
+    counts = list(known)
+    for index, key in enumerate(_USAGE_KEYS):
+        if usage.get(key) is not None:
+            counts[index] = token_count(usage, key, "usage")
+            seen.add(key)
+    return counts[0], counts[1]
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens")
+
+
+def _missing(seen: set[str]) -> str | None:
+    """The usage field an answer never gave while giving the other."""
+    if not seen or len(seen) == len(_USAGE_KEYS):
+        return None
+    return next(f"usage.{key}" for key in _USAGE_KEYS if key not in seen)
+
+
+CUT_SHORT = {
+    "max_tokens": "the output limit (max_tokens) was reached",
+    "model_context_window_exceeded": "the model's context window was filled",
+    "refusal": "the model refused to answer",
+    "pause_turn": "the model paused its turn, to be continued in another request",
+}
+"""The ``stop_reason`` values that end an answer before it is whole, and what they mean."""
+
+
+def _cut_short(reason: JSONValue) -> str | None:
+    if isinstance(reason, str) and reason in CUT_SHORT:
+        return f'stop_reason "{reason}": {CUT_SHORT[reason]}'
+    return None
 
 
 def _index(data: dict[str, JSONValue]) -> int:
@@ -377,7 +414,11 @@ def _index(data: dict[str, JSONValue]) -> int:
     return index
 
 
-def _response_of(blocks: list[dict[str, JSONValue]], usage: tuple[int, int]) -> ModelResponse:
+def _response_of(
+    blocks: list[dict[str, JSONValue]],
+    usage: tuple[int, int, str | None],
+    cut_short: str | None = None,
+) -> ModelResponse:
     """Text blocks joined, or the tool calls (text beside them is the model thinking aloud,
     which the neutral response does not carry)."""
     calls: list[ToolCall] = []
@@ -394,9 +435,7 @@ def _response_of(blocks: list[dict[str, JSONValue]], usage: tuple[int, int]) -> 
                     arguments=argument_json(require_object(block.get("input"), f"{at}.input")),
                 )
             )
-    if calls:
-        return ToolCallsResponse(tuple(calls), *usage)
-    return TextResponse("".join(text), *usage)
+    return answered(calls, "".join(text), usage, cut_short)
 
 
 def _tool_use(call: ToolCall) -> dict[str, JSONValue]:

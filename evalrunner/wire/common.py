@@ -18,7 +18,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
-from evalrunner.model import JSONValue, ModelRequest, ModelResponse, ToolSpec
+from evalrunner.model import (
+    JSONValue,
+    ModelRequest,
+    ModelResponse,
+    TextResponse,
+    ToolCall,
+    ToolCallsResponse,
+    ToolSpec,
+)
 from evalrunner.wire import ANTHROPIC as ANTHROPIC
 from evalrunner.wire import OPENAI as OPENAI
 from evalrunner.wire import OPENAI_RESPONSES as OPENAI_RESPONSES
@@ -332,6 +340,34 @@ def token_count(usage: dict[str, JSONValue], key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise WireResponseError(f"{where}.{key} must be a whole number of tokens")
     return value
+
+
+def usage_counts(
+    usage: dict[str, JSONValue], keys: tuple[str, str], where: str = "usage"
+) -> tuple[int, int, str | None]:
+    """A usage object's input and output counts (``keys``, in that order), and the field it
+    leaves out or null while giving the other (``usage.prompt_tokens``, say), else ``None``:
+    a count read as 0 that the model did spend."""
+    counts = (token_count(usage, keys[0], where), token_count(usage, keys[1], where))
+    given = [usage.get(key) is not None for key in keys]
+    missing = f"{where}.{keys[given.index(False)]}" if any(given) and not all(given) else None
+    return counts[0], counts[1], missing
+
+
+def answered(
+    calls: tuple[ToolCall, ...] | list[ToolCall],
+    text: str,
+    usage: tuple[int, int, str | None],
+    cut_short: str | None = None,
+) -> ModelResponse:
+    """The response an answer gives: its tool calls, else its text, with its usage and why
+    it was cut short (``None`` when whole)."""
+    tokens_in, tokens_out, missing = usage
+    if calls:
+        return ToolCallsResponse(
+            tuple(calls), tokens_in, tokens_out, cut_short=cut_short, usage_missing=missing
+        )
+    return TextResponse(text, tokens_in, tokens_out, cut_short=cut_short, usage_missing=missing)
 
 
 def url_with_path(base_url: str, path: str) -> str:

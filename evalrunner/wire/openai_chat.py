@@ -19,7 +19,6 @@ from evalrunner.model import (
     ModelResponse,
     TextResponse,
     ToolCall,
-    ToolCallsResponse,
     ToolSpec,
 )
 from evalrunner.wire.common import (
@@ -31,6 +30,7 @@ from evalrunner.wire.common import (
     WireRequestError,
     WireResponseError,
     answer_guard,
+    answered,
     event_json,
     offered_tools,
     optional_string,
@@ -44,9 +44,9 @@ from evalrunner.wire.common import (
     stream_flag,
     stream_pieces,
     text_of_parts,
-    token_count,
     tool_parameters,
     url_with_path,
+    usage_counts,
 )
 from evalrunner.wire.params import sent_parameters
 
@@ -258,9 +258,8 @@ class OpenAIChat:
             content = optional_string(message.get("content"), "choices[0].message.content")
             calls = _tool_calls(message.get("tool_calls"), "choices[0].message")
             usage = _usage_of(answer.get("usage"))
-        if calls:
-            return ToolCallsResponse(calls, *usage)
-        return TextResponse(content or "", *usage)
+            cut = _cut_short(choice.get("finish_reason"))
+        return answered(calls, content or "", usage, cut)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """The streamed answer as one response; :class:`WireResponseError` when it is not
@@ -274,7 +273,8 @@ class OpenAIChat:
         :class:`WireResponseError` if a chunk is malformed or the stream ends early."""
         text: list[str] = []
         calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
-        usage = (0, 0)
+        usage: tuple[int, int, str | None] = (0, 0, None)
+        cut: str | None = None
         for number, event in enumerate(events, start=1):
             if event.data.strip() == "[DONE]":
                 break
@@ -285,6 +285,7 @@ class OpenAIChat:
                 if chunk.get("usage") is not None:
                     usage = _usage_of(chunk.get("usage"))
                 for choice in require_list(chunk.get("choices", []), "choices"):
+                    cut = _cut_short(require_object(choice, "choice").get("finish_reason")) or cut
                     delta = require_object(require_object(choice, "choice").get("delta"), "delta")
                     piece = optional_string(delta.get("content"), "delta.content")
                     if piece:
@@ -308,8 +309,8 @@ class OpenAIChat:
             for call_id, name, _ in ordered:
                 if not call_id or not name:
                     raise WireResponseError("a streamed tool call came without its id or name")
-            return ToolCallsResponse(tuple(ToolCall(*c) for c in ordered), *usage)
-        return TextResponse("".join(text), *usage)
+            return answered([ToolCall(*c) for c in ordered], "", usage, cut)
+        return answered([], "".join(text), usage, cut)
 
     def error_message(self, body: JSONValue) -> str | None:
         """The message of an error body, if ``body`` is one."""
@@ -335,14 +336,23 @@ def _raise_error(body: dict[str, JSONValue]) -> None:
         raise WireResponseError(f"the model answered with an error: {message}")
 
 
-def _usage_of(value: JSONValue) -> tuple[int, int]:
+def _usage_of(value: JSONValue) -> tuple[int, int, str | None]:
     if value is None:
-        return (0, 0)
-    usage = require_object(value, "usage")
-    return (
-        token_count(usage, "prompt_tokens", "usage"),
-        token_count(usage, "completion_tokens", "usage"),
-    )
+        return (0, 0, None)
+    return usage_counts(require_object(value, "usage"), ("prompt_tokens", "completion_tokens"))
+
+
+CUT_SHORT = {
+    "length": "the output limit (max_tokens) was reached",
+    "content_filter": "a content filter withheld the rest",
+}
+"""The ``finish_reason`` values that end an answer before it is whole, and what they mean."""
+
+
+def _cut_short(reason: JSONValue) -> str | None:
+    if isinstance(reason, str) and reason in CUT_SHORT:
+        return f'finish_reason "{reason}": {CUT_SHORT[reason]}'
+    return None
 
 
 def _chunk(response_id: str, model: str, choices: list[JSONValue]) -> dict[str, JSONValue]:

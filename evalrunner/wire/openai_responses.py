@@ -57,6 +57,7 @@ from evalrunner.wire.common import (
     WireRequestError,
     WireResponseError,
     answer_guard,
+    answered,
     event_json,
     offered_tools,
     optional_string,
@@ -68,9 +69,9 @@ from evalrunner.wire.common import (
     sse_frame,
     stream_flag,
     stream_pieces,
-    token_count,
     tool_parameters,
     url_with_path,
+    usage_counts,
 )
 from evalrunner.wire.params import sent_parameters
 
@@ -534,7 +535,10 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
                 f'{where} is not a response object: its "object" must be "response"'
             )
         status = body.get("status")
-        if status not in (None, "completed"):
+        cut: str | None = None
+        if status == "incomplete":
+            cut = _incomplete(body.get("incomplete_details"))
+        elif status not in (None, "completed"):
             shown = status if isinstance(status, str) else type(status).__name__
             raise WireResponseError(f"{where} did not complete (status {shown!r})")
         text: list[str] = []
@@ -555,13 +559,23 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
             elif kind == "function_call":
                 calls.append(_function_call(item, at))
         usage = require_object(body.get("usage") or {}, "usage")
-        tokens = (
-            token_count(usage, "input_tokens", "usage"),
-            token_count(usage, "output_tokens", "usage"),
-        )
-    if calls:
-        return ToolCallsResponse(tuple(calls), *tokens)
-    return TextResponse("".join(text), *tokens)
+        tokens = usage_counts(usage, ("input_tokens", "output_tokens"))
+    return answered(calls, "".join(text), tokens, cut)
+
+
+INCOMPLETE = {
+    "max_output_tokens": "the output limit (max_output_tokens) was reached",
+    "content_filter": "a content filter withheld the rest",
+}
+"""The ``incomplete_details.reason`` values the API gives, and what they mean."""
+
+
+def _incomplete(details: JSONValue) -> str:
+    """Why a response is ``incomplete``, as its ``incomplete_details`` say."""
+    reason = details.get("reason") if isinstance(details, dict) else None
+    if isinstance(reason, str) and reason in INCOMPLETE:
+        return f'status "incomplete", reason "{reason}": {INCOMPLETE[reason]}'
+    return 'status "incomplete"'
 
 
 def _function_call(item: Mapping[str, JSONValue], where: str) -> ToolCall:
@@ -586,13 +600,11 @@ def read_stream(events: Iterable[JSONValue]) -> ModelResponse:
                 message = event.get("message")
                 said = message if isinstance(message, str) else "no message"
                 raise WireResponseError(f"the stream carried an error: {said}")
-            if kind == "response.completed":
+            if kind in ("response.completed", "response.incomplete"):
                 final = read_response(event.get("response"), f"{where}'s response")
                 assembled = _assembled([items[i] for i in sorted(items)], final)
                 if assembled != final:
-                    raise WireResponseError(
-                        "the stream's deltas disagree with its response.completed"
-                    )
+                    raise WireResponseError(f"the stream's deltas disagree with its {kind}")
                 return final
             if kind not in _DELTAS:
                 continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from evalrunner.model import JSONValue
 from evalrunner.wire import ANTHROPIC, OPENAI, OPENAI_RESPONSES
@@ -41,7 +42,32 @@ WIRE_PARAMETERS: dict[str, tuple[str, ...]] = {
     ),
     ANTHROPIC: ("temperature", "top_p", "top_k", "max_tokens", "stop_sequences", "tool_choice"),
 }
-"""The parameters each API's request may carry that live mode passes on, by their names there."""
+"""The parameters of each API that live mode translates for another API, by their names there.
+Between agent and model of one API, every parameter passes (:data:`WRITTEN`)."""
+
+WRITTEN: dict[str, frozenset[str]] = {
+    OPENAI: frozenset(
+        {"model", "messages", "tools", "stream", "stream_options", "functions", "function_call"}
+    ),
+    OPENAI_RESPONSES: frozenset(
+        {
+            "model",
+            "input",
+            "instructions",
+            "tools",
+            "stream",
+            "stream_options",
+            "store",
+            "previous_response_id",
+            "conversation",
+            "background",
+        }
+    ),
+    ANTHROPIC: frozenset({"model", "messages", "system", "tools", "stream"}),
+}
+"""The fields of each API's request that live mode writes itself (the model, the conversation
+as the monitor holds it, the tools, streaming, no stored state): an agent's own values of
+these are not passed on. Every other field an agent sends is one of its parameters."""
 
 _MAX_TOKENS = {
     OPENAI: ("max_tokens", "max_completion_tokens"),
@@ -51,9 +77,42 @@ _MAX_TOKENS = {
 
 
 def sent_parameters(api: str, body: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
-    """The parameters of :data:`WIRE_PARAMETERS` that ``body`` (a request of ``api``) sets
-    (a null counts as not set)."""
-    return {name: body[name] for name in WIRE_PARAMETERS[api] if body.get(name) is not None}
+    """Every field ``body`` (a request of ``api``) sets besides those of :data:`WRITTEN`,
+    in its order (a null counts as not set)."""
+    written = WRITTEN[api]
+    return {
+        name: value for name, value in body.items() if name not in written and value is not None
+    }
+
+
+def untranslatable(
+    parameters: Mapping[str, JSONValue], from_api: str | None, to_api: str
+) -> list[str]:
+    """The parameters of a ``from_api`` request that a ``to_api`` request cannot carry (no
+    counterpart there, or a value of a shape not known here); none between one API and
+    itself. A value that asks for what ``to_api`` does anyway (``parallel_tool_calls: true``,
+    ``response_format`` of type ``text``) is carried by leaving it out."""
+    if from_api is None or from_api == to_api:
+        return []
+    lost = []
+    for name, value in parameters.items():
+        if translated({name: value}, from_api, to_api):
+            continue
+        if _default_everywhere(name, value):
+            continue
+        lost.append(name)
+    return lost
+
+
+def _default_everywhere(name: str, value: JSONValue) -> bool:
+    if name == "parallel_tool_calls":
+        return value is True
+    if name == "response_format":
+        return isinstance(value, dict) and value.get("type") == "text"
+    if name == "text":
+        fmt = value.get("format") if isinstance(value, dict) else None
+        return isinstance(fmt, dict) and fmt.get("type") == "text"
+    return False
 
 
 def live_options(
@@ -82,9 +141,16 @@ def live_options(
     return options
 
 
+class BudgetProblem(NamedTuple):
+    """Why an agent's output limit cannot pass under the budget, and what would fix it."""
+
+    text: str
+    fix: str
+
+
 def over_budget(
     parameters: Mapping[str, JSONValue], from_api: str | None, budget: int | None
-) -> str | None:
+) -> BudgetProblem | None:
     """Why the agent's output limit (``max_tokens`` or its API's name for it, as the agent
     sent it) cannot pass through under a token budget of ``budget`` tokens: it asks for more
     than the whole budget, so one answer could spend past it. ``None`` when it can (or there
@@ -94,12 +160,39 @@ def over_budget(
         return None
     for name in _MAX_TOKENS.get(from_api or "", ("max_tokens",)):
         value = parameters.get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > budget:
-            return (
+        if value is None:
+            continue
+        if not whole_tokens(value):
+            # Not compared, so not guarded: a string or a fraction might still be taken by
+            # a lenient server, as a limit no budget check has seen.
+            return BudgetProblem(
+                f"the agent's request gives {name} = {_shown(value)}, which is not a whole "
+                "number of tokens (at least 1), so the token budget (max_total_tokens = "
+                f"{budget}) cannot be checked against it",
+                "send a whole number",
+            )
+        if isinstance(value, int | float) and value > budget:
+            return BudgetProblem(
                 f"the agent's request asks for {name} = {json.dumps(value)} output tokens, "
-                f"more than the whole token budget (max_total_tokens = {budget})"
+                f"more than the whole token budget (max_total_tokens = {budget})",
+                "lower it",
             )
     return None
+
+
+def whole_tokens(value: JSONValue) -> bool:
+    """Whether ``value`` is a count of tokens an output limit can be: a whole number, at
+    least 1 (``100.0`` is one; ``"100"``, ``99.5`` and ``true`` are not)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 1
+    return isinstance(value, float) and value.is_integer() and value >= 1
+
+
+def _shown(value: JSONValue) -> str:
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def translated(
