@@ -33,6 +33,7 @@ from evalrunner.model import (
     Expectations,
     ExpectedCall,
     GradeResult,
+    JSONPath,
     JSONValue,
     PayloadNeedle,
     ResponseJson,
@@ -40,6 +41,7 @@ from evalrunner.model import (
     ToolCallsMatch,
     argument_json,
 )
+from evalrunner.text import dotted
 
 __all__ = [
     "BY_NAME",
@@ -64,14 +66,14 @@ def _offerable(kind: str) -> rules.Rule:
     """A name in ``kind`` that no model request can offer: such a check could never pass
     (``tools_offered``) or never fail (``tools_not_offered``)."""
 
-    def rule(expects: Expectations) -> Iterator[rules.Refusal]:
+    def rule(expects: Expectations, base: JSONPath) -> Iterator[rules.Refusal]:
         for i, name in enumerate(getattr(expects, kind) or ()):
             if not _TOOL_NAME.fullmatch(name):
                 yield rules.Refusal(
-                    f"expects.{kind}[{i}] {quote(name)} is not a tool name every model API "
-                    "accepts, so no model request can offer it; use 1 to 64 letters, digits, "
-                    "'_' or '-'",
-                    ("expects", kind, i),
+                    f"{dotted(base)}.{kind}[{i}] {quote(name)} is not a tool name every model "
+                    "API accepts, so no model request can offer it; use 1 to 64 letters, "
+                    "digits, '_' or '-'",
+                    base + (kind, i),
                     ungradable=True,
                 )
 
