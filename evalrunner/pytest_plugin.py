@@ -122,6 +122,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("help", False):
         return  # `pytest --evalrunner --help` shows the help, whatever the config holds
     config.addinivalue_line("markers", f"{MARKER}: a case from an evalrunner fixture")
+    from evalrunner.process_exit import refuse_for_life
+
+    # This session runs cases: from the import of the configured agent on, until the process
+    # exits (atexit hooks, daemon threads that outlived their case), an os._exit of theirs
+    # is refused, and pytest's exit code and summary stay its own (evalrunner.process_exit).
+    refuse_for_life()
     session = EvalrunnerSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
@@ -181,6 +187,8 @@ class EvalrunnerSession:
         self.files: dict[str, Path] = {}
         # (node id, "passed" / "failed" / "skipped") of each case run, in the order reported.
         self.outcomes: list[tuple[str, str]] = []
+        # The statuses of os._exit calls refused outside every case, taken at the end.
+        self.late_exits: list[int] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each case's outcome (also those xdist workers report), for the run's
@@ -211,6 +219,13 @@ class EvalrunnerSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """A run that graded nothing fails (exit 1), as ``evalrunner run`` fails it. An xdist
         worker leaves the verdict to the controller, which hears every case."""
+        from evalrunner.process_exit import unclaimed
+
+        # An os._exit refused outside every case (a thread that outlived its case): no item
+        # carries it, so the run fails, as `evalrunner run` fails it.
+        self.late_exits = unclaimed()
+        if self.late_exits and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if hasattr(self.config, "workerinput") or not self.graded_nothing():
             return
         if session.exitstatus == pytest.ExitCode.OK:
@@ -218,8 +233,13 @@ class EvalrunnerSession:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Say why a run whose every case was skipped failed."""
+        from evalrunner.process_exit import late_exit_problem
         from evalrunner.session import GRADED_NOTHING
 
+        if self.late_exits:
+            terminalreporter.write_line(
+                f"evalrunner: {late_exit_problem(self.late_exits)}", red=True
+            )
         if not hasattr(self.config, "workerinput") and self.graded_nothing():
             terminalreporter.write_line(f"evalrunner: {GRADED_NOTHING}", red=True)
 
