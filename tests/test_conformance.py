@@ -780,6 +780,30 @@ def test_a_request_that_could_not_have_made_the_scripted_calls_fails_over_the_wi
     assert report.error is not None and promise in report.error, report.error
 
 
+@pytest.mark.parametrize(
+    ("wire", "promise"),
+    [
+        ("openai", "whether the agent ran it cannot be seen, since it reported no dispatches"),
+        (
+            "openai-responses",
+            "whether the agent ran it cannot be seen, since it reported no dispatches",
+        ),
+        ("anthropic", "yet the agent fed its result back with is_error=false"),
+    ],
+)
+def test_a_call_to_a_tool_not_offered_fails_over_the_wire_without_reports(
+    wire: str, promise: str
+) -> None:
+    """Offering echo as mcp__echo, running echo all the same and reporting nothing: on the
+    Anthropic wire the error flag shows the call ran; on the OpenAI wires nothing shows
+    whether it did, and a call to a tool not offered must be seen answered as failed."""
+    report = run_command(wire, "mcp-names-unreported")
+    assert report.error is not None and promise in report.error, report.error
+    assert 'names "echo", which its model request did not offer (it offered "mcp__echo")' in (
+        report.error
+    )
+
+
 @pytest.mark.parametrize("wire", WIRES)
 def test_over_the_wire_the_agents_report_of_results_stays_the_evidence(wire: str) -> None:
     # The runner cannot see an out-of-process tool: a result edited before it is fed back,
