@@ -437,7 +437,10 @@ class _CaseRun:
         violation = self.observer.violation
         if violation is not None:
             raise RunError(self.monitor.refuse(violation))
-        in_process = not getattr(agent, "runs_own_tools", False)
+        # An agent that says it runs its own tools (a command agent) is believed only while the
+        # case's tools received nothing: once they did, the runner sees both sides of the
+        # boundary and holds the agent to them, whatever it claims.
+        in_process = not getattr(agent, "runs_own_tools", False) or log.pending
         # Only an agent running its own tools out of process may go without reports: an
         # in-process agent always reports, and its tools' record is always checked.
         reports = (
