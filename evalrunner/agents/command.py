@@ -520,11 +520,14 @@ class CommandAgent:
         return None
 
     def _ended_badly(self, proc: _AgentProcess, what: str) -> str:
+        # The stderr note is read before the process is retired, which closes its stderr file
+        # (a crash on the end line would otherwise show no traceback).
+        note = proc.stderr_note()
         proc.retire()
         if not what:
             code = proc.process.returncode
             what = f"{_exit_status(code)} after its final reply"
-        return what + proc.stderr_note()
+        return what + (note or proc.stderr_note())
 
     # --- the end ----------------------------------------------------------------------------
 
