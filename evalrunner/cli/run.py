@@ -184,7 +184,7 @@ def run(
         raise fail(["--suite: give fixture PATHs or --suite DIR, not both"])
     workers = _parse_jobs(jobs)
     verbosity = _verbosity(quiet, verbose)
-    shown_format = report_format or _default_format()
+    shown_format = report_format or default_format()
     settings = load_settings(
         config, suite, mode, case_timeout, agent_command, repeat, agent_exit_grace
     )
@@ -273,7 +273,7 @@ def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
     return Verbosity.VERBOSE if verbose else Verbosity.NORMAL
 
 
-def _default_format() -> ReportFormat:
+def default_format() -> ReportFormat:
     """github under GitHub Actions (which sets GITHUB_ACTIONS=true), else table."""
     return ReportFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else ReportFormat.table
 
