@@ -1079,6 +1079,11 @@ def test_mutate_exits_1_and_names_a_survivor_with_a_hint(tmp_path: Path) -> None
     assert re.search(r"^drops-tool-result\s+SURVIVED", result.stdout, re.M)
     assert "survivor: drops-tool-result on in-process; a case that would kill it:" in result.stdout
     assert re.search(r"^replies-without-model\s+killed \(1\)", result.stdout, re.M)
+    # The hint names the tool the mutant offers, which a check can then name.
+    assert (
+        "survivor: offers-extra-tool on in-process; a case that would kill it: "
+        "tools_not_offered: [delete_account] (the tool this mutant offers)"
+    ) in result.stdout
 
 
 def test_mutate_leaves_live_cases_out_rather_than_counting_them(tmp_path: Path) -> None:
