@@ -363,6 +363,15 @@ def test_pytest_with_xdist_gives_the_verdict_of_the_design(
     assert by_pytest(root, suite, config, "-p", "xdist", "-n", "2") == designed(kinds, repeat)
 
 
+def test_a_keyword_matching_no_case_is_no_pass_on_either_front_end(tmp_path: Path) -> None:
+    """Documented in docs/how-to/ci.md: each front end keeps its own tool's code for an empty
+    selection, run's refusal (2) and pytest's "no tests ran" (5); neither is a pass."""
+    suite, config = suite_project(tmp_path, ["pass"], 1)
+    code, _ = invoke("run", str(suite), "--config", str(config), "--no-cache", "-k", "nothing")
+    assert code == 2
+    assert by_pytest(tmp_path, suite, config, "-k", "nothing").code == 5
+
+
 # --- mutate grades as the project's runs grade --------------------------------------------------
 
 EXIT_TOOL = """\
