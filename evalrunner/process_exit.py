@@ -67,7 +67,7 @@ class _Guard:
     users: int = 0
     for_life: bool = False
     watches: list[Watch] = field(default_factory=list)
-    unclaimed: list[int] = field(default_factory=list)
+    unclaimed: list[int | str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -196,20 +196,30 @@ def watched() -> Iterator[Watch]:
                 _GUARD.watches.remove(watch)
 
 
-def unclaimed() -> list[int]:
-    """The statuses of the refused ``os._exit`` calls that no watch held (made between cases,
-    or after the last one), taken: each is reported once."""
+def unclaimed() -> list[str]:
+    """What ended, or tried to end, a process of the run outside every case, taken (each is
+    reported once): the refused ``os._exit`` calls that no watch held (made between cases,
+    or after the last one), and the worker deaths :func:`note_unexplained_death` noted."""
     with _GUARD.lock:
         taken, _GUARD.unclaimed = _GUARD.unclaimed, []
-    return taken
+    return [f"os._exit({status})" if isinstance(status, int) else status for status in taken]
 
 
-def late_exit_problem(statuses: list[int]) -> str:
+def note_unexplained_death(what: str) -> None:
+    """A ``--jobs`` worker died while it had cases to run, and each of them, run again in a
+    process of its own, ended cleanly: what killed it came from outside those cases (a daemon
+    thread of an earlier case that called ``os._exit``). No case carries it, so the front
+    end fails the run, as it does for a refused call no watch held."""
+    with _GUARD.lock:
+        _GUARD.unclaimed.append(what)
+
+
+def late_exit_problem(attempts: list[str]) -> str:
     """The sentence a front end fails its run with when :func:`unclaimed` is not empty."""
-    shown = ", ".join(f"os._exit({status})" for status in statuses)
     return (
-        f"an agent or tool called {shown} outside any case (from a thread that outlived its "
-        "case, or between cases); it was refused, and the run is not a pass"
+        f"an agent or tool ended, or tried to end, a process of the run outside any case "
+        f"({'; '.join(attempts)}), from a thread that outlived its case or between cases; "
+        "the run is not a pass"
     )
 
 

@@ -122,12 +122,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("help", False):
         return  # `pytest --evalrunner --help` shows the help, whatever the config holds
     config.addinivalue_line("markers", f"{MARKER}: a case from an evalrunner fixture")
-    from evalrunner.process_exit import refuse_for_life
+    from evalrunner.process_exit import refuse_for_life, unclaimed
 
     # This session runs cases: from the import of the configured agent on, until the process
     # exits (atexit hooks, daemon threads that outlived their case), an os._exit of theirs
     # is refused, and pytest's exit code and summary stay its own (evalrunner.process_exit).
     refuse_for_life()
+    unclaimed()  # what an earlier run in this process left (pytester, inline) is not this one's
     session = EvalrunnerSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
@@ -188,7 +189,7 @@ class EvalrunnerSession:
         # (node id, "passed" / "failed" / "skipped") of each case run, in the order reported.
         self.outcomes: list[tuple[str, str]] = []
         # The statuses of os._exit calls refused outside every case, taken at the end.
-        self.late_exits: list[int] = []
+        self.late_exits: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each case's outcome (also those xdist workers report), for the run's

@@ -298,11 +298,12 @@ def test_an_os_exit_outside_every_case_is_kept_for_the_front_end_and_fails_the_r
         thread.start()
         thread.join()
         late = unclaimed()
-    assert late == [0]
+    assert late == ["os._exit(0)"]
     assert unclaimed() == []  # taken once
     assert late_exit_problem(late) == (
-        "an agent or tool called os._exit(0) outside any case (from a thread that outlived "
-        "its case, or between cases); it was refused, and the run is not a pass"
+        "an agent or tool ended, or tried to end, a process of the run outside any case "
+        "(os._exit(0)), from a thread that outlived its case or between cases; the run is "
+        "not a pass"
     )
 
 
@@ -318,3 +319,70 @@ def test_a_non_zero_os_exit_outside_every_case_is_let_through() -> None:
         [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60
     )
     assert done.returncode == 3
+
+
+LATE_IN_A_WORKER = """\
+import os
+import threading
+import time
+from pathlib import Path
+
+from evalrunner.agents.reference import ReferenceAgent
+
+MARK = Path(os.environ["EXIT_MARK"])
+STARTED = []
+
+
+def late():
+    # Only once the process's own later case asks (a case run again elsewhere does not).
+    while not (MARK.exists() and MARK.read_text() == str(os.getpid())):
+        time.sleep(0.01)
+    os._exit(0)
+
+
+class Agent(ReferenceAgent):
+    def respond(self, user_input):
+        if user_input == "leave a thread":
+            STARTED.append(threading.Thread(target=late, daemon=True))
+            STARTED[-1].start()
+        if user_input == "wake it" and STARTED:
+            MARK.write_text(str(os.getpid()))
+            # The thread ends this process first (in a worker), or ends itself, its call
+            # refused (in evalrunner's own process).
+            deadline = time.monotonic() + 60
+            while STARTED[-1].is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return super().respond(user_input)
+"""
+
+
+def case_saying(name: str, user: str) -> str:
+    return PASSING.replace("name: b-passes", f"name: {name}").replace("say hi", user)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_daemon_thread_of_an_earlier_case_ending_the_process_fails_the_run(
+    tmp_path: Path, jobs: str
+) -> None:
+    """Case 0 leaves a daemon thread that ends its process while case 2 runs. Serially the
+    refused call fails case 2; with --jobs (cases 0 and 2 on one worker) the worker dies, case
+    2 run again alone passes, and the death, which no case explains, fails the run."""
+    project(tmp_path, case_saying("a-leaves", "leave a thread"), PASSING, PASSING)
+    suite = tmp_path / "suite"
+    (suite / "2.yaml").write_text(case_saying("c-wakes", "wake it"), encoding="utf-8")
+    (tmp_path / "late_agent.py").write_text(LATE_IN_A_WORKER, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "suite"\nagent = "late_agent:Agent"\n', encoding="utf-8"
+    )
+    env_mode = "none"
+    os.environ["EXIT_MARK"] = str(tmp_path / "mark")
+    try:
+        done = run(tmp_path, env_mode, "run", "--no-cache", "--format", "json", "-j", jobs)
+    finally:
+        del os.environ["EXIT_MARK"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    cases = {case["name"]: case for case in json.loads(done.stdout)["cases"]}
+    if jobs == "1":
+        assert "called os._exit(0)" in str(cases["c-wakes"]["error"])
+    else:
+        assert "evalrunner worker 1 (exit code 0) died while running cases that" in done.stderr

@@ -82,6 +82,7 @@ def mutate(
     # From the import of the project's tools on, their os._exit is refused
     # (evalrunner.process_exit): mutate would end with its code, and 0 reads as "every
     # mutant killed".
+    unclaimed()  # what an earlier run in this process left (library use) is not this run's
     with signals_stop_the_run(), process_exit_refused():
         try:
             report = run_mutants(

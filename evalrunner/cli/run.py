@@ -191,6 +191,7 @@ def run(
     # From the import of the configured agent and tools on, an os._exit of theirs is refused
     # (evalrunner.process_exit): it would end the run with its own code, 0 reading as a pass.
     with process_exit_refused():
+        unclaimed()  # what an earlier run in this process left (library use) is not this run's
         try:
             run_settings = settings_from_config(settings, jobs=workers)
         except PluginError as exc:
