@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 ENABLE_FLAG = "--evalrunner"
 MARKER = "evalrunner"
 PLUGIN_NAME = "evalrunner-session"
+LATE_EXITS_KEY = "evalrunner_late_exits"
+"""An xdist worker's ``workeroutput`` key for its refused ``os._exit`` calls outside every
+case (:mod:`evalrunner.process_exit`)."""
 
 FIXTURE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 """The endings of fixture files: :data:`evalrunner.fixture.load.FIXTURE_SUFFIXES`, repeated here so
@@ -223,14 +226,26 @@ class EvalrunnerSession:
         from evalrunner.process_exit import unclaimed
 
         # An os._exit refused outside every case (a thread that outlived its case): no item
-        # carries it, so the run fails, as `evalrunner run` fails it.
-        self.late_exits = unclaimed()
+        # carries it, so the run fails, as `evalrunner run` fails it. An xdist worker hands
+        # its own to the controller (pytest_testnodedown), whose exit code is the run's.
+        self.late_exits = [*self.late_exits, *unclaimed()]
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[LATE_EXITS_KEY] = list(self.late_exits)
         if self.late_exits and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if hasattr(self.config, "workerinput") or not self.graded_nothing():
             return
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """pytest-xdist's controller: a worker's refused os._exit calls outside every case
+        (handed over in its ``workeroutput``) fail the run here, where its exit code is
+        decided."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.late_exits.extend(str(item) for item in output.get(LATE_EXITS_KEY, ()))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Say why a run whose every case was skipped failed."""

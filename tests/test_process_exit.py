@@ -386,3 +386,70 @@ def test_a_daemon_thread_of_an_earlier_case_ending_the_process_fails_the_run(
         assert "called os._exit(0)" in str(cases["c-wakes"]["error"])
     else:
         assert "evalrunner worker 1 (exit code 0) died while running cases that" in done.stderr
+
+
+BETWEEN_CASES_AGENT = """\
+import os
+import threading
+
+from evalrunner.agents.reference import ReferenceAgent
+
+FIRE = threading.Event()
+THREADS = []
+
+
+def late():
+    FIRE.wait()
+    os._exit(0)
+
+
+def fire():
+    '''Called by the project's conftest as pytest tears the item down: after the case.'''
+    FIRE.set()
+    for thread in THREADS:
+        thread.join()
+
+
+class Agent(ReferenceAgent):
+    def respond(self, user_input):
+        THREADS.append(threading.Thread(target=late, daemon=True))
+        THREADS[-1].start()
+        return super().respond(user_input)
+"""
+
+BETWEEN_CASES_CONFTEST = """\
+import between_agent
+
+
+def pytest_runtest_teardown(item):
+    between_agent.fire()
+"""
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_pytest_fails_the_run_for_an_os_exit_between_cases(tmp_path: Path, xdist: bool) -> None:
+    """A passing case whose thread calls os._exit(0) after the case ended (as pytest tears
+    the item down): the call is refused, and the run fails, under xdist too, where the worker
+    hands it to the controller."""
+    if xdist:
+        pytest.importorskip("xdist")
+    project(tmp_path, PASSING)
+    (tmp_path / "between_agent.py").write_text(BETWEEN_CASES_AGENT, encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(BETWEEN_CASES_CONFTEST, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "suite"\nagent = "between_agent:Agent"\n', encoding="utf-8"
+    )
+    command = [sys.executable, "-m", "pytest", "-p", "evalrunner.pytest_plugin", "-q"]
+    command += ["-p", "no:cacheprovider", "--rootdir", str(tmp_path), "--evalrunner"]
+    if xdist:
+        command += ["-p", "xdist", "-n", "2"]
+    done = subprocess.run(
+        [*command, "--junitxml", str(tmp_path / "report.xml")],
+        cwd=tmp_path, env=environment(tmp_path, "none"), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "evalrunner: an agent or tool ended, or tried to end, a process of the run" in (
+        done.stdout
+    )
+    assert junit_failed(tmp_path) == set()  # the case itself passed
