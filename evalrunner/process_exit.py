@@ -72,6 +72,8 @@ class _Guard:
 
 
 _GUARD = _Guard()
+_PLATFORM: Any = sys.modules.get(os.name) or sys.modules.get("posix")
+"""The module os takes ``_exit`` from (``posix``, or ``nt`` on Windows)."""
 
 
 def _refused(status: int) -> NoReturn:
@@ -109,6 +111,10 @@ def _install() -> bool:
         guard.owner = os.getpid()
         guard.users = 1
     os._exit = _refused
+    # os re-exports the platform module's function: the refusal covers that name too, so
+    # that `posix._exit(0)` is refused as `os._exit(0)` is.
+    if getattr(_PLATFORM, "_exit", None) is guard.real:
+        _PLATFORM._exit = _refused
     if threading.excepthook is not _quiet_excepthook:
         _QUIET.previous = threading.excepthook
         threading.excepthook = _quiet_excepthook
@@ -123,6 +129,8 @@ def _uninstall() -> None:
             return
         real, guard.real = guard.real, None
     os._exit = cast(Any, real)  # the function it replaced, whatever its signature
+    if getattr(_PLATFORM, "_exit", None) is _refused:
+        _PLATFORM._exit = real
     if threading.excepthook is _quiet_excepthook:
         threading.excepthook = _QUIET.previous
 

@@ -80,6 +80,10 @@ def late():
 
 class Agent(ReferenceAgent):
     def respond(self, user_input):
+        if MODE == "posix":
+            import posix  # the function os._exit re-exports, under its own name
+
+            posix._exit(0)
         if MODE == "thread":
             thread = threading.Thread(target=os._exit, args=(0,))
             thread.start()
@@ -240,6 +244,14 @@ def test_os_exit_from_a_thread_the_agent_started_fails_its_case(
             "have ended the whole run"
         )
         assert "Traceback" not in done.stderr
+
+
+def test_posix_exit_is_refused_as_os_exit_is(tmp_path: Path) -> None:
+    project(tmp_path, PASSING)
+    done = run_suite(tmp_path, "posix")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    assert case["error"] == "the agent called os._exit(0), which would have ended the whole run"
 
 
 def test_os_exit_from_a_thread_the_agent_started_fails_its_pytest_item(tmp_path: Path) -> None:
