@@ -8,9 +8,11 @@ runner's own process runs user code:
 - while a case runs (:func:`watched` around it): on the agent's own thread the refusal ends
   the agent like any exception; on another thread (one the agent started) it ends that thread,
   and the watch gives the attempt to every case running at that moment, since a thread
-  started by an agent carries no mark of its case. Serially that is exactly the case whose
-  code was running; with live cases on threads, every case then running (a red too many
-  rather than a green);
+  started by an agent carries no mark of its case. Serially that is the case running at that
+  moment: the one that started the thread, unless a daemon thread outlived an earlier case
+  and fires during a later one, which then fails (a red in the wrong place, where telling the
+  two apart would need a thread's ancestry, which Python does not keep); with live cases on
+  threads, every case then running (a red too many rather than a green);
 - while the configured agent and tools are imported and built (:func:`watched` in
   :mod:`evalrunner.plugins`): the import fails, as an import that raises does;
 - for the rest of a front end's process, once :func:`refuse_for_life` was called (the command
@@ -20,6 +22,14 @@ runner's own process runs user code:
   attempt is left. An attempt made later still (in an ``atexit`` hook, during interpreter
   teardown) can no longer change the verdict, which is out, but neither can it replace the
   exit code: the refusal keeps the code the front end chose.
+
+A ``--jobs`` worker is a process of its own, forked, where ``os._exit`` is let through (see
+below): a worker that dies has its unreported cases run again, each alone, and the one that
+ends its process is the case's run error (:mod:`evalrunner.execution`). When none does, what
+killed the worker came from outside those cases (a daemon thread of an earlier case), and the
+death is noted here (:func:`note_unexplained_death`) to fail the run as an unclaimed call does.
+A pytest-xdist worker refuses for its life as any pytest session running cases does, and
+hands what it did not claim to the controller, which decides the exit code.
 
 Outside a watch, a non-zero status is let through: it cannot read as a pass, and foreign code
 in the process (pytest-xdist's worker gives up on a hung session with ``os._exit(1)``) relies
