@@ -64,6 +64,7 @@ from evalrunner.expectations import grade_case
 from evalrunner.fixture.admit import Admission
 from evalrunner.fixture.load import Fixture
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
+from evalrunner.process_exit import note_unexplained_death
 from evalrunner.repeats import expanded, grouped
 from evalrunner.replay import run_case
 
@@ -532,10 +533,13 @@ def _in_pool(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseRepor
     # The pool cannot say which case killed its worker (os._exit, a crash in a C extension):
     # the cases not yet reported run again, each in a process of its own, so that only the
     # case that kills its process errors, and every other case gets its verdict.
+    reran = []
     for index in range(following, len(cases)):
         if index not in done:
             done[index] = run_in_own_process(cases[index], context, shipped)
+            reran.append(done[index])
         yield done.pop(index)
+    _explained(reran, "a --jobs worker of the pool")
 
 
 def _pool(
@@ -579,6 +583,17 @@ def run_in_own_process(
         raise
     finally:
         reader.close()
+
+
+def _explained(reran: Sequence[CaseReport], worker: str) -> None:
+    """After a worker's death its unreported cases ran again, each alone: when none of them
+    ended its process, the death came from outside them (a daemon thread of an earlier
+    case, say), and the run fails for it (:func:`evalrunner.process_exit.note_unexplained_death`)
+    rather than passing with every case green."""
+    if reran and not any(ended_its_process(report) for report in reran):
+        note_unexplained_death(
+            f"{worker} died while running cases that, run again alone, ended cleanly"
+        )
 
 
 def worker_died(code: int | None) -> str:
@@ -822,9 +837,13 @@ class ForkedWorkers:
         # The worker died with cases unreported: the one it was running killed it, and which
         # one that was is found by running each in a process of its own.
         worker.process.join()
+        reran = []
         for index in worker.pending:
             done[index] = self._in_own_process(index)
+            reran.append(done[index])
         worker.pending = {}
+        ending = _ending(worker.process.exitcode)
+        _explained(reran, f"{worker.process.name} ({ending})")
 
     def _in_own_process(self, index: int) -> CaseReport:
         fixture = self._fixtures[index]

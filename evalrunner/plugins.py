@@ -19,6 +19,7 @@ from typing import Any, cast
 from evalrunner.agents.reference import AgentFactory, reference_agent
 from evalrunner.boundary.tools import Tool, ToolSource, builtin_tools
 from evalrunner.config import Config
+from evalrunner.process_exit import ProcessExitAttempt, watched
 
 
 class PluginError(Exception):
@@ -51,12 +52,16 @@ def resolve(reference: str, base_dir: Path) -> Any:
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
         raise PluginError([f"{reference!r} is not a reference: write 'package.module:name'"])
-    with _importable_from(base_dir):
+    # Watched: an os._exit on import (or from a thread the import started) is refused and
+    # fails the import, where the front end refuses os._exit (evalrunner.process_exit).
+    with _importable_from(base_dir), watched() as watch:
         try:
             module = importlib.import_module(module_name)
-        except (Exception, SystemExit) as exc:  # an import runs user code: theirs to read
-            # SystemExit too: a module that exits on import must not end the run with its
-            # code (exit 0 would read as a green run that ran nothing).
+            if watch.attempts:
+                raise ProcessExitAttempt(watch.attempts[0])
+        except (Exception, SystemExit, ProcessExitAttempt) as exc:  # user code: theirs to read
+            # SystemExit and os._exit too: a module that exits on import must not end the run
+            # with its code (exit 0 would read as a green run that ran nothing).
             raise PluginError(
                 [f"{reference}: cannot import {module_name}: {_failure(exc)}"]
             ) from None
@@ -126,6 +131,8 @@ def load_tools(
 def _failure(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r})"
+    if isinstance(exc, ProcessExitAttempt):
+        return f"it called os._exit({exc.code!r}), which would have ended the whole run"
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -133,8 +140,11 @@ def _as_tool(reference: str, found: Any) -> Tool:
     candidate = found
     if inspect.isclass(found) or (callable(found) and not _looks_like_tool(found)):
         try:
-            candidate = found()
-        except (Exception, SystemExit) as exc:  # constructing a user's tool runs their code
+            with watched() as watch:
+                candidate = found()
+            if watch.attempts:
+                raise ProcessExitAttempt(watch.attempts[0])
+        except (Exception, SystemExit, ProcessExitAttempt) as exc:  # a user's tool: their code
             raise PluginError(
                 [f"{reference}: calling it to make the tool failed: {_failure(exc)}"]
             ) from None

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 ENABLE_FLAG = "--evalrunner"
 MARKER = "evalrunner"
 PLUGIN_NAME = "evalrunner-session"
+LATE_EXITS_KEY = "evalrunner_late_exits"
+"""An xdist worker's ``workeroutput`` key for its refused ``os._exit`` calls outside every
+case (:mod:`evalrunner.process_exit`)."""
 
 FIXTURE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 """The endings of fixture files: :data:`evalrunner.fixture.load.FIXTURE_SUFFIXES`, repeated here so
@@ -122,6 +125,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("help", False):
         return  # `pytest --evalrunner --help` shows the help, whatever the config holds
     config.addinivalue_line("markers", f"{MARKER}: a case from an evalrunner fixture")
+    from evalrunner.process_exit import refuse_for_life, unclaimed
+
+    # This session runs cases: from the import of the configured agent on, until the process
+    # exits (atexit hooks, daemon threads that outlived their case), an os._exit of theirs
+    # is refused, and pytest's exit code and summary stay its own (evalrunner.process_exit).
+    refuse_for_life()
+    unclaimed()  # what an earlier run in this process left (pytester, inline) is not this one's
     session = EvalrunnerSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
@@ -181,6 +191,8 @@ class EvalrunnerSession:
         self.files: dict[str, Path] = {}
         # (node id, "passed" / "failed" / "skipped") of each case run, in the order reported.
         self.outcomes: list[tuple[str, str]] = []
+        # The statuses of os._exit calls refused outside every case, taken at the end.
+        self.late_exits: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each case's outcome (also those xdist workers report), for the run's
@@ -211,15 +223,39 @@ class EvalrunnerSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """A run that graded nothing fails (exit 1), as ``evalrunner run`` fails it. An xdist
         worker leaves the verdict to the controller, which hears every case."""
+        from evalrunner.process_exit import unclaimed
+
+        # An os._exit refused outside every case (a thread that outlived its case): no item
+        # carries it, so the run fails, as `evalrunner run` fails it. An xdist worker hands
+        # its own to the controller (pytest_testnodedown), whose exit code is the run's.
+        self.late_exits = [*self.late_exits, *unclaimed()]
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[LATE_EXITS_KEY] = list(self.late_exits)
+        if self.late_exits and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if hasattr(self.config, "workerinput") or not self.graded_nothing():
             return
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """pytest-xdist's controller: a worker's refused os._exit calls outside every case
+        (handed over in its ``workeroutput``) fail the run here, where its exit code is
+        decided."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.late_exits.extend(str(item) for item in output.get(LATE_EXITS_KEY, ()))
+
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Say why a run whose every case was skipped failed."""
+        from evalrunner.process_exit import late_exit_problem
         from evalrunner.session import GRADED_NOTHING
 
+        if self.late_exits:
+            terminalreporter.write_line(
+                f"evalrunner: {late_exit_problem(self.late_exits)}", red=True
+            )
         if not hasattr(self.config, "workerinput") and self.graded_nothing():
             terminalreporter.write_line(f"evalrunner: {GRADED_NOTHING}", red=True)
 

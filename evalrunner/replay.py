@@ -20,10 +20,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
@@ -45,6 +44,9 @@ from evalrunner.boundary.tools import (
     with_doubles,
 )
 from evalrunner.model import Case, RunError, RunInterrupted, RunRecord, ToolCallRecord, TurnEnd
+from evalrunner.process_exit import ProcessExitAttempt, process_exit_refused, watched
+
+__all__ = ["ProcessExitAttempt", "process_exit_refused", "run_case"]
 
 
 def _remove(path: Path) -> None:
@@ -150,10 +152,15 @@ def run_case(
         # A live model is not a finite script: its cases keep their timeout whatever the agent.
         # A double's schema may hold a pattern that backtracks for ever: its case keeps the timeout.
         ends = provider is None and not case.tools and _ends_by_itself(agent_factory, tools)
-        if timeout is None or ends:
-            run.drive()
-        else:
-            _drive_in_time(run, timeout)
+        # Watched: an os._exit from a thread the agent started (or one it caught on its own
+        # thread) is this case's run error (:mod:`evalrunner.process_exit`).
+        with watched() as watch:
+            if timeout is None or ends:
+                run.drive()
+            else:
+                _drive_in_time(run, timeout)
+        if watch.attempts and run.error is None:
+            run.error = _exit_attempted(watch.attempts)
         duration_ms = int((time.perf_counter() - started) * 1000)
         return _record(run, duration_ms)
     finally:
@@ -434,7 +441,10 @@ class _CaseRun:
         violation = self.observer.violation
         if violation is not None:
             raise RunError(self.monitor.refuse(violation))
-        in_process = not getattr(agent, "runs_own_tools", False)
+        # An agent that says it runs its own tools (a command agent) is believed only while the
+        # case's tools received nothing: once they did, the runner sees both sides of the
+        # boundary and holds the agent to them, whatever it claims.
+        in_process = not getattr(agent, "runs_own_tools", False) or log.pending
         # Only an agent running its own tools out of process may go without reports: an
         # in-process agent always reports, and its tools' record is always checked.
         reports = (
@@ -516,33 +526,12 @@ def _really_interrupted(exc: BaseException) -> bool:
     )
 
 
-class ProcessExitAttempt(BaseException):
-    """An agent called ``os._exit`` while :func:`process_exit_refused` was in force."""
-
-    def __init__(self, code: object) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-@contextmanager
-def process_exit_refused() -> Iterator[None]:
-    """While cases run in this process, an agent's ``os._exit`` fails its case instead of
-    ending the run: the process would exit with the agent's code (0 reads as a pass) and no
-    report. A process forked meanwhile (by the agent, or a ``--jobs`` worker) still exits
-    when it asks to; a worker that dies is found by the pool's parent."""
-    real = os._exit
-    owner = os.getpid()
-
-    def refused(status: int) -> NoReturn:
-        if os.getpid() != owner:
-            real(status)
-        raise ProcessExitAttempt(status)
-
-    os._exit = refused
-    try:
-        yield
-    finally:
-        os._exit = real
+def _exit_attempted(statuses: list[int]) -> str:
+    shown = ", ".join(f"os._exit({status!r})" for status in statuses)
+    return (
+        f"the agent or a tool (or a thread it started) called {shown}, which would have ended "
+        "the whole run"
+    )
 
 
 def _agent_exception(exc: BaseException) -> str:

@@ -815,6 +815,30 @@ def test_a_request_that_could_not_have_made_the_scripted_calls_fails_over_the_wi
     assert report.error is not None and promise in report.error, report.error
 
 
+@pytest.mark.parametrize(
+    ("wire", "promise"),
+    [
+        ("openai", "whether the agent ran it cannot be seen, since it reported no dispatches"),
+        (
+            "openai-responses",
+            "whether the agent ran it cannot be seen, since it reported no dispatches",
+        ),
+        ("anthropic", "yet the agent fed its result back with is_error=false"),
+    ],
+)
+def test_a_call_to_a_tool_not_offered_fails_over_the_wire_without_reports(
+    wire: str, promise: str
+) -> None:
+    """Offering echo as mcp__echo, running echo all the same and reporting nothing: on the
+    Anthropic wire the error flag shows the call ran; on the OpenAI wires nothing shows
+    whether it did, and a call to a tool not offered must be seen answered as failed."""
+    report = run_command(wire, "mcp-names-unreported")
+    assert report.error is not None and promise in report.error, report.error
+    assert 'names "echo", which its model request did not offer (it offered "mcp__echo")' in (
+        report.error
+    )
+
+
 @pytest.mark.parametrize("wire", WIRES)
 def test_over_the_wire_the_agents_report_of_results_stays_the_evidence(wire: str) -> None:
     # The runner cannot see an out-of-process tool: a result edited before it is fed back,
@@ -1091,6 +1115,11 @@ def test_mutate_exits_1_and_names_a_survivor_with_a_hint(tmp_path: Path) -> None
     assert re.search(r"^drops-tool-result\s+SURVIVED", result.stdout, re.M)
     assert "survivor: drops-tool-result on in-process; a case that would kill it:" in result.stdout
     assert re.search(r"^replies-without-model\s+killed \(1\)", result.stdout, re.M)
+    # The hint names the tool the mutant offers, which a check can then name.
+    assert (
+        "survivor: offers-extra-tool on in-process; a case that would kill it: "
+        "tools_not_offered: [delete_account] (the tool this mutant offers)"
+    ) in result.stdout
 
 
 def test_mutate_leaves_live_cases_out_rather_than_counting_them(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from evalrunner.agents.reference import Agent, AgentContext, ReferenceAgent
 from evalrunner.boundary.conformance import ConversationMonitor, Dispatch
 from evalrunner.boundary.observer import RecordingObserver
 from evalrunner.boundary.provider import ReplayProvider
+from evalrunner.boundary.tools import builtin_tools
 from evalrunner.expectations import NO_EVIDENCE, grade
 from evalrunner.model import (
     Case,
@@ -367,8 +368,15 @@ class OverTheWire(ReferenceAgent):
         self.endpoint = ReplayEndpoint(context.provider)
         self.endpoint.start()
         base = self.endpoint.openai_base_url if api == "openai" else self.endpoint.base_url
+        # Its own tools, as an agent in another process has: the case's are the runner's to
+        # watch, and an agent that runs them is held to what they received.
         super().__init__(
-            replace(context, provider=WireClient(api, base), observer=RecordingObserver())
+            replace(
+                context,
+                provider=WireClient(api, base),
+                observer=RecordingObserver(),
+                tools=builtin_tools(),
+            )
         )
 
     def _feed(self, call: ToolCall, record: ToolCallRecord) -> None:

@@ -450,3 +450,28 @@ def test_a_shard_report_without_a_fingerprint_is_refused(project: Path) -> None:
 
 def test_an_unsharded_report_carries_no_fingerprint(project: Path) -> None:
     assert "shard" not in run_to(project / "all.json")
+
+
+def test_merge_annotates_for_github_as_the_unsharded_run_does(project: Path) -> None:
+    """Sharded CI jobs merge their reports, and the merged run annotates the pull request:
+    the same annotations, at the same fixture lines, as the unsharded run's."""
+    parts = []
+    for index in (1, 2, 3):
+        part = project / f"shard-{index}.json"
+        run_to(part, "--shard", f"{index}/3")
+        parts.append(str(part))
+    code, merged, _ = invoke("merge", *parts, "--format", "github")
+    whole_code, whole, _ = invoke("run", "--format", "github")
+    annotations = [line for line in merged.splitlines() if line.startswith("::")]
+    assert annotations, merged
+    assert annotations == [line for line in whole.splitlines() if line.startswith("::")]
+    assert "::error file=evals/b/x.yaml,line=" in merged
+    assert code == whole_code == 1
+    code, table, _ = invoke("merge", *parts)
+    assert not [line for line in table.splitlines() if line.startswith("::")]
+    # A fixture changed since the shards ran: its lines may have moved, so the annotation
+    # names the file alone rather than a line that no longer holds the check.
+    changed = project / "evals" / "b" / "x.yaml"
+    changed.write_text("# moved down\n" + changed.read_text("utf-8"), encoding="utf-8")
+    code, merged, _ = invoke("merge", *parts, "--format", "github")
+    assert "::error file=evals/b/x.yaml,title=b-x::" in merged

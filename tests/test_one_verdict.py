@@ -1,9 +1,10 @@
 """One verdict (issue 23): every front end gives the verdict ``evalrunner run`` gives.
 
 Generated suites (passing, failing, erroring, skipped and flaky cases, a case whose in-process
-agent ends its process) are run by ``run``, ``run -j 2``, ``--shard 1/3..3/3`` + ``merge``,
-``pytest --evalrunner`` (and ``-n 2``, in the slow tier), and the JSON report read back; each
-must give every case the verdict the suite's design says, and the same exit code.
+agent ends its process, itself or from a thread it starts) are run by ``run``, ``run -j 2``,
+``--shard 1/3..3/3`` + ``merge``, ``pytest --evalrunner`` (and ``-n 2``, in the slow tier),
+and the JSON report read back; each must give every case the verdict the suite's design says,
+and the same exit code.
 
 Each suite runs either the in-process agent (protocol 1's kinds) or a persistent command
 agent (agent-command protocol 2), whose broken cases also break after the case ended: a model
@@ -37,6 +38,7 @@ from evalrunner.toolbox.merge import read_report
 
 AGENT = """\
 import os
+import threading
 from pathlib import Path
 
 from evalrunner.agents.reference import ReferenceAgent
@@ -48,6 +50,10 @@ class Agent(ReferenceAgent):
     def respond(self, user_input: str) -> str:
         if user_input.startswith("HARDEXIT"):
             os._exit(0)  # would end the process with 0, a pass, and no report
+        if user_input.startswith("THREADEXIT"):  # the same, from a thread it starts
+            thread = threading.Thread(target=os._exit, args=(0,))
+            thread.start()
+            thread.join()
         if user_input.startswith("FLAKY"):
             # Passes the first run of the case in this front end's run, fails the others:
             # the marker is made atomically, whichever process runs which run.
@@ -63,6 +69,8 @@ PERSISTENT_AGENT = """\
 import json
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 from evalrunner.agents.reference import AgentContext, ReferenceAgent
@@ -109,6 +117,9 @@ for line in sys.stdin:
     user = message["user_input"]
     if user.startswith("HARDEXIT"):
         os._exit(0)  # mid-case: the case errors
+    if user.startswith("THREADEXIT"):  # the same, from a thread it starts
+        threading.Thread(target=os._exit, args=(0,)).start()
+        time.sleep(60)
     if user.startswith("FLAKY"):
         marker = Path(os.environ["VERDICT_MARKERS"]) / user
         try:
@@ -122,7 +133,9 @@ for line in sys.stdin:
         emit({"case": case, "error": str(exc)})
 """
 
-KINDS = ("pass", "fail", "error", "skipped", "flaky", "hardexit")
+# Ordered so that under -j 2 (a worker takes every other case) the cases that end their
+# worker's process share no worker with the flaky case (see FLAKY_WITH_EXITS).
+KINDS = ("pass", "hardexit", "fail", "threadexit", "error", "skipped", "flaky")
 PERSISTENT_KINDS = (*KINDS, "stray", "crashafter")
 KINDS_OF = {1: KINDS, 2: PERSISTENT_KINDS}
 """The kinds of case each protocol's agent knows (1: in-process, 2: a persistent command)."""
@@ -133,6 +146,7 @@ def fixture(name: str, kind: str) -> str:
     user = {
         "flaky": f"FLAKY-{name}",
         "hardexit": "HARDEXIT",
+        "threadexit": "THREADEXIT",
         "stray": "STRAY say hi",
         "crashafter": "CRASHAFTER say hi",
     }.get(kind, "say hi")
@@ -294,9 +308,22 @@ def by_pytest(root: Path, suite: Path, config: Path, *flags: str) -> Outcome:
     return Outcome(verdicts, done.returncode)
 
 
+def flaky_with_exits(kinds: list[str]) -> bool:
+    """FLAKY_WITH_EXITS: a flaky case in a suite with a case that ends its process."""
+    return "flaky" in kinds and bool({"hardexit", "threadexit"} & set(kinds))
+
+
+FLAKY_WITH_EXITS = (
+    "Left out of the generated suites: under -j 2 a case that ends its worker's process makes "
+    "the worker's unreported cases run again, each alone, and a flaky case run again is run "
+    "twice. Its verdict then differs from a serial run's, in a run that fails either way."
+)
+
 suites = st.sampled_from([1, 2]).flatmap(
     lambda protocol: st.tuples(
-        st.lists(st.sampled_from(KINDS_OF[protocol]), min_size=1, max_size=4),
+        st.lists(st.sampled_from(KINDS_OF[protocol]), min_size=1, max_size=4).filter(
+            lambda kinds: not flaky_with_exits(kinds)
+        ),
         st.sampled_from([1, 2]),
         st.just(protocol),
     )
@@ -364,6 +391,15 @@ def test_pytest_with_xdist_gives_the_verdict_of_the_design(
     root = tmp_path_factory.mktemp("verdicts")
     suite, config = suite_project(root, kinds, repeat, protocol)
     assert by_pytest(root, suite, config, "-p", "xdist", "-n", "2") == designed(kinds, repeat)
+
+
+def test_a_keyword_matching_no_case_is_no_pass_on_either_front_end(tmp_path: Path) -> None:
+    """Documented in docs/how-to/ci.md: each front end keeps its own tool's code for an empty
+    selection, run's refusal (2) and pytest's "no tests ran" (5); neither is a pass."""
+    suite, config = suite_project(tmp_path, ["pass"], 1)
+    code, _ = invoke("run", str(suite), "--config", str(config), "--no-cache", "-k", "nothing")
+    assert code == 2
+    assert by_pytest(tmp_path, suite, config, "-k", "nothing").code == 5
 
 
 # --- mutate grades as the project's runs grade --------------------------------------------------

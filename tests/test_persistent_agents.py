@@ -309,6 +309,10 @@ def test_a_hostile_error_line_is_refused_or_shown_safely(
         ("extra-stdout", "the agent command printed more after its final reply: "),
         ("exit-7", "the agent command exited with code 7 after its final reply"),
         ("bad-ack", "the agent command answered the end of the case with "),
+        (
+            "crash-on-end",
+            "RuntimeError: crashing on purpose when told to end the case",  # stderr's tail
+        ),
     ],
 )
 def test_misbehaving_after_the_final_reply_fails_the_case(

@@ -38,7 +38,11 @@ then gets a fresh process). So that case's verdict is held until the process has
 next case or exited; the executor (:mod:`evalrunner.execution`) waits for it, and at the end
 of a run ends the processes (:meth:`CommandAgentFactory.settle_cases`) to settle the last
 ones. A front end that runs one case at a time (the pytest plugin, ``mutate``) so ends the
-process after each case: under it, every case is a process's last.
+process after each case: under it, every case is a process's last. So an agent that fails
+only as its stdin closes fails the run on every front end, but fails the last case of each of
+its processes, which are not the same cases from one front end to another. That cannot be made
+equal without timing: a fault as stdin closes cannot be told from one just after ``ended``
+(a crash racing the close), and the latter must fail the case that ended everywhere.
 
 Which case a model request belongs to is decided exactly, not by timing: from the ``ended``
 line on, the endpoint serves no case, and it serves the next case only from the first request
@@ -520,11 +524,14 @@ class CommandAgent:
         return None
 
     def _ended_badly(self, proc: _AgentProcess, what: str) -> str:
+        # The stderr note is read before the process is retired, which closes its stderr file
+        # (a crash on the end line would otherwise show no traceback).
+        note = proc.stderr_note()
         proc.retire()
         if not what:
             code = proc.process.returncode
             what = f"{_exit_status(code)} after its final reply"
-        return what + proc.stderr_note()
+        return what + (note or proc.stderr_note())
 
     # --- the end ----------------------------------------------------------------------------
 

@@ -40,7 +40,8 @@ class Agent(Protocol):
     Two optional attributes tell the runner what evidence the agent gives:
     ``reports_dispatches`` (default true: every dispatch is reported to the observer; read
     after each turn) and ``runs_own_tools`` (default false: the agent runs the tools of its
-    context, whose invocations are checked against its reports).
+    context, whose invocations are checked against its reports). An agent that says it runs
+    its own tools but calls its context's is held to them all the same, in the turns it does.
     """
 
     def respond(self, user_input: str) -> str | Awaitable[str]:

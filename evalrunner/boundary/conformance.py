@@ -736,6 +736,7 @@ def _reconcile(
         ]
         flagged = "fed its result back with is_error=false"
         _check_unoffered(where, plain, boundary.unoffered, flagged)
+        _check_unoffered_seen(where, plain, boundary.unoffered)
         return plain
     by_id = {call.id: (call, message) for call, message in fed}
     unmatched = dict(by_id)
@@ -830,6 +831,28 @@ def _check_unoffered(
                 f"{_quote(dispatch.call.name)}, which its model request did not offer "
                 f"({_offered(offered)}), yet the agent {how}; a call to a tool that was not "
                 "offered must be answered as a failed call (an unknown tool)"
+            )
+
+
+def _check_unoffered_seen(
+    where: str, dispatches: Sequence[Dispatch], unoffered: Mapping[str, tuple[str, ...]]
+) -> None:
+    """Without reports, on a wire with no error flag (both OpenAI APIs), whether the agent ran
+    a tool its request did not offer cannot be seen: the fed-back text alone does not say
+    whether a tool ran. Such a call must be seen answered as a failed call, so the case
+    fails and says which evidence to give; passing it would let an agent that offers its
+    tools under other names (``mcp__echo``) and runs ``echo`` all the same pass. A call to
+    an offered tool needs no such proof: running it is what the model asked for."""
+    for dispatch in dispatches:
+        offered = unoffered.get(dispatch.call.id)
+        if offered is not None and dispatch.success is None:
+            raise RunError(
+                f"{where}: tool call {_quote(dispatch.call.id)} names "
+                f"{_quote(dispatch.call.name)}, which its model request did not offer "
+                f"({_offered(offered)}); whether the agent ran it cannot be seen, since it "
+                "reported no dispatches and this wire has no error flag. A call to a tool "
+                "that was not offered must be answered as a failed call (an unknown tool): "
+                'report every dispatch ("tool_calls" in the reply line, with success false)'
             )
 
 

@@ -264,6 +264,12 @@ class InvocationLog:
         with self._lock:
             return tuple(self._traces)
 
+    @property
+    def pending(self) -> bool:
+        """Whether a call was logged since the last take."""
+        with self._lock:
+            return bool(self._invocations)
+
     def take(self) -> list[ToolInvocation]:
         """The calls logged since the last take."""
         with self._lock:

@@ -19,6 +19,7 @@ import typer
 from evalrunner import __version__
 from evalrunner.cli import cache, config, fixtures, merge, mutate, record, run, schema, serve
 from evalrunner.cli.group import CommandGroup, OutputFailed, output_failures_distinct
+from evalrunner.process_exit import refuse_for_life
 from evalrunner.report import EXIT_REFUSED
 
 # Plain help (no rich markup): the formatter joins a docstring's lines into paragraphs and
@@ -110,6 +111,10 @@ def main() -> None:
                 err=True,
             )
         raise SystemExit(EXIT_REFUSED)
+    # This process is evalrunner's alone: an agent's or tool's os._exit is refused until it
+    # exits, also from an atexit hook or a daemon thread that outlived the run, so that the
+    # exit code stays the run's (evalrunner.process_exit).
+    refuse_for_life()
     try:
         try:
             app(prog_name="evalrunner")

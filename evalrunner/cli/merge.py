@@ -3,6 +3,7 @@
 # No ``from __future__ import annotations``: typer reads every command's annotations at each
 # start, and string annotations would make it compile each of them again.
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +18,9 @@ from evalrunner.cli.common import (
     report_skipped,
     write_reports,
 )
+from evalrunner.cli.run import ReportFormat, default_format
 from evalrunner.fixture.load import relative_to_cwd
+from evalrunner.model import Case, SuiteFingerprint, SuiteReport
 from evalrunner.report import render_table
 from evalrunner.session import run_exit_code
 
@@ -45,11 +48,21 @@ def merge(
             help="Write the merged JUnit XML report to OUT, atomically.",
         ),
     ] = None,
+    report_format: Annotated[
+        ReportFormat | None,
+        typer.Option(
+            "--format",
+            help="Report format on stdout, as for run: table, json, or github (annotations "
+            "for GitHub Actions, then the table). Default: github when GITHUB_ACTIONS=true, "
+            "else table.",
+        ),
+    ] = None,
 ) -> None:
     """Merge the JSON reports of a run's shards into the report of the whole run.
 
-    Prints its table, in the order an unsharded run has; exit 0 if every case passed, 1 if
-    one failed, 2 if the shards are refused: unreadable, overlapping, missing, or of
+    Prints its table, in the order an unsharded run has (with --format github, under GitHub
+    Actions by default, the annotations of the unsharded run first); exit 0 if every case
+    passed, 1 if one failed, 2 if the shards are refused: unreadable, overlapping, missing, or of
     different runs (suite, mode, agent, -k, shard count).
     """
     from evalrunner.toolbox.merge import MergeRefused, ShardReport, merge_reports, read_report
@@ -72,7 +85,50 @@ def merge(
     renderers = {"--json": formats.render_json, "--junit-xml": formats.render_junit}
     problems = write_reports(report_files, lambda flag: renderers[flag](merged))
     report_skipped(merged)
-    emit(render_table(merged, color=color_wanted()))
+    # As run shows it: sharded jobs that merge can annotate the pull request as one run.
+    shown_format = report_format or default_format()
+    if shown_format is ReportFormat.github:
+        # The shards' fingerprints are equal (merge_reports refuses others).
+        emit(formats.render_github(_with_positions(merged, shards[0].report.fingerprint)))
+    elif shown_format is ReportFormat.json:
+        emit(formats.render_json(merged))
+    else:
+        emit(render_table(merged, color=color_wanted()))
     if problems:
         raise fail(problems)
     raise typer.Exit(run_exit_code(merged))
+
+
+def _with_positions(merged: SuiteReport, fingerprint: SuiteFingerprint | None) -> SuiteReport:
+    """The merged report with each failed case's fixture positions, so that its annotations
+    point at the lines the unsharded run's do. A JSON report carries no positions: they are
+    read again from the fixture file, and only when the file's bytes are those the shards
+    ran (the suite's fingerprint); otherwise the annotation names the file alone."""
+    import hashlib
+
+    from evalrunner.fixture.admit import admit
+    from evalrunner.fixture.load import load_document
+
+    digests = {
+        (case.name, case.source): case.sha256
+        for case in (fingerprint.cases if fingerprint is not None else ())
+    }
+    cases = []
+    for case in merged.cases:
+        wanted = digests.get((case.name, case.source))
+        if case.passed or case.positions or not case.path or wanted is None:
+            cases.append(case)
+            continue
+        path = Path(case.path)
+        try:
+            same = hashlib.sha256(path.read_bytes()).hexdigest() == wanted
+        except OSError:
+            same = False
+        document = load_document(path) if same else None
+        admitted = (
+            admit(document) if document is not None and not isinstance(document, list) else None
+        )
+        if isinstance(admitted, Case) and admitted.name == case.name:
+            case = replace(case, positions=dict(admitted.positions))
+        cases.append(case)
+    return replace(merged, cases=tuple(cases))

@@ -26,6 +26,8 @@ from evalrunner.model import (
     RunInterrupted,
     RunRefused,
 )
+from evalrunner.plugins import PluginError
+from evalrunner.process_exit import late_exit_problem, process_exit_refused, unclaimed
 from evalrunner.stop_signals import signals_stop_the_run
 
 
@@ -77,7 +79,11 @@ def mutate(
     if not admission.ok:
         refused = RunRefused(admission_errors=admission.errors)
         raise fail(refused.lines(), refusal_summary(refused))
-    with signals_stop_the_run():
+    # From the import of the project's tools on, their os._exit is refused
+    # (evalrunner.process_exit): mutate would end with its code, and 0 reads as "every
+    # mutant killed".
+    unclaimed()  # what an earlier run in this process left (library use) is not this run's
+    with signals_stop_the_run(), process_exit_refused():
         try:
             report = run_mutants(
                 admission.cases,
@@ -91,5 +97,12 @@ def mutate(
             )
         except RunInterrupted as stop:
             raise typer.Exit(128 + stop.signum) from None
+        except PluginError as exc:
+            raise fail(exc.problems) from None
     emit(render_mutation(report))
+    late = unclaimed()
+    if late:
+        # Refused outside every case (a thread that outlived its case): no verdict of a
+        # mutant can be trusted, as when the baseline ended its process.
+        raise fail([late_exit_problem(late)], "mutate: the baseline cannot run")
     raise typer.Exit(report.exit_code)

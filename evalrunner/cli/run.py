@@ -3,6 +3,7 @@
 # No ``from __future__ import annotations``: typer reads every command's annotations at each
 # start, and string annotations would make it compile each of them again.
 
+import contextlib
 import os
 from dataclasses import replace
 from enum import StrEnum
@@ -38,6 +39,7 @@ from evalrunner.model import (
     SuiteReport,
 )
 from evalrunner.plugins import PluginError
+from evalrunner.process_exit import late_exit_problem, process_exit_refused, unclaimed
 from evalrunner.report import (
     Verbosity,
     agent_label,
@@ -182,73 +184,86 @@ def run(
         raise fail(["--suite: give fixture PATHs or --suite DIR, not both"])
     workers = _parse_jobs(jobs)
     verbosity = _verbosity(quiet, verbose)
-    shown_format = report_format or _default_format()
+    shown_format = report_format or default_format()
     settings = load_settings(
         config, suite, mode, case_timeout, agent_command, repeat, agent_exit_grace
     )
-    try:
-        run_settings = settings_from_config(settings, jobs=workers)
-    except PluginError as exc:
-        raise fail(exc.problems) from None
-    live = live_model(settings, workers) if settings.mode == "live" else None
-    if live is not None:
-        run_settings = replace(run_settings, live=live)
-    report_files = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
-    prepare_report_paths(report_files)
-    progress = RunProgress.for_stderr()
-    # Standard output carries the report alone: what an in-process agent or tool prints
-    # (print(), a library's logging to stdout) goes to stderr, so it can neither corrupt a
-    # JSON report nor forge a line of the table or a GitHub annotation.
-    from evalrunner.replay import process_exit_refused
+    # From the import of the configured agent and tools on, an os._exit of theirs is refused
+    # (evalrunner.process_exit): it would end the run with its own code, 0 reading as a pass.
+    with process_exit_refused():
+        unclaimed()  # what an earlier run in this process left (library use) is not this run's
+        try:
+            run_settings = settings_from_config(settings, jobs=workers)
+        except PluginError as exc:
+            raise fail(exc.problems) from None
+        live = live_model(settings, workers) if settings.mode == "live" else None
+        if live is not None:
+            run_settings = replace(run_settings, live=live)
+        report_files = {"--output": output, "--json": json_file, "--junit-xml": junit_xml}
+        prepare_report_paths(report_files)
+        progress = RunProgress.for_stderr()
+        # Standard output carries the report alone: what an in-process agent or tool prints
+        # (print(), a library's logging to stdout) goes to stderr, so it can neither corrupt a
+        # JSON report nor forge a line of the table or a GitHub annotation.
+        with signals_stop_the_run(), progress, agent_output_to_stderr():
+            outcome = run_suite(
+                paths or settings.suite_dir,
+                mode=settings.mode,
+                settings=run_settings,
+                keyword=chosen_by,
+                shard=slice_,
+                keep_going=keep_going,
+                on_start=progress.start,
+                on_case=progress.case_done,
+                cache_dir=cache_directory(settings, no_cache),
+            )
+        if live is not None:
+            live.close()
+        if isinstance(outcome, RunRefused):
+            refused = outcome
+            problems = write_reports(
+                {"--junit-xml": junit_xml}, lambda _: formats.render_junit(refused)
+            )
+            if shown_format is ReportFormat.github:
+                emit(formats.render_github(outcome))
+            raise fail([*outcome.lines(), *problems], refusal_summary(outcome))
+        report = replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
+        report_skipped(report)
 
-    with signals_stop_the_run(), progress, agent_output_to_stderr(), process_exit_refused():
-        outcome = run_suite(
-            paths or settings.suite_dir,
-            mode=settings.mode,
-            settings=run_settings,
-            keyword=chosen_by,
-            shard=slice_,
-            keep_going=keep_going,
-            on_start=progress.start,
-            on_case=progress.case_done,
-            cache_dir=cache_directory(settings, no_cache),
-        )
-    if live is not None:
-        live.close()
-    if isinstance(outcome, RunRefused):
-        refused = outcome
-        problems = write_reports(
-            {"--junit-xml": junit_xml}, lambda _: formats.render_junit(refused)
-        )
-        if shown_format is ReportFormat.github:
-            emit(formats.render_github(outcome))
-        raise fail([*outcome.lines(), *problems], refusal_summary(outcome))
-    report = replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
-    report_skipped(report)
+        def render(flag: str) -> str:
+            if flag == "--json":
+                return formats.render_json(report)
+            if flag == "--junit-xml":
+                return formats.render_junit(report)
+            return _render(
+                report,
+                report_format or ReportFormat.table,
+                verbosity,
+                color=False,
+                tracebacks=show_tracebacks,
+            )
 
-    def render(flag: str) -> str:
-        if flag == "--json":
-            return formats.render_json(report)
-        if flag == "--junit-xml":
-            return formats.render_junit(report)
-        return _render(
-            report,
-            report_format or ReportFormat.table,
-            verbosity,
-            color=False,
-            tracebacks=show_tracebacks,
+        problems = write_reports(report_files, render)
+        if output is not None and shown_format is ReportFormat.json:
+            shown_format = ReportFormat.table  # the JSON went to the file; people read the table
+        shown = _render(
+            report, shown_format, verbosity, color=color_wanted(), tracebacks=show_tracebacks
         )
+        emit(shown)
+        if problems:
+            raise fail(problems)
+        raise typer.Exit(_with_late_exits(run_exit_code(report)))
 
-    problems = write_reports(report_files, render)
-    if output is not None and shown_format is ReportFormat.json:
-        shown_format = ReportFormat.table  # the JSON went to the file; people read the table
-    shown = _render(
-        report, shown_format, verbosity, color=color_wanted(), tracebacks=show_tracebacks
-    )
-    emit(shown)
-    if problems:
-        raise fail(problems)
-    raise typer.Exit(run_exit_code(report))
+
+def _with_late_exits(code: int) -> int:
+    """The exit code, failing the run when an os._exit was refused outside every case (a
+    thread that outlived its case): no case carries it, so the run itself does not pass."""
+    late = unclaimed()
+    if not late:
+        return code
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        typer.echo(f"error: {late_exit_problem(late)}", err=True)
+    return code or 1
 
 
 def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
@@ -259,7 +274,7 @@ def _verbosity(quiet: bool, verbose: bool) -> Verbosity:
     return Verbosity.VERBOSE if verbose else Verbosity.NORMAL
 
 
-def _default_format() -> ReportFormat:
+def default_format() -> ReportFormat:
     """github under GitHub Actions (which sets GITHUB_ACTIONS=true), else table."""
     return ReportFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else ReportFormat.table
 

@@ -148,12 +148,16 @@ class DropsAssistantCalls(_Mutated):
         return self._context.provider.complete(ModelRequest(tuple(messages), self._specs))
 
 
+EXTRA_TOOL = "delete_account"
+"""The tool :class:`OffersExtraTool` offers, which its survivor hint names."""
+
+
 class OffersExtraTool(_Mutated):
     """Offers the model a tool the agent does not have (``delete_account``), as a read-only
     agent wired to a dangerous tool would."""
 
     def _ask(self) -> ModelResponse:
-        extra = ToolSpec("delete_account", "Deletes the user's account.", {"type": "object"})
+        extra = ToolSpec(EXTRA_TOOL, "Deletes the user's account.", {"type": "object"})
         request = ModelRequest(tuple(self._history), (*self._specs, extra))
         return self._context.provider.complete(request)
 
@@ -308,7 +312,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "offers-extra-tool",
         "only the agent's own tools offered",
-        "tools_not_offered naming a tool the agent must not have",
+        f"tools_not_offered: [{EXTRA_TOOL}] (the tool this mutant offers), or any tool the "
+        "agent must not have",
         OffersExtraTool,
     ),
     Mutant(

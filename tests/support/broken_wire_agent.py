@@ -16,6 +16,7 @@ other-arguments     reports other arguments than the model sent (and runs echo o
 lie-success         reports a failed call as a success
 grandchild          leaves a grandchild holding stdout open, then exits 0
 mcp-names           offers its tool as mcp__echo, but runs a call to echo all the same
+mcp-names-unreported  the same, and its reply lines report no dispatches (no "tool_calls")
 tool-choice-none    sends tool_choice "none" (forbidding tool calls) on every request
 edited-results      feeds back "Result: X (edited)" for every result, and reports that
 reversed-feed       feeds a batch's results back in reverse, but reports them in the model's order
@@ -37,7 +38,7 @@ WIRE, MODE = sys.argv[1], sys.argv[2]
 
 
 ECHO_SCHEMA = {"type": "object", "properties": {"message": {"type": "string"}}}
-OFFERED = "mcp__echo" if MODE == "mcp-names" else "echo"
+OFFERED = "mcp__echo" if MODE.startswith("mcp-names") else "echo"
 OPENAI_TOOLS = [{"type": "function", "function": {"name": OFFERED, "parameters": ECHO_SCHEMA}}]
 ANTHROPIC_TOOLS = [{"name": OFFERED, "input_schema": ECHO_SCHEMA}]
 RESPONSES_TOOLS = [{"type": "function", "name": OFFERED, "parameters": ECHO_SCHEMA}]
@@ -193,7 +194,10 @@ def main() -> int:
     turn = {"openai": turn_openai, "openai-responses": turn_responses}.get(WIRE, turn_anthropic)
     for line in sys.stdin:
         reply, reports = turn(messages, json.loads(line)["user_input"])
-        print(json.dumps({"reply": reply, "tool_calls": reports}), flush=True)
+        line = {"reply": reply, "tool_calls": reports}
+        if MODE.endswith("-unreported"):
+            del line["tool_calls"]
+        print(json.dumps(line), flush=True)
     if MODE == "extra-request":
         with contextlib.suppress(urllib.error.HTTPError):
             turn(messages, "one more thing")

@@ -24,6 +24,7 @@ request-before-handshake  acts on the opening line (asks the model), then sends 
 extra-request             asks the model once more after its final reply, before ending the case
 extra-stdout              prints a line after its final reply, before ending the case
 exit-7                    exits with code 7 when told to end a case
+crash-on-end              raises when told to end a case (a traceback, exit code 1)
 no-ack                    never answers the end of a case
 bad-ack                   answers the end of a case with "ended": false
 stray-request             asks the model after ending the first case, before the next one
@@ -166,6 +167,8 @@ def main() -> int:
                 emit({"stray": "after the final reply"})
             elif MODE == "exit-7":
                 return 7
+            elif MODE == "crash-on-end":
+                raise RuntimeError("crashing on purpose when told to end the case")
             elif MODE == "no-ack":
                 time.sleep(3600)
             ended = MODE != "bad-ack"
