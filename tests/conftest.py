@@ -29,6 +29,17 @@ os.environ.setdefault(
     "HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "evalrunner-tests-hypothesis")
 )
 
+# Most tests start Python processes (evalrunner, agents). Told not to write bytecode (as
+# container images often are, to keep the source tree clean), each of them compiles every
+# module it imports from source again. Their bytecode goes to a cache under the temporary
+# directory instead: still nothing in the checkout, and a module compiled once. The xdist
+# workers, started after this runs, and every process a test starts inherit it.
+if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ.setdefault(
+        "PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "evalrunner-tests-pycache")
+    )
+
 _COMMON = {
     "deadline": None,  # a loaded CI machine must not turn a slow example into a failure
     "database": None,  # nothing is written into the checkout
