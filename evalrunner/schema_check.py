@@ -259,7 +259,7 @@ class _Walk:
                 SchemaProblem(
                     here,
                     "$id is not allowed in a fixture's schema: it is one self-contained "
-                    "document; leave $id out and refer inside it with $ref: \"#/...\"",
+                    'document; leave $id out and refer inside it with $ref: "#/..."',
                     key=True,
                 )
             )
@@ -334,8 +334,11 @@ class _Walk:
                 if isinstance(node, dict) and token in node:
                     node = node[token]
                     path.append(token)
-                elif isinstance(node, list) and token.isascii() and token.isdigit() and (
-                    int(token) < len(node)
+                elif (
+                    isinstance(node, list)
+                    and token.isascii()
+                    and token.isdigit()
+                    and (int(token) < len(node))
                 ):
                     node = node[int(token)]
                     path.append(int(token))
