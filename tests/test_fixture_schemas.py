@@ -20,7 +20,7 @@ from evalrunner.expectations._json import NOT_JSON, parse, schema_errors
 from evalrunner.fixture.admit import admit
 from evalrunner.fixture.load import load_document
 from evalrunner.model import Case
-from evalrunner.schema_check import argument_problem, schema_problems
+from evalrunner.schema_check import argument_problem, located, schema_problems
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,6 +241,7 @@ def test_a_catastrophic_pattern_is_searched_in_linear_time_at_admission() -> Non
         ({"pattern": "^(a+)+$"}, HOSTILE, True),
         ({"pattern": "^(a+)+$"}, "aaaa", False),
         ({"patternProperties": {"^(a+)+$": {"type": "integer"}}}, {HOSTILE: "x"}, False),
+        ({"patternProperties": {"^(a+)+$": {}}, "required": ["z"]}, {HOSTILE: "x"}, True),
         ({"patternProperties": {"^(a+)+$": {"type": "integer"}}}, {"aaaa": "x"}, True),
         ({"patternProperties": {"^(a+)+$": True}, "additionalProperties": False},
          {HOSTILE: 1}, True),
@@ -366,6 +367,14 @@ def test_schema_messages_quote_with_double_quotes_wherever_the_schema_is(tmp_pat
     assert in_double.endswith(in_reply.split(": ", 1)[1])
     [meta] = refusals(tmp_path, reply_case("{}", {"minLength": "x"}))
     assert meta.endswith('not valid JSON Schema: "x" is not of type "integer"'), meta
+
+
+def test_located_words_a_problem_with_its_whole_path() -> None:
+    [problem] = schema_problems({"properties": {"a b": {"requried": []}}})
+    assert located(("tools", 0, "parameters"), problem) == (
+        'tools[0].parameters.properties.a b.requried: unknown JSON Schema keyword "requried", '
+        'which would check nothing; did you mean "required"?'
+    )
 
 
 def test_a_schema_of_false_is_refused(tmp_path: Path) -> None:
