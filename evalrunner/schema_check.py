@@ -104,17 +104,24 @@ class SchemaProblem:
 
 def schema_problems(schema: object) -> list[SchemaProblem]:
     """Everything wrong with ``schema`` as a fixture's JSON Schema (see the module doc)."""
-    if schema is False:
+    if schema is False or (isinstance(schema, dict) and _accepts_all(schema.get("not"))):
+        what = "false" if schema is False else _short(schema)
         return [
             SchemaProblem(
                 (),
-                "the schema false accepts no value, so nothing can ever satisfy it; write the "
+                f"the schema {what} accepts no value, so nothing can ever satisfy it; write the "
                 "schema the value must satisfy (true accepts any value)",
             )
         ]
     problems = [_meta_problem(error) for error in _metaschema_errors(schema)]
     problems.extend(_Walk(schema).problems())
-    return problems
+    # The metaschema reaches a subschema through each vocabulary: one error, many times.
+    return list(dict.fromkeys(problems))
+
+
+def _accepts_all(schema: object) -> bool:
+    """Whether ``schema`` is ``true`` or ``{}`` (written as such: not a number equal to 1)."""
+    return schema is True or (isinstance(schema, dict) and not schema)
 
 
 def located(at: JSONPath, problem: SchemaProblem) -> str:

@@ -384,6 +384,12 @@ def test_a_schema_of_false_is_refused(tmp_path: Path) -> None:
     [problem] = schema_problems(False)
     assert problem.path == ()
     assert schema_problems(True) == []
+    for nothing in ({"not": {}}, {"type": "object", "not": True}):
+        [problem] = schema_problems(nothing)
+        assert "accepts no value, so nothing can ever satisfy it" in problem.message
+    assert schema_problems({"not": {"type": "string"}}) == []
+    [meta] = schema_problems({"not": 1})  # 1 == True in Python, but it is no schema
+    assert meta.path == ("not",) and "not valid JSON Schema" in meta.message
 
 
 # --- grading never raises -------------------------------------------------------------------------
