@@ -210,7 +210,8 @@ def _meta_problem(error: Any) -> SchemaProblem:
 def _double_quoted(message: str) -> str:
     """jsonschema's message with the values it quotes (Python reprs in single quotes) in
     double quotes, as every other admission message quotes them."""
-    return re.sub(r"'((?:[^'\\]|\\.)*)'", lambda m: json.dumps(m.group(1)), message)
+    # A quote inside a word is an apostrophe, and a repr holding a double quote is left as is.
+    return re.sub(r"(?<!\w)'((?:[^'\\\"]|\\.)*)'(?!\w)", lambda m: json.dumps(m.group(1)), message)
 
 
 def _short(value: object) -> str:

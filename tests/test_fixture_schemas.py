@@ -367,6 +367,8 @@ def test_schema_messages_quote_with_double_quotes_wherever_the_schema_is(tmp_pat
     assert in_double.endswith(in_reply.split(": ", 1)[1])
     [meta] = refusals(tmp_path, reply_case("{}", {"minLength": "x"}))
     assert meta.endswith('not valid JSON Schema: "x" is not of type "integer"'), meta
+    [apostrophe] = schema_problems({"minLength": "it's"})
+    assert apostrophe.message == 'not valid JSON Schema: "it\'s" is not of type "integer"'
 
 
 def test_located_words_a_problem_with_its_whole_path() -> None:
