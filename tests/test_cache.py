@@ -267,3 +267,42 @@ def test_an_entry_with_a_value_of_another_shape_is_a_miss(
         connection.execute("UPDATE entries SET value = ?", (json.dumps(entry),))
         connection.commit()
     assert AdmissionCache(directory).lookup(key) is None
+
+
+def test_an_edit_to_any_module_admission_runs_changes_the_build(tmp_path: Path) -> None:
+    """Admission runs modules outside fixture/ (schema_check, expectations/): editing one in
+    a development checkout must start from an empty cache, as editing fixture/ does."""
+    import shutil
+    import subprocess
+    import sys
+
+    import evalrunner
+
+    copy = tmp_path / "checkout"
+    shutil.copytree(
+        Path(evalrunner.__file__).resolve().parent,
+        copy / "evalrunner",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copytree(Path(evalrunner.__file__).resolve().parent.parent / "schemas", copy / "schemas")
+    probe = "from evalrunner.fixture.cache import _fingerprint; print(_fingerprint().hex())"
+
+    def build() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=copy,
+            env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    before = build()
+    assert build() == before
+    for module in ("schema_check.py", "expectations/_json.py"):
+        edited = copy / "evalrunner" / module
+        edited.write_text(edited.read_text("utf-8") + "\n# edited\n", "utf-8")
+        after = build()
+        assert after != before, module
+        before = after

@@ -93,3 +93,33 @@ def test_entries_validate_against_the_reply_schema() -> None:
     # The line is ASCII-escaped as the agents print it, and read back as the runner does.
     line = json.loads(json.dumps({"reply": "done", "tool_calls": calls}))
     assert list(validator.iter_errors(line)) == []
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"to": "ada@example.com", "on": "2024-05-01"}, {"to": "nobody"}, {"to": "a@b", "on": "May"}],
+)
+def test_a_doubles_parameters_give_the_verdict_evalrunners_double_gives(
+    arguments: dict[str, str],
+) -> None:
+    from evalrunner.boundary.tools import answer
+    from evalrunner.model import DoubleRule, ToolDouble
+    from evalrunner.schema_check import ASSERTED_FORMATS
+
+    parameters = {
+        "type": "object",
+        "properties": {
+            "to": {"type": "string", "format": "email"},
+            "on": {"type": "string", "format": "date"},
+        },
+    }
+    double = {"name": "mail", "description": "", "parameters": parameters}
+    tools = echo_tool.CaseTools([{**double, "results": [{"returns": "sent"}]}])
+    entry = tools.dispatch("c1", "mail", json.dumps(arguments))
+    ours = answer(ToolDouble("mail", (DoubleRule(returns="sent"),), "", parameters), arguments)
+    assert ours is not None
+    kind, text = ours
+    assert entry["success"] is (kind == "returns")
+    assert entry["result"] == (text if kind == "returns" else f"Error: {text}")
+    source = (ROOT / "examples" / "sdk-agents" / "echo_tool.py").read_text("utf-8")
+    assert f"FormatChecker({json.dumps(list(ASSERTED_FORMATS))})" in source

@@ -398,8 +398,8 @@ def test_a_typo_in_a_fixture_schema_is_refused_where_it_is(tmp_path: Path) -> No
 """
     found = refusals(tmp_path, expects)
     assert found == [
-        '15:42: unknown JSON Schema keyword "requried", which would check nothing; did you mean '
-        '"required"?',
+        '15:42: unknown JSON Schema keyword "requried", which would check nothing; did you '
+        'mean "required"?',
         "20:29: a JSON Schema type is one of array, boolean, integer, null, number, object, "
         'string (or a list of them), got "integr"',
     ]

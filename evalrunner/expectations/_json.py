@@ -8,8 +8,6 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from evalrunner import schema_check
-
 __all__ = [
     "NOT_JSON",
     "UNRESOLVED",
@@ -36,6 +34,8 @@ def _parsed(text: str) -> tuple[Any, str]:
         return json.loads(text, parse_constant=_no_constant), ""
     except ValueError as exc:  # json.JSONDecodeError is one
         return NOT_JSON, str(exc)
+    except RecursionError:  # the parser recurses once per level of nesting
+        return NOT_JSON, "it nests arrays and objects too deeply to be read"
 
 
 def parse(text: str) -> tuple[Any, str]:
@@ -112,20 +112,25 @@ def pointer_problem(pointer: str) -> str | None:
     return None
 
 
-# --- JSON Schemas inside fixtures: checked and applied by evalrunner.schema_check --------------
+# --- JSON Schemas inside fixtures -------------------------------------------------------------
+# One implementation, in :mod:`evalrunner.schema_check`: the same rules for every schema a
+# fixture holds (``response_json.schema``, ``arguments_schema``, a double's ``parameters``).
 
 
 def schema_problems(schema: object) -> list[tuple[tuple[str | int, ...], str]]:
     """What is wrong with a JSON Schema written in a fixture, each with its path inside the
-    schema (:func:`evalrunner.schema_check.schema_problems`, the checker of every fixture
-    schema)."""
-    return [(p.path, p.message) for p in schema_check.schema_problems(schema)]
+    schema (:func:`evalrunner.schema_check.schema_problems`)."""
+    from evalrunner.schema_check import schema_problems as problems
+
+    return [(problem.path, problem.message) for problem in problems(schema)]
 
 
 def schema_errors(schema_text: str, instance: object) -> list[str]:
-    """Why ``instance`` breaks the schema (JSON text, admitted), with the JSON Pointer of where;
-    empty when it satisfies it (:func:`evalrunner.schema_check.instance_error`)."""
-    found = schema_check.instance_error(schema_text, instance)
+    """Why ``instance`` breaks the schema (JSON text, admitted), best reason first; empty when
+    it satisfies it."""
+    from evalrunner.schema_check import best_error
+
+    found = best_error(schema_text, instance)
     if found is None:
         return []
     message, path = found
