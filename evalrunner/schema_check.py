@@ -102,8 +102,14 @@ class SchemaProblem:
     key: bool = False
 
 
-def schema_problems(schema: object) -> list[SchemaProblem]:
-    """Everything wrong with ``schema`` as a fixture's JSON Schema (see the module doc)."""
+def schema_problems(schema: object, *, tool_parameters: bool = False) -> list[SchemaProblem]:
+    """Everything wrong with ``schema`` as a fixture's JSON Schema (see the module doc).
+
+    A tool double's ``parameters`` (``tool_parameters``) describe the tool to the model, as
+    the agent's real tool definitions do, so a ``format`` outside :data:`ASSERTED_FORMATS`
+    (``date-time``, ``uri``) is an annotation there, as it is to the model APIs: kept, not
+    asserted. In a check (``arguments_schema``, ``response_json.schema``) it is refused, since
+    the author wrote it to check something."""
     if schema is False or (isinstance(schema, dict) and _accepts_all(schema.get("not"))):
         what = "false" if schema is False else _short(schema)
         return [
@@ -114,7 +120,7 @@ def schema_problems(schema: object) -> list[SchemaProblem]:
             )
         ]
     problems = [_meta_problem(error) for error in _metaschema_errors(schema)]
-    problems.extend(_Walk(schema).problems())
+    problems.extend(_Walk(schema, annotated_formats=tool_parameters).problems())
     # The metaschema reaches a subschema through each vocabulary: one error, many times.
     return list(dict.fromkeys(problems))
 
@@ -223,8 +229,9 @@ class _Walk:
     """One pass over every subschema of ``root`` (never into values that are data, such as
     ``const`` or ``default``), collecting what the checks beyond the metaschema need."""
 
-    def __init__(self, root: object) -> None:
+    def __init__(self, root: object, *, annotated_formats: bool = False) -> None:
         self.root = root
+        self.annotated_formats = annotated_formats
         self.found: list[SchemaProblem] = []
         self.nodes: dict[JSONPath, object] = {}
         """Every subschema, by its path: what a reference may point at."""
@@ -281,7 +288,12 @@ class _Walk:
             )
         elif key == "pattern" and isinstance(value, str):
             self._regex(here, value, key=False)
-        elif key == "format" and isinstance(value, str) and value not in ASSERTED_FORMATS:
+        elif (
+            key == "format"
+            and isinstance(value, str)
+            and value not in ASSERTED_FORMATS
+            and not self.annotated_formats
+        ):
             self.found.append(SchemaProblem(here, _unasserted(value)))
         elif key == "patternProperties" and isinstance(value, dict):
             self.pattern_properties.append(here)

@@ -354,6 +354,40 @@ def test_a_format_that_would_check_nothing_is_refused(tmp_path: Path, name: str)
     assert "describe the text with pattern" in result.output
 
 
+def test_a_double_s_parameters_keep_any_format_as_an_annotation(tmp_path: Path) -> None:
+    # A double's parameters describe the tool to the model, like the agent's real tool
+    # definitions, which often say date-time or uri: there a format is an annotation, as the
+    # model APIs treat it, while the same format in a check is refused above.
+    when = {"type": "string", "format": "date-time"}
+    parameters = {"type": "object", "properties": {"when": when}, "required": ["when"]}
+    assert schema_problems(parameters, tool_parameters=True) == []
+    assert schema_problems(parameters) != []
+    case = {
+        "name": "calendar",
+        "tools": [{"name": "book", "parameters": parameters, "results": [{"returns": "booked"}]}],
+        "turns": [
+            {
+                "user_input": "book it",
+                "steps": [
+                    {
+                        "response": {
+                            "type": "tool_calls",
+                            "tool_calls": [
+                                {"id": "b1", "name": "book", "arguments": {"when": "soon"}}
+                            ],
+                        }
+                    },
+                    {"response": {"type": "text", "content": "booked"}},
+                ],
+            }
+        ],
+        "expects": {"tools_used": ["book"]},
+    }
+    result = cli(tmp_path, case)
+    assert result.exit_code == 0, result.output
+    assert "1/1 cases passed" in result.output
+
+
 # --- messages and false ---------------------------------------------------------------------------
 
 
