@@ -54,7 +54,7 @@ from evalrunner.model import (
     Turn,
 )
 from evalrunner.mutation.mutants import IN_PROCESS, MUTANTS, PATHS
-from evalrunner.mutation.runner import run_mutants
+from evalrunner.mutation.runner import ProjectTools, run_mutants
 from evalrunner.replay import run_case
 from evalrunner.session import evaluate_case
 
@@ -1102,6 +1102,59 @@ def test_mutate_gives_the_mutants_the_projects_tools() -> None:
     # them, and those kill the tool-boundary mutants.
     assert re.search(r"^drops-tool-result\s+killed \(2\)", result.stdout, re.M), result.output
     assert "so it kills nothing there: failed tool_results_contain(" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_command_mutant_serves_every_case_of_a_path_from_one_process(tmp_path: Path) -> None:
+    # mutate runs each mutant's cases as `run` does, so a command mutant that takes up
+    # protocol 2 serves them all: one process per mutant, not one per case.
+    log = tmp_path / "pids.log"
+    (tmp_path / "pidtool.py").write_text(
+        "import os, sys\n"
+        "class Pid:\n"
+        "    name = 'pid'\n"
+        "    description = 'Says which process ran it.'\n"
+        "    parameters = {'type': 'object'}\n"
+        "    def call(self, arguments):\n"
+        f"        with open({str(log)!r}, 'a') as out:\n"
+        "            out.write(f'{sys.argv[-1]} {os.getpid()}\\n')\n"
+        "        return 'ok'\n",
+        encoding="utf-8",
+    )
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    for name in ("first", "second"):
+        case = {
+            "name": name,
+            "turns": [
+                {
+                    "user_input": "Which process?",
+                    "steps": [
+                        {
+                            "response": {
+                                "type": "tool_calls",
+                                "tool_calls": [{"id": "c1", "name": "pid", "arguments": {}}],
+                            }
+                        },
+                        {"response": {"type": "text", "content": "done"}},
+                    ],
+                }
+            ],
+            "expects": {"tools_used": ["pid"]},
+        }
+        (suite / f"{name}.json").write_text(json.dumps(case), encoding="utf-8")
+    admission = admit_documents(iter_documents(discover(suite)))
+    assert admission.ok, admission.errors
+    report = run_mutants(
+        admission.cases, paths=("openai",), tools=ProjectTools(("pidtool:Pid",), tmp_path)
+    )
+    assert report.baseline_failures == () and report.baseline_broken == (), report
+    pids: dict[str, set[str]] = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        mutant, pid = line.split()
+        pids.setdefault(mutant, set()).add(pid)
+    assert len(pids["reference"]) == 1, pids
+    assert len(pids["feeds-wrong-result"]) == 1, pids
 
 
 def test_a_command_mutant_that_fails_a_case_serves_the_next_in_protocol_2(tmp_path: Path) -> None:
