@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalrunner.agents.command import command_agent_factory
+from evalrunner.agents.command import CommandAgentFactory, command_agent_factory
 from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
 from evalrunner.execution import RunSettings, ended_its_process, execute
 from evalrunner.model import Case, CaseReport
@@ -147,8 +147,14 @@ def run_mutants(
         # protocol 2 serves them all from one process, and what it does after a case ended
         # still counts against that case (the executor holds its verdict until then).
         settings = replace(project, agent_factory=factory)
-        with process_exit_refused(), contextlib.closing(execute(on, settings)) as reports:
-            yield from reports
+        try:
+            with process_exit_refused(), contextlib.closing(execute(on, settings)) as reports:
+                yield from reports
+        finally:
+            # Left early (--first-kill): the process kept for a next case ends now, not
+            # whenever the factory is collected.
+            if isinstance(factory, CommandAgentFactory):
+                factory.close()
 
     for path in paths:
         baseline = path_factory(None, path, stream=stream, tools=tools)
