@@ -1192,6 +1192,31 @@ def test_a_command_mutant_that_fails_a_case_serves_the_next_in_protocol_2(tmp_pa
     assert answers[3]["case"] == "b2" and answers[3]["error"].startswith("RunError: ")
 
 
+def test_mutate_with_jobs_reports_what_a_serial_run_reports() -> None:
+    args = ["mutate", "--suite", str(ROOT / "evals" / "regression"), "--path", "in-process"]
+    serial = CliRunner().invoke(app, args, env={})
+    parallel = CliRunner().invoke(app, [*args, "-j", "2"], env={})
+    assert serial.exit_code == parallel.exit_code == 0, parallel.output
+    assert parallel.stdout == serial.stdout
+
+
+@pytest.mark.slow
+def test_command_mutants_run_at_once_report_what_a_serial_run_reports() -> None:
+    suite = str(ROOT / "evals" / "regression")
+    args = ["mutate", "--suite", suite, "--path", "openai", "--path", "in-process"]
+    serial = CliRunner().invoke(app, args, env={})
+    parallel = CliRunner().invoke(app, [*args, "--jobs", "3"], env={})
+    assert serial.exit_code == parallel.exit_code == 0, parallel.output
+    assert parallel.stdout == serial.stdout
+
+
+@pytest.mark.parametrize("jobs", ["0", "x", "257"])
+def test_mutate_refuses_a_jobs_count_out_of_range(jobs: str) -> None:
+    result = CliRunner().invoke(app, ["mutate", "--jobs", jobs], env={})
+    assert result.exit_code == 2
+    assert f"--jobs: must be a number from 1 to 256, or auto; got {jobs!r}" in result.stderr
+
+
 def test_mutate_refuses_an_unknown_path() -> None:
     result = CliRunner().invoke(app, ["mutate", "--path", "grpc"], env={})
     assert result.exit_code == 2
