@@ -55,7 +55,7 @@ from evalrunner.model import (
     Turn,
 )
 from evalrunner.mutation.mutants import IN_PROCESS, MUTANTS, PATHS
-from evalrunner.mutation.runner import run_mutants
+from evalrunner.mutation.runner import ProjectTools, run_mutants
 from evalrunner.replay import run_case
 from evalrunner.session import evaluate_case
 
@@ -1168,6 +1168,59 @@ def test_mutate_gives_the_mutants_the_projects_tools() -> None:
     assert "so it kills nothing there: failed tool_results_contain(" in result.stdout
 
 
+@pytest.mark.slow
+def test_a_command_mutant_serves_every_case_of_a_path_from_one_process(tmp_path: Path) -> None:
+    # mutate runs each mutant's cases as `run` does, so a command mutant that takes up
+    # protocol 2 serves them all: one process per mutant, not one per case.
+    log = tmp_path / "pids.log"
+    (tmp_path / "pidtool.py").write_text(
+        "import os, sys\n"
+        "class Pid:\n"
+        "    name = 'pid'\n"
+        "    description = 'Says which process ran it.'\n"
+        "    parameters = {'type': 'object'}\n"
+        "    def call(self, arguments):\n"
+        f"        with open({str(log)!r}, 'a') as out:\n"
+        "            out.write(f'{sys.argv[-1]} {os.getpid()}\\n')\n"
+        "        return 'ok'\n",
+        encoding="utf-8",
+    )
+    suite = tmp_path / "evals"
+    suite.mkdir()
+    for name in ("first", "second"):
+        case = {
+            "name": name,
+            "turns": [
+                {
+                    "user_input": "Which process?",
+                    "steps": [
+                        {
+                            "response": {
+                                "type": "tool_calls",
+                                "tool_calls": [{"id": "c1", "name": "pid", "arguments": {}}],
+                            }
+                        },
+                        {"response": {"type": "text", "content": "done"}},
+                    ],
+                }
+            ],
+            "expects": {"tools_used": ["pid"]},
+        }
+        (suite / f"{name}.json").write_text(json.dumps(case), encoding="utf-8")
+    admission = admit_documents(iter_documents(discover(suite)))
+    assert admission.ok, admission.errors
+    report = run_mutants(
+        admission.cases, paths=("openai",), tools=ProjectTools(("pidtool:Pid",), tmp_path)
+    )
+    assert report.baseline_failures == () and report.baseline_broken == (), report
+    pids: dict[str, set[str]] = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        mutant, pid = line.split()
+        pids.setdefault(mutant, set()).add(pid)
+    assert len(pids["reference"]) == 1, pids
+    assert len(pids["feeds-wrong-result"]) == 1, pids
+
+
 def test_a_command_mutant_that_fails_a_case_serves_the_next_in_protocol_2(tmp_path: Path) -> None:
     # A refused request fails that case with an error line and the process lives on, so a
     # mutant whose every case fails does not cost a process per case.
@@ -1201,6 +1254,31 @@ def test_a_command_mutant_that_fails_a_case_serves_the_next_in_protocol_2(tmp_pa
         ["case", "error"],
     ], answers
     assert answers[3]["case"] == "b2" and answers[3]["error"].startswith("RunError: ")
+
+
+def test_mutate_with_jobs_reports_what_a_serial_run_reports() -> None:
+    args = ["mutate", "--suite", str(ROOT / "evals" / "regression"), "--path", "in-process"]
+    serial = CliRunner().invoke(app, args, env={})
+    parallel = CliRunner().invoke(app, [*args, "-j", "2"], env={})
+    assert serial.exit_code == parallel.exit_code == 0, parallel.output
+    assert parallel.stdout == serial.stdout
+
+
+@pytest.mark.slow
+def test_command_mutants_run_at_once_report_what_a_serial_run_reports() -> None:
+    suite = str(ROOT / "evals" / "regression")
+    args = ["mutate", "--suite", suite, "--path", "openai", "--path", "in-process"]
+    serial = CliRunner().invoke(app, args, env={})
+    parallel = CliRunner().invoke(app, [*args, "--jobs", "3"], env={})
+    assert serial.exit_code == parallel.exit_code == 0, parallel.output
+    assert parallel.stdout == serial.stdout
+
+
+@pytest.mark.parametrize("jobs", ["0", "x", "257"])
+def test_mutate_refuses_a_jobs_count_out_of_range(jobs: str) -> None:
+    result = CliRunner().invoke(app, ["mutate", "--jobs", jobs], env={})
+    assert result.exit_code == 2
+    assert f"--jobs: must be a number from 1 to 256, or auto; got {jobs!r}" in result.stderr
 
 
 def test_mutate_refuses_an_unknown_path() -> None:

@@ -52,6 +52,16 @@ def mutate(
             "--first-kill", help="Stop each mutant at the first case that kills it (faster)."
         ),
     ] = False,
+    jobs: Annotated[
+        str,
+        typer.Option(
+            "--jobs",
+            "-j",
+            metavar="N",
+            help="Run N command mutants at once (auto: one per CPU). The report and the exit "
+            "code are those of a serial run.",
+        ),
+    ] = "1",
     config: ConfigOption = None,
 ) -> None:
     """Does the suite catch broken agents? Runs it against every mutant; exit 1 if one survives.
@@ -62,9 +72,11 @@ def mutate(
     kill nothing there. The configured agent and agent_command are not used: mutate tests
     the suite, not the agent.
     """
+    from evalrunner.cli.run import parse_jobs
     from evalrunner.mutation.mutants import PATHS
     from evalrunner.mutation.runner import ProjectTools, render_mutation, run_mutants
 
+    workers = parse_jobs(jobs)
     chosen = path or list(PATHS)
     unknown = [p for p in chosen if p not in PATHS]
     if unknown:
@@ -94,6 +106,7 @@ def mutate(
                 tools=ProjectTools(settings.tools, settings.base_dir, settings.builtin_tools),
                 trimmed_history=settings.trimmed_history,
                 max_tool_iterations=settings.max_tool_iterations,
+                jobs=workers,
             )
         except RunInterrupted as stop:
             raise typer.Exit(128 + stop.signum) from None

@@ -182,7 +182,7 @@ def run(
     chosen_by, slice_ = parse_selection(keyword, shard)
     if paths and suite is not None:
         raise fail(["--suite: give fixture PATHs or --suite DIR, not both"])
-    workers = _parse_jobs(jobs)
+    workers = parse_jobs(jobs)
     verbosity = _verbosity(quiet, verbose)
     shown_format = report_format or default_format()
     settings = load_settings(
@@ -282,7 +282,7 @@ def default_format() -> ReportFormat:
 MAX_JOBS = 256
 
 
-def _parse_jobs(raw: str) -> int:
+def parse_jobs(raw: str) -> int:
     """``--jobs``: a count from 1 to :data:`MAX_JOBS`, or ``auto`` (one per CPU)."""
     text = raw.strip().lower()
     if text == "auto":

@@ -15,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalrunner.agents.command import command_agent_factory
+from evalrunner.agents.command import CommandAgentFactory, command_agent_factory
 from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactory, reference_agent
 from evalrunner.execution import RunSettings, ended_its_process, execute
 from evalrunner.model import Case, CaseReport
@@ -120,6 +122,7 @@ def run_mutants(
     trimmed_history: bool = False,
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
     on_outcome: Callable[[MutantOutcome], None] | None = None,
+    jobs: int = 1,
 ) -> MutationReport:
     """Run ``cases`` against the baseline and every mutant on each path.
 
@@ -127,6 +130,7 @@ def run_mutants(
     list then shows only those kills). ``tools`` are the project's tools (default: echo);
     ``trimmed_history`` and ``max_tool_iterations`` the project's settings, as its runs use
     them. When the baseline cannot run on a path, no mutant runs (the report says why).
+    ``jobs`` above 1 runs that many command mutants at once; the report is the same.
     """
     outcomes: list[MutantOutcome] = []
     failing: list[tuple[str, str, str]] = []
@@ -147,46 +151,83 @@ def run_mutants(
         # protocol 2 serves them all from one process, and what it does after a case ended
         # still counts against that case (the executor holds its verdict until then).
         settings = replace(project, agent_factory=factory)
-        with process_exit_refused(), contextlib.closing(execute(on, settings)) as reports:
-            yield from reports
+        try:
+            with contextlib.closing(execute(on, settings)) as reports:
+                yield from reports
+        finally:
+            # Left early (--first-kill): the process kept for a next case ends now, not
+            # whenever the factory is collected.
+            if isinstance(factory, CommandAgentFactory):
+                factory.close()
 
-    for path in paths:
-        baseline = path_factory(None, path, stream=stream, tools=tools)
-        usable = []
-        with contextlib.closing(verdicts(cases, baseline)) as reports:
-            ran = list(reports)
-        for case, report in zip(cases, ran, strict=True):
-            if report.passed:
-                usable.append(case)
-            else:
-                failing.append((path, case.name, _why(report)))
-                if ended_its_process(report):
-                    broken.append(
-                        f"the reference agent's run of {case.name!r} on the {path} path ended "
-                        f"its process: {_why(report)}; fix the agent's tools, then mutate"
-                    )
-        if cases and not usable:
-            broken.append(
-                f"the reference agent passes no case on the {path} path, so no mutant can be "
-                "told from it; fix the suite or the project's tools (see the notes), then mutate"
-            )
-        if broken:
-            break
-        for mutant in MUTANTS:
-            if mutant.command_only and path == IN_PROCESS:
-                continue
-            factory = path_factory(mutant, path, stream=stream, tools=tools)
-            killers: list[str] = []
-            with contextlib.closing(verdicts(usable, factory)) as reports:
-                for case, report in zip(usable, reports, strict=False):
-                    if not report.passed:
-                        killers.append(case.name)
-                        if first_kill:
-                            break
-            outcome = MutantOutcome(mutant.name, path, tuple(killers), mutant.hint)
-            outcomes.append(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
+    usable_on: dict[str, list[Case]] = {}
+    stop = threading.Event()
+
+    def judge(path: str, mutant: Mutant) -> MutantOutcome:
+        factory = path_factory(mutant, path, stream=stream, tools=tools)
+        killers: list[str] = []
+        usable = usable_on[path]
+        with contextlib.closing(verdicts(usable, factory)) as reports:
+            for case, report in zip(usable, reports, strict=False):
+                if not report.passed:
+                    killers.append(case.name)
+                    if first_kill:
+                        break
+                if stop.is_set():  # the run was interrupted: nothing of this is reported
+                    break
+        return MutantOutcome(mutant.name, path, tuple(killers), mutant.hint)
+
+    with process_exit_refused():
+        for path in paths:
+            baseline = path_factory(None, path, stream=stream, tools=tools)
+            usable = usable_on[path] = []
+            with contextlib.closing(verdicts(cases, baseline)) as reports:
+                ran = list(reports)
+            for case, report in zip(cases, ran, strict=True):
+                if report.passed:
+                    usable.append(case)
+                else:
+                    failing.append((path, case.name, _why(report)))
+                    if ended_its_process(report):
+                        broken.append(
+                            f"the reference agent's run of {case.name!r} on the {path} path "
+                            f"ended its process: {_why(report)}; fix the agent's tools, then "
+                            "mutate"
+                        )
+            if cases and not usable:
+                broken.append(
+                    f"the reference agent passes no case on the {path} path, so no mutant can "
+                    "be told from it; fix the suite or the project's tools (see the notes), "
+                    "then mutate"
+                )
+            if broken:
+                break
+        tasks = [
+            (path, mutant)
+            for path in ([] if broken else paths)
+            for mutant in MUTANTS
+            if not (mutant.command_only and path == IN_PROCESS)
+        ]
+        # Command mutants run their tools in their own processes, so up to `jobs` of them run
+        # at once on threads; in-process mutants run here, one at a time, since a project's
+        # tools are not made to be called from several threads.
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="evalrunner mutant")
+        running = {
+            index: pool.submit(judge, *task)
+            for index, task in enumerate(tasks)
+            if jobs > 1 and task[0] != IN_PROCESS
+        }
+        try:
+            for index, task in enumerate(tasks):
+                outcome = running[index].result() if index in running else judge(*task)
+                outcomes.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+        except BaseException:
+            stop.set()  # each mutant under way stops after its current case
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     return MutationReport(
         cases=tuple(case.name for case in cases),
         paths=tuple(paths),
