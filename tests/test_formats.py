@@ -371,7 +371,8 @@ TOML_CASE = (
             "[expects]\nmax_tool_calls = 1\nmin_tool_calls = 2\n",
             11,
             18,
-            "min_tool_calls (2) is greater than max_tool_calls (1); no run can satisfy both",
+            "expects.min_tool_calls (2) is greater than expects.max_tool_calls (1); no run can "
+            "satisfy both",
         ),
         (
             '[expects]\nresponse_matches = ["(?=x)"]\n',
