@@ -700,21 +700,24 @@ def test_checks_that_some_run_passes_together_are_admitted(tmp_path: Path, expec
     [
         (
             "  tools_used: [echo]\n  max_tool_calls: 0\n",
-            'expects.max_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "expects.max_tool_calls (0) is below the 1 tool call(s) the other checks need "
+            '(1 to "echo" '
             "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
             "of those checks",
             (8, 19),
         ),
         (
             "  exact_tool_calls: 0\n  tools_used: [echo]\n",
-            'expects.exact_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "expects.exact_tool_calls (0) is below the 1 tool call(s) the other checks need "
+            '(1 to "echo" '
             "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
             "of those checks",
             (7, 21),
         ),
         (
             "  tools_used: [echo, web, echo]\n  max_tool_calls: 1\n",
-            'expects.max_tool_calls (1) is below the 2 tool call(s) the other checks need (1 to "echo" '
+            "expects.max_tool_calls (1) is below the 2 tool call(s) the other checks need "
+            '(1 to "echo" '
             'for expects.tools_used[0]; 1 to "web" for expects.tools_used[1]); no run can '
             "satisfy them all; raise it to 2 or drop one of those checks",
             (8, 19),
@@ -723,14 +726,16 @@ def test_checks_that_some_run_passes_together_are_admitted(tmp_path: Path, expec
             "  tools_used: [echo]\n"
             "  tool_arguments_contain: [{tool: echo, needle: a, call_index: 2}]\n"
             "  exact_tool_calls: 2\n",
-            'expects.exact_tool_calls (2) is below the 3 tool call(s) the other checks need (3 to "echo" '
+            "expects.exact_tool_calls (2) is below the 3 tool call(s) the other checks need "
+            '(3 to "echo" '
             "for expects.tool_arguments_contain[0] with call_index 2); no run can satisfy them "
             "all; raise it to 3 or drop one of those checks",
             (9, 21),
         ),
         (
             "  all_tools_succeeded: false\n  max_tool_calls: 0\n",
-            "expects.max_tool_calls (0) is below the 1 tool call(s) the other checks need (a failed one "
+            "expects.max_tool_calls (0) is below the 1 tool call(s) the other checks need "
+            "(a failed one "
             "for expects.all_tools_succeeded: false); no run can satisfy them all; raise it to 1 "
             "or drop one of those checks",
             (8, 19),

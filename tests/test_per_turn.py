@@ -242,7 +242,7 @@ def test_an_unfalsifiable_turn_only_case_is_refused_at_the_turn(tmp_path: Path) 
         (
             "      tools_used: [echo]\n      exact_tool_calls: 0\n",
             (8, 25),
-            'turns[0].expects.exact_tool_calls (0) is below the 1 tool call(s) the other checks '
+            "turns[0].expects.exact_tool_calls (0) is below the 1 tool call(s) the other checks "
             'need (1 to "echo" '
             "for turns[0].expects.tools_used[0])",
         ),

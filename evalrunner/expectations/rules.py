@@ -97,8 +97,8 @@ def cap_below_need(kind: str) -> Rule:
         needed, reasons = _calls_needed(expects, label)
         if limit < needed:
             yield Refusal(
-                f"{label}.{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
-                f"({'; '.join(reasons())}); no run can satisfy them all; "
+                f"{label}.{kind} ({limit}) is below the {needed} tool call(s) the other checks "
+                f"need ({'; '.join(reasons())}); no run can satisfy them all; "
                 f"raise it to {needed} or drop one of those checks",
                 base + (kind,),
             )
