@@ -188,7 +188,7 @@ def test_schema_key_is_allowed_at_top_level_only(tmp_path: Path) -> None:
 def test_schema_key_in_a_turn_is_refused(tmp_path: Path) -> None:
     turns = "  - user_input: hi\n    $schema: x\n    steps:\n"
     turns += "      - response: {type: text, content: ok}\n"
-    error = only(errors(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n", turns)))
+    error = only(errors(tmp_path, "a.yaml", yaml_case("  response_contains: [ok]\n", turns)))
     assert error.message == (
         "unknown key '$schema' in turns[0] (allowed: expects, steps, user_input)"
     )
@@ -457,7 +457,7 @@ BLANK_INPUT = "must not be blank (it is only whitespace); write what the user sa
 )
 def test_blank_user_input_is_refused_once(tmp_path: Path, value: str, message: str) -> None:
     turns = f"  - user_input: {value}\n    steps:\n      - response: {{type: text, content: ok}}\n"
-    error = only(errors(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n", turns)))
+    error = only(errors(tmp_path, "a.yaml", yaml_case("  response_contains: [ok]\n", turns)))
     assert error.message == f"turns[0].user_input {message}"
     assert (error.line, error.col) == (3, 17)
 
@@ -953,7 +953,9 @@ def test_schema_errors_do_not_hide_other_rules_in_well_formed_parts(tmp_path: Pa
         "      - response: {type: text, content: ok}\n"
     )
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n", turns)
-    assert [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)] == [(3, 17), (13, 19)]
+    # A blank user_input leaves the script as written: its repeated id is still reported.
+    found = [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)]
+    assert found == [(3, 17), (9, 20), (13, 19)]
     turns = turns.replace("user_input: ''", "user_input: hi")
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n  bogus: 1\n", turns)
     found = [(e.line, e.col) for e in errors(tmp_path, "b.yaml", text)]

@@ -24,6 +24,7 @@ from evalrunner.text import dotted
 __all__ = [
     "Refusal",
     "Rule",
+    "calls_needed",
     "cap_below_need",
     "exact_against_bounds",
     "min_above_max",
@@ -105,6 +106,12 @@ def cap_below_need(kind: str) -> Rule:
 
     rule.__name__ = rule.__qualname__ = f"{kind}_below_need"
     return rule
+
+
+def calls_needed(expects: Expectations) -> int:
+    """The fewest dispatches a run needs to pass the checks of ``expects`` that name tools
+    (or that need a failed call)."""
+    return _calls_needed(expects, "")[0]
 
 
 def _calls_needed(expects: Expectations, label: str) -> tuple[int, Callable[[], list[str]]]:
