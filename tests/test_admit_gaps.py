@@ -125,6 +125,31 @@ def test_offered_checks_of_two_different_turns_do_not_contradict(tmp_path: Path)
     admitted(tmp_path, text)
 
 
+def test_a_reply_check_the_last_turn_contradicts_is_refused_at_the_turn(tmp_path: Path) -> None:
+    # The case's reply is its last turn's: "hi" cannot be required in one and forbidden in the
+    # other, whichever level forbids it.
+    found = refused(tmp_path, scripted(case="response_not_contains: [hi]", second="oh hi"))
+    assert found == [
+        (
+            14,
+            27,
+            'turns[1].expects.response_contains[0] "oh hi" and expects.response_not_contains[0] '
+            "\"hi\" read the same reply (the case's is its last turn's), and a reply holding "
+            '"oh hi" holds "hi", so no reply can pass both; remove or change one of them',
+        )
+    ]
+    text = scripted(case="response_contains: [oh hi]").replace(
+        "      response_contains: [hi]\n", "      response_not_contains: [hi]\n"
+    )
+    found = refused(tmp_path, text)
+    assert [(line, col) for line, col, _ in found] == [(14, 31)], found
+    assert found[0][2].startswith('turns[1].expects.response_not_contains[0] "hi" and ')
+
+
+def test_a_reply_check_of_an_earlier_turn_does_not_contradict_the_case(tmp_path: Path) -> None:
+    admitted(tmp_path, scripted("response_not_contains: [hi]", "response_contains: [hi]"))
+
+
 # A live case (no steps): two turns, each with its own checks; the case's on line 10.
 LIVE = """\
 name: live
