@@ -462,3 +462,10 @@ def test_validate_reports_every_problem_with_exit_2(tmp_path: Path) -> None:
         ["12", "24"],
         ["14", "28"],
     ], result.output
+
+
+@pytest.mark.parametrize("turns", ["turns: 5\n", "turns: []\n", "", "turns: [5]\n"])
+def test_the_rules_across_levels_need_no_well_formed_turns(tmp_path: Path, turns: str) -> None:
+    # The case's checks are judged alone: the turns' own errors say what is wrong with them.
+    found = refused(tmp_path, "name: c\n" + turns + "expects:\n  tools_not_used: [x]\n")
+    assert found and all("Traceback" not in message for _, _, message in found)
