@@ -635,6 +635,10 @@ def _doubles(draw: st.DrawFn) -> list[dict[str, Any]]:
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_doubles())
 def test_random_doubles_survive_json_yaml_toml_json(doubles: list[dict[str, Any]]) -> None:
+    # Admission refuses a scripted call no rule answers: a last rule answers whatever the
+    # drawn rules of the called double leave.
+    called = {**doubles[0], "results": [*doubles[0]["results"], {"returns": "any"}]}
+    doubles = [called, *doubles[1:]]
     text = json.dumps(fixture(doubles, [{"id": "c", "name": "tool_0", "arguments": {}}]))
     case = admitted(text, "json")
     as_yaml = convert(document(text, "json"), "yaml")
