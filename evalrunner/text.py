@@ -12,6 +12,7 @@ it is shown, and case names holding such characters are refused at admission
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -117,13 +118,28 @@ def encodable_path(path: str | os.PathLike[str]) -> str:
 
 def dotted(path: Sequence[str | int]) -> str:
     """A path into a document as people write it: ``('turns', 0, 'steps')`` is
-    ``turns[0].steps``; the root is the empty string. Keys come from the document, so each is
-    shown :func:`printable`: a message naming ``eval."\\n"`` stays one line."""
+    ``turns[0].steps``; the root is the empty string.
+
+    A key that is not a plain name (a JSON Pointer such as ``/gust``, a key with a dot, a
+    space or a quote in it, an empty key, a key of digits that would read as an index) is
+    shown quoted in brackets, ``equals["/gust"]``, so the path still reads as one path. Keys
+    come from the document, so a quoted key is also :func:`printable`: a message naming
+    ``eval["\\n"]`` stays one line."""
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif _plain_key(part):
+            out += f".{part}" if out else part
         else:
-            shown = printable(str(part))
-            out += f".{shown}" if out else shown
+            out += f"[{printable(json.dumps(part, ensure_ascii=False))}]"
     return out
+
+
+def _plain_key(key: str) -> bool:
+    """Whether ``key`` reads unambiguously after a dot: letters, digits, ``_``, ``$`` and
+    ``-``, not starting with a digit or ``-``."""
+    return compiled(_PLAIN_KEY).fullmatch(key) is not None
+
+
+_PLAIN_KEY = r"[^\W\d][\w$-]*|\$[\w$-]*"

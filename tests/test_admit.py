@@ -188,7 +188,7 @@ def test_schema_key_is_allowed_at_top_level_only(tmp_path: Path) -> None:
 def test_schema_key_in_a_turn_is_refused(tmp_path: Path) -> None:
     turns = "  - user_input: hi\n    $schema: x\n    steps:\n"
     turns += "      - response: {type: text, content: ok}\n"
-    error = only(errors(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n", turns)))
+    error = only(errors(tmp_path, "a.yaml", yaml_case("  response_contains: [ok]\n", turns)))
     assert error.message == (
         "unknown key '$schema' in turns[0] (allowed: expects, steps, user_input)"
     )
@@ -457,7 +457,7 @@ BLANK_INPUT = "must not be blank (it is only whitespace); write what the user sa
 )
 def test_blank_user_input_is_refused_once(tmp_path: Path, value: str, message: str) -> None:
     turns = f"  - user_input: {value}\n    steps:\n      - response: {{type: text, content: ok}}\n"
-    error = only(errors(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n", turns)))
+    error = only(errors(tmp_path, "a.yaml", yaml_case("  response_contains: [ok]\n", turns)))
     assert error.message == f"turns[0].user_input {message}"
     assert (error.line, error.col) == (3, 17)
 
@@ -502,7 +502,8 @@ def test_min_above_max_is_refused(tmp_path: Path) -> None:
         errors(tmp_path, "a.yaml", yaml_case("  max_tool_calls: 2\n  min_tool_calls: 3\n"))
     )
     assert error.message == (
-        "min_tool_calls (3) is greater than max_tool_calls (2); no run can satisfy both"
+        "expects.min_tool_calls (3) is greater than expects.max_tool_calls (2); no run can "
+        "satisfy both"
     )
     assert (error.line, error.col) == (8, 19)
 
@@ -512,11 +513,13 @@ def test_min_above_max_is_refused(tmp_path: Path) -> None:
     [
         (
             "  min_tool_calls: 2\n  exact_tool_calls: 1\n",
-            "exact_tool_calls (1) is below min_tool_calls (2); drop one of them or make them agree",
+            "expects.exact_tool_calls (1) is below expects.min_tool_calls (2); drop one of them "
+            "or make them agree",
         ),
         (
             "  max_tool_calls: 2\n  exact_tool_calls: 3\n",
-            "exact_tool_calls (3) is above max_tool_calls (2); drop one of them or make them agree",
+            "expects.exact_tool_calls (3) is above expects.max_tool_calls (2); drop one of them "
+            "or make them agree",
         ),
     ],
 )
@@ -697,21 +700,24 @@ def test_checks_that_some_run_passes_together_are_admitted(tmp_path: Path, expec
     [
         (
             "  tools_used: [echo]\n  max_tool_calls: 0\n",
-            'max_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "expects.max_tool_calls (0) is below the 1 tool call(s) the other checks need "
+            '(1 to "echo" '
             "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
             "of those checks",
             (8, 19),
         ),
         (
             "  exact_tool_calls: 0\n  tools_used: [echo]\n",
-            'exact_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "expects.exact_tool_calls (0) is below the 1 tool call(s) the other checks need "
+            '(1 to "echo" '
             "for expects.tools_used[0]); no run can satisfy them all; raise it to 1 or drop one "
             "of those checks",
             (7, 21),
         ),
         (
             "  tools_used: [echo, web, echo]\n  max_tool_calls: 1\n",
-            'max_tool_calls (1) is below the 2 tool call(s) the other checks need (1 to "echo" '
+            "expects.max_tool_calls (1) is below the 2 tool call(s) the other checks need "
+            '(1 to "echo" '
             'for expects.tools_used[0]; 1 to "web" for expects.tools_used[1]); no run can '
             "satisfy them all; raise it to 2 or drop one of those checks",
             (8, 19),
@@ -720,14 +726,16 @@ def test_checks_that_some_run_passes_together_are_admitted(tmp_path: Path, expec
             "  tools_used: [echo]\n"
             "  tool_arguments_contain: [{tool: echo, needle: a, call_index: 2}]\n"
             "  exact_tool_calls: 2\n",
-            'exact_tool_calls (2) is below the 3 tool call(s) the other checks need (3 to "echo" '
+            "expects.exact_tool_calls (2) is below the 3 tool call(s) the other checks need "
+            '(3 to "echo" '
             "for expects.tool_arguments_contain[0] with call_index 2); no run can satisfy them "
             "all; raise it to 3 or drop one of those checks",
             (9, 21),
         ),
         (
             "  all_tools_succeeded: false\n  max_tool_calls: 0\n",
-            "max_tool_calls (0) is below the 1 tool call(s) the other checks need (a failed one "
+            "expects.max_tool_calls (0) is below the 1 tool call(s) the other checks need "
+            "(a failed one "
             "for expects.all_tools_succeeded: false); no run can satisfy them all; raise it to 1 "
             "or drop one of those checks",
             (8, 19),
@@ -945,7 +953,9 @@ def test_schema_errors_do_not_hide_other_rules_in_well_formed_parts(tmp_path: Pa
         "      - response: {type: text, content: ok}\n"
     )
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n", turns)
-    assert [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)] == [(3, 17), (13, 19)]
+    # A blank user_input leaves the script as written: its repeated id is still reported.
+    found = [(e.line, e.col) for e in errors(tmp_path, "a.yaml", text)]
+    assert found == [(3, 17), (9, 20), (13, 19)]
     turns = turns.replace("user_input: ''", "user_input: hi")
     text = yaml_case("  max_tool_calls: 1\n  min_tool_calls: 2\n  bogus: 1\n", turns)
     found = [(e.line, e.col) for e in errors(tmp_path, "b.yaml", text)]
@@ -985,7 +995,11 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r2_root_is_a_list.json": (1, 1, "a fixture must be an object"),
     "r3_empty_expects.toml": (10, 21, "expects declares only empty lists"),
     "r2_blank_needle.yaml": (9, 27, "expects.response_not_contains[0] must not be blank"),
-    "r4_min_above_max.yaml": (8, 19, "min_tool_calls (3) is greater than max_tool_calls (2)"),
+    "r4_min_above_max.yaml": (
+        8,
+        19,
+        "expects.min_tool_calls (3) is greater than expects.max_tool_calls (2)",
+    ),
     "r4_tool_used_and_not_used.json": (16, 33, '"echo" is in both expects.tools_used[0] and'),
     "r4_payload_of_forbidden_tool.toml": (14, 8, "which expects.tools_not_used[0] forbids"),
     "r4_forbidden_text_inside_required.json": (
@@ -993,7 +1007,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
         31,
         '"cafe\\u0301" occurs inside expects.response_contains[0] "un café" (in Unicode NFC',
     ),
-    "r4_calls_below_need.yaml": (14, 19, "max_tool_calls (1) is below the 2 tool call(s)"),
+    "r4_calls_below_need.yaml": (14, 19, "expects.max_tool_calls (1) is below the 2 tool call(s)"),
     "r5_pattern_matches_everything.toml": (12, 21, 'pattern "yes|" matches every reply'),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
     "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
@@ -1040,7 +1054,7 @@ def test_a_schema_error_in_one_kind_does_not_hide_the_rules_of_the_others(tmp_pa
     lines = [(e.line, e.message.split(" ")[0]) for e in outcome]
     assert (7, "expects.response_contains") in lines  # the schema error
     assert any(e.line == 8 and "'response_contain'" in e.message for e in outcome)  # the typo
-    assert (10, "exact_tool_calls") in lines  # bounds among the well-formed kinds
+    assert (10, "expects.exact_tool_calls") in lines  # bounds among the well-formed kinds
     assert (11, "pattern") in lines  # the unfalsifiable pattern
     # The rules about the case as a whole wait until every kind is well-formed.
     assert not any("every check passes" in e.message for e in outcome)

@@ -18,7 +18,7 @@ from evalrunner.boundary.conformance import ConversationMonitor
 from evalrunner.boundary.provider import ReplayProvider
 from evalrunner.boundary.tools import DoubleTool, EchoTool, holds, json_equal, tool_spec
 from evalrunner.cli import app
-from evalrunner.fixture.admit import admit
+from evalrunner.fixture.admit import admit, build_case
 from evalrunner.fixture.load import parse_document
 from evalrunner.model import (
     AdmissionError,
@@ -75,6 +75,13 @@ def admitted(text: str, fmt: str = "yaml") -> Case:
     case = admit(document(text, fmt))
     assert isinstance(case, Case), [str(e) for e in case]
     return case
+
+
+def built(data: dict[str, Any]) -> Case:
+    """A case admission refuses because a scripted call has no answer from its double, built
+    as admission builds the cases it admits: the run's own guard is what a live model, or an
+    agent that sends other arguments than the script's, meets."""
+    return build_case(data, document(json.dumps(data), "json"))
 
 
 def refused(text: str, fmt: str = "yaml") -> list[str]:
@@ -397,7 +404,7 @@ def test_a_double_replaces_a_configured_tool_of_its_name() -> None:
 
 def test_a_call_no_rule_answers_is_a_run_error_naming_tool_and_arguments() -> None:
     calls = [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo", "n": [1]}}]
-    record = run([WEATHER], calls)
+    record = run_case(built(fixture([WEATHER], calls)))
     assert record.error is not None
     assert "the tool double get_weather has no result for the call with arguments " in (
         record.error
@@ -424,7 +431,7 @@ class _Swallows:
 
 def test_an_unanswered_call_stays_the_error_when_the_agent_catches_it() -> None:
     calls = [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}]
-    record = run([WEATHER], calls, agent_factory=_Swallows)
+    record = run_case(built(fixture([WEATHER], calls)), agent_factory=_Swallows)
     assert record.error is not None
     assert record.error.startswith("the tool double get_weather has no result"), record.error
 
@@ -514,7 +521,8 @@ def test_the_admission_cache_keeps_the_doubles(tmp_path: Path) -> None:
     [
         ({"name": "t", "results": [{"returns": None}]}, "tools[0].results[0].returns is null"),
         (
-            {"name": "t", "results": [{"when": {"a": {"b": None}}, "returns": 1}]},
+            # (The last rule answers the scripted call, which the first does not.)
+            {"name": "t", "results": [{"when": {"a": {"b": None}}, "returns": 1}, {"returns": 2}]},
             "tools[0].results[0].when.a.b is null",
         ),
         (
@@ -541,12 +549,20 @@ def test_convert_to_toml_refuses_a_null_naming_its_path(
 
 
 def _out_of_process_turn(
-    doubles: object, fed: str, success: bool | None, *, offer: bool = True
+    doubles: object,
+    fed: str,
+    success: bool | None,
+    *,
+    offer: bool = True,
+    answered: bool = True,
 ) -> str | None:
     """One turn of a case with ``doubles`` whose agent runs its own tools (a command agent)
     and feeds back ``fed`` for the one call; the case's error. Without ``offer``, the agent's
-    requests offer only echo, as an agent that ignores the turn-1 line's tools does."""
-    case = admitted(json.dumps(fixture(doubles)), "json")
+    requests offer only echo, as an agent that ignores the turn-1 line's tools does.
+    ``answered``: no rule answers the call, so the case is one admission refuses
+    (:func:`built`)."""
+    data = fixture(doubles)
+    case = admitted(json.dumps(data), "json") if answered else built(data)
     monitor = ConversationMonitor(ReplayProvider(case.turns), ["go"], doubles=case.tools)
     offered = (
         tuple(tool_spec(DoubleTool(double)) for double in case.tools)
@@ -589,7 +605,7 @@ def test_a_command_agent_is_held_to_the_doubles_answers() -> None:
     hidden = _out_of_process_turn(failing, "Error: something", False)
     assert hidden is not None and "a failed call's result must say why" in hidden
     unanswered = [{**WEATHER, "results": [{"when": {"city": "Rome"}, "returns": "r"}]}]
-    error = _out_of_process_turn(unanswered, "Error: whatever", False)
+    error = _out_of_process_turn(unanswered, "Error: whatever", False, answered=False)
     assert error is not None
     assert error.startswith(
         'the tool double get_weather has no result for the call with arguments {"city":"Paris"}'
@@ -676,6 +692,10 @@ def _doubles(draw: st.DrawFn) -> list[dict[str, Any]]:
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_doubles())
 def test_random_doubles_survive_json_yaml_toml_json(doubles: list[dict[str, Any]]) -> None:
+    # Admission refuses a scripted call no rule answers: a last rule answers whatever the
+    # drawn rules of the called double leave.
+    called = {**doubles[0], "results": [*doubles[0]["results"], {"returns": "any"}]}
+    doubles = [called, *doubles[1:]]
     text = json.dumps(fixture(doubles, [{"id": "c", "name": "tool_0", "arguments": {}}]))
     case = admitted(text, "json")
     as_yaml = convert(document(text, "json"), "yaml")

@@ -14,7 +14,11 @@ import pytest
 
 from evalrunner import CaseReport, run_suite
 from evalrunner.agents.command import command_agent_factory
+from evalrunner.fixture.admit import admit, build_case
+from evalrunner.fixture.load import load_document
 from evalrunner.fixture.schemas import schema_tree
+from evalrunner.model import Case
+from evalrunner.replay import run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ROOT / "examples" / "sdk-agents"
@@ -83,22 +87,42 @@ def suite(tmp_path: Path) -> Path:
     root = tmp_path / "evals"
     root.mkdir()
     (root / "weather.json").write_text(json.dumps(case("weather", CALLS, turns=2)))
+    return root
+
+
+def unanswered_case(tmp_path: Path) -> Case:
+    """A case whose one scripted call no rule of its double answers. Admission refuses it
+    (the run can only end in that error), so it is built as admission builds the cases it
+    admits: the run's own guard, which every agent path must report alike, is what a live
+    model or an agent that sends other arguments than the script's meets."""
     unanswered = [{"id": "u1", "name": "get_weather", "arguments": {"city": "Oslo"}}]
     only_paris = case("unanswered", unanswered)
     only_paris["tools"] = [{**DOUBLES[0], "results": DOUBLES[0]["results"][:1]}]
     only_paris["expects"] = {"exact_tool_calls": 1}
-    (root / "unanswered.json").write_text(json.dumps(only_paris))
-    return root
+    path = tmp_path / "unanswered.json"
+    path.write_text(json.dumps(only_paris))
+    document = load_document(path)
+    assert not isinstance(document, list), document
+    assert isinstance(admit(document), list)  # refused at admission
+    return build_case(only_paris, document)
 
 
-def reference_unanswered() -> tuple[bool, str | None]:
-    """The reference agent's verdict on the unanswered call: every path gives the same."""
-    error = (
+def unanswered_error(tmp_path: Path, agent_factory: Any = None) -> str | None:
+    """The error of the unanswered case's run with ``agent_factory`` (the reference agent's
+    by default)."""
+    built = unanswered_case(tmp_path)
+    if agent_factory is None:
+        return run_case(built).error
+    return run_case(built, agent_factory=agent_factory, timeout=60).error
+
+
+def reference_unanswered() -> str:
+    """The reference agent's error on the unanswered call: every path gives the same."""
+    return (
         'the tool double get_weather has no result for the call with arguments {"city":"Oslo"}: '
         "no rule of its results matches them; a fixture scripts every answer: add a rule whose "
         "`when` these arguments hold, or one without `when`"
     )
-    return False, error
 
 
 def verdicts(reports: tuple[CaseReport, ...]) -> dict[str, tuple[bool, str | None]]:
@@ -149,14 +173,16 @@ def test_the_mutants_command_serves_the_doubles(tmp_path: Path) -> None:
     root = suite(tmp_path)
     reference = verdicts(run_suite(root).cases)
     assert reference["weather"] == (True, None)
-    assert reference["unanswered"] == reference_unanswered()
+    assert unanswered_error(tmp_path) == reference_unanswered()
     for wire in ("openai", "anthropic"):
         command = shlex.join(
             [sys.executable, "-m", "evalrunner.mutation.mutants", "--wire", wire, "reference"]
         )
         with command_agent_factory(command, cwd=tmp_path) as factory:
             got = verdicts(run_suite(root, agent_factory=factory, case_timeout=60).cases)
+            unanswered = unanswered_error(tmp_path, factory)
         assert got == reference, (wire, got)
+        assert unanswered == reference_unanswered(), wire
 
 
 SDK = pytest.mark.skipif(
@@ -181,5 +207,6 @@ def test_the_sdk_agents_serve_the_doubles(tmp_path: Path, agent: str) -> None:
     command = shlex.join([sys.executable, str(AGENTS / script), *flags])
     with command_agent_factory(command, cwd=tmp_path) as factory:
         got = verdicts(run_suite(root, agent_factory=factory, case_timeout=60).cases)
+        unanswered = unanswered_error(tmp_path, factory)
     assert got["weather"] == (True, None), got
-    assert got["unanswered"] == reference_unanswered()
+    assert unanswered == reference_unanswered()

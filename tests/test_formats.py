@@ -348,21 +348,22 @@ TOML_CASE = (
             "expects.response_contains[1] must not be empty",
         ),
         (
-            '[expects]\ntools_used = ["x"]\n\n[[expects.tool_arguments_contain]]\n'
+            '[expects]\nresponse_contains = ["ok"]\n\n[[expects.tool_arguments_contain]]\n'
             'tool = "echo"\nneedle = ""\n',
             14,
             10,
             "expects.tool_arguments_contain[0].needle must not be empty",
         ),
         (
-            '[expects]\ntools_used = ["x"]\n\n[[expects.tool_arguments_contain]]\nneedle = "a"\n',
+            '[expects]\nresponse_contains = ["ok"]\n\n[[expects.tool_arguments_contain]]\n'
+            'needle = "a"\n',
             12,
             3,
             "missing required key 'tool' in expects.tool_arguments_contain[0]",
         ),
         (
-            '[expects]\ntools_used = ["x"]\ntool_results_contain = [{ tool = "t", needle = "n", '
-            "call_index = -2 }]\n",
+            '[expects]\nresponse_contains = ["ok"]\n'
+            'tool_results_contain = [{ tool = "t", needle = "n", call_index = -2 }]\n',
             11,
             66,
             "expects.tool_results_contain[0].call_index must be at least 0, got -2",
@@ -371,7 +372,8 @@ TOML_CASE = (
             "[expects]\nmax_tool_calls = 1\nmin_tool_calls = 2\n",
             11,
             18,
-            "min_tool_calls (2) is greater than max_tool_calls (1); no run can satisfy both",
+            "expects.min_tool_calls (2) is greater than expects.max_tool_calls (1); no run can "
+            "satisfy both",
         ),
         (
             '[expects]\nresponse_matches = ["(?=x)"]\n',
@@ -400,7 +402,7 @@ def test_toml_errors_in_expects_carry_a_line(
 
 
 def test_toml_key_on_the_first_line_keeps_its_position(tmp_path: Path) -> None:
-    text = "bogus = 1\n" + TOML_CASE + '[expects]\ntools_used = ["x"]\n'
+    text = "bogus = 1\n" + TOML_CASE + '[expects]\nresponse_contains = ["ok"]\n'
     error = only(refused(tmp_path, "first.toml", text))
     assert error.message.startswith("unknown key 'bogus' in the case")
     assert (error.line, error.col) == (1, 1)
@@ -438,7 +440,7 @@ def test_toml_misspelled_required_key_reports_both_sides(tmp_path: Path) -> None
         ),
     ]
     expects = (
-        '[expects]\ntools_used = ["x"]\n\n[[expects.tool_arguments_contain]]\n'
+        '[expects]\nresponse_contains = ["ok"]\n\n[[expects.tool_arguments_contain]]\n'
         'tool = "echo"\nneedle = "a"\n\n[[expects.tool_arguments_contain]]\n'
         'tool = "echo"\nneedl = "b"\n'
     )

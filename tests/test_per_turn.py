@@ -224,7 +224,9 @@ def test_an_unfalsifiable_turn_only_case_is_refused_at_the_turn(tmp_path: Path) 
         (
             "      min_tool_calls: 3\n      max_tool_calls: 1\n",
             (7, 23),
-            "min_tool_calls (3) is greater than max_tool_calls (1); no run can satisfy both",
+            # Both checks named by their path in the turn, as every other rule names them.
+            "turns[0].expects.min_tool_calls (3) is greater than turns[0].expects.max_tool_calls "
+            "(1); no run can satisfy both",
         ),
         (
             "      response_matches: ['a*']\n",
@@ -240,7 +242,8 @@ def test_an_unfalsifiable_turn_only_case_is_refused_at_the_turn(tmp_path: Path) 
         (
             "      tools_used: [echo]\n      exact_tool_calls: 0\n",
             (8, 25),
-            'exact_tool_calls (0) is below the 1 tool call(s) the other checks need (1 to "echo" '
+            "turns[0].expects.exact_tool_calls (0) is below the 1 tool call(s) the other checks "
+            'need (1 to "echo" '
             "for turns[0].expects.tools_used[0])",
         ),
         (

@@ -691,6 +691,6 @@ def test_convert_round_trips_the_structured_kinds_and_refuses_a_null_for_toml(
     assert isinstance(refused, list)
     assert [str(e) for e in refused] == [
         f"{tmp_path / 'n.yaml'}:{refused[0].line}:{refused[0].col}: "
-        "expects.response_json.equals./note is null, and TOML has no null; keep this fixture "
+        'expects.response_json.equals["/note"] is null, and TOML has no null; keep this fixture '
         "in JSON or YAML, or give a value other than null"
     ], refused

@@ -24,6 +24,7 @@ from evalrunner.text import dotted
 __all__ = [
     "Refusal",
     "Rule",
+    "calls_needed",
     "cap_below_need",
     "exact_against_bounds",
     "min_above_max",
@@ -57,8 +58,9 @@ def min_above_max(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """SPEC §4 rule 4: ``min_tool_calls`` above ``max_tool_calls``, which no count satisfies."""
     low, high = expects.min_tool_calls, expects.max_tool_calls
     if low is not None and high is not None and low > high:
+        label = dotted(base)
         yield Refusal(
-            f"min_tool_calls ({low}) is greater than max_tool_calls ({high}); "
+            f"{label}.min_tool_calls ({low}) is greater than {label}.max_tool_calls ({high}); "
             "no run can satisfy both",
             base + ("min_tool_calls",),
         )
@@ -69,15 +71,16 @@ def exact_against_bounds(expects: Expectations, base: JSONPath) -> Iterator[Refu
     low, high, exact = expects.min_tool_calls, expects.max_tool_calls, expects.exact_tool_calls
     if exact is None:
         return
+    label = dotted(base)
     if low is not None and exact < low:
         yield Refusal(
-            f"exact_tool_calls ({exact}) is below min_tool_calls ({low}); "
+            f"{label}.exact_tool_calls ({exact}) is below {label}.min_tool_calls ({low}); "
             "drop one of them or make them agree",
             base + ("exact_tool_calls",),
         )
     if high is not None and exact > high:
         yield Refusal(
-            f"exact_tool_calls ({exact}) is above max_tool_calls ({high}); "
+            f"{label}.exact_tool_calls ({exact}) is above {label}.max_tool_calls ({high}); "
             "drop one of them or make them agree",
             base + ("exact_tool_calls",),
         )
@@ -91,17 +94,24 @@ def cap_below_need(kind: str) -> Rule:
         limit = getattr(expects, kind)
         if limit is None:
             return
-        needed, reasons = _calls_needed(expects, dotted(base))
+        label = dotted(base)
+        needed, reasons = _calls_needed(expects, label)
         if limit < needed:
             yield Refusal(
-                f"{kind} ({limit}) is below the {needed} tool call(s) the other checks need "
-                f"({'; '.join(reasons())}); no run can satisfy them all; "
+                f"{label}.{kind} ({limit}) is below the {needed} tool call(s) the other checks "
+                f"need ({'; '.join(reasons())}); no run can satisfy them all; "
                 f"raise it to {needed} or drop one of those checks",
                 base + (kind,),
             )
 
     rule.__name__ = rule.__qualname__ = f"{kind}_below_need"
     return rule
+
+
+def calls_needed(expects: Expectations) -> int:
+    """The fewest dispatches a run needs to pass the checks of ``expects`` that name tools
+    (or that need a failed call)."""
+    return _calls_needed(expects, "")[0]
 
 
 def _calls_needed(expects: Expectations, label: str) -> tuple[int, Callable[[], list[str]]]:
