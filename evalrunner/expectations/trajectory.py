@@ -104,7 +104,7 @@ def _normalization_note(expected: object, actual: object) -> str:
     want, got = argument_json(expected), argument_json(actual)
     if want == got or nfc(want) != nfc(got):
         return ""
-    want, got = (json.dumps(v, sort_keys=True, separators=(",", ":")) for v in (expected, actual))
+    want, got = (json.dumps(v, separators=(",", ":")) for v in (expected, actual))
     return (
         f"; they differ only in Unicode normalization: expected {want}, got {got}, and "
         "arguments are compared exactly"
