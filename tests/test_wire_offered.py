@@ -7,8 +7,20 @@ from typing import Any
 
 import pytest
 
+from evalrunner.boundary.conformance import ConversationMonitor
+from evalrunner.boundary.provider import ReplayProvider
 from evalrunner.expectations import grade
-from evalrunner.model import Expectations, ModelRequest, RunRecord
+from evalrunner.model import (
+    Expectations,
+    ModelRequest,
+    RunError,
+    RunRecord,
+    TextResponse,
+    ToolCall,
+    ToolCallRecord,
+    ToolCallsResponse,
+    Turn,
+)
 from evalrunner.wire.common import WireRequestError
 from evalrunner.wire.openai_chat import OpenAIChat
 from evalrunner.wire.openai_responses import OpenAIResponses
@@ -108,3 +120,35 @@ def test_the_legacy_functions_are_refused_not_ignored(legacy: dict[str, Any]) ->
         f"{name} belongs to the legacy function-calling API, which is not replayed; offer the "
         'functions as "tools"'
     )
+
+
+def test_a_scripted_call_to_a_tool_left_out_of_allowed_tools_is_flagged() -> None:
+    echo = ToolCall("c1", "echo", '{"message":"hi"}')
+    monitor = ConversationMonitor(
+        ReplayProvider([Turn("go", (ToolCallsResponse((echo,)), TextResponse("done")))]), ["go"]
+    )
+    allowed = {"mode": "auto", "tools": [{"type": "function", "function": {"name": "get_weather"}}]}
+    choice = {"type": "allowed_tools", "allowed_tools": allowed}
+    monitor.begin_turn(0)
+    monitor.complete(chat(tools=CHAT_TOOLS, tool_choice=choice))
+    asked = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "echo", "arguments": echo.arguments},
+            }
+        ],
+    }
+    fed = {"role": "tool", "tool_call_id": "c1", "content": "hi"}
+    body = {
+        "model": "m",
+        "messages": [USER, asked, fed],
+        "tools": CHAT_TOOLS,
+        "tool_choice": choice,
+    }
+    monitor.complete(OpenAIChat().read_request(body).request)
+    with pytest.raises(RunError, match='"echo", which its model request did not offer'):
+        monitor.end_turn([ToolCallRecord("echo", echo.arguments, "hi", True, "c1")], None)

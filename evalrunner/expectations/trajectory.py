@@ -10,6 +10,7 @@ trajectory that matches when matchers overlap.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from evalrunner.expectations._format import listing, nfc, quote
 from evalrunner.expectations._json import (
@@ -59,7 +60,8 @@ def differences(
                 if keys == ["/"]:
                     out.append("arguments are not a JSON object")
                 elif keys:
-                    out.append("arguments differ at " + ", ".join(_wrong(want, value, keys)))
+                    shown = _wrong(expected.arguments, value, keys)
+                    out.append("arguments differ at " + ", ".join(shown))
             if expected.arguments_schema is not None:
                 for reason in schema_errors(expected.arguments_schema, value):
                     out.append(f"arguments break arguments_schema: {reason}")
@@ -74,15 +76,26 @@ def differences(
     return out
 
 
-def _wrong(want: object, value: object, pointers: list[str]) -> list[str]:
-    """Each differing key as ``"/city" (expected "Rome", got "Paris")``."""
+def _wrong(want: str, value: object, pointers: list[str]) -> list[str]:
+    """Each differing key as ``"/city" (expected "Rome", got "Paris")``; ``want`` is the
+    expected arguments' JSON text."""
     out = []
     for pointer in pointers:
-        expected, actual = resolve(want, pointer), resolve(value, pointer)
+        expected, head = _wanted(want, pointer)
+        actual = resolve(value, pointer)
         got = "missing" if actual is UNRESOLVED else f"got {argument_json(actual)}"
         note = "" if actual is UNRESOLVED else _normalization_note(expected, actual)
-        out.append(f"{quote(pointer)} (expected {argument_json(expected)}, {got}{note})")
+        out.append(f"{head}, {got}{note})")
     return out
+
+
+@lru_cache(maxsize=4096)
+def _wanted(want: str, pointer: str) -> tuple[object, str]:
+    """The expected value at ``pointer``, and its message up to what was got: admission
+    compares each expected call with every scripted call, so each is asked for again and
+    again."""
+    expected = resolve(parse(want)[0], pointer)
+    return expected, f"{quote(pointer)} (expected {argument_json(expected)}"
 
 
 def _normalization_note(expected: object, actual: object) -> str:
@@ -91,7 +104,7 @@ def _normalization_note(expected: object, actual: object) -> str:
     want, got = argument_json(expected), argument_json(actual)
     if want == got or nfc(want) != nfc(got):
         return ""
-    want, got = (json.dumps(v, sort_keys=True, separators=(",", ":")) for v in (expected, actual))
+    want, got = (json.dumps(v, separators=(",", ":")) for v in (expected, actual))
     return (
         f"; they differ only in Unicode normalization: expected {want}, got {got}, and "
         "arguments are compared exactly"
