@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from evalrunner.model import JSONPath, argument_json, render_json_path
 
@@ -322,7 +323,7 @@ class _Walk:
         for path, key, reference in self.references:
             target = self._target(reference)
             if isinstance(target, str):
-                found.append(SchemaProblem((*path, key), target))
+                found.append(SchemaProblem((*path, key), target.replace("$ref", key, 1)))
             else:
                 targets.setdefault(path, []).append((target, (*path, key)))
         if self.unevaluated and self.pattern_properties:
@@ -349,8 +350,10 @@ class _Walk:
         if reference.startswith("#/"):
             path: list[str | int] = []
             node = self.root
-            for token in reference[2:].split("/"):
-                token = _unescape(token)
+            # As referencing resolves it: the fragment is percent-decoded first, then split,
+            # so "%2F" separates tokens like "/" does.
+            for token in unquote(reference[2:]).split("/"):
+                token = token.replace("~1", "/").replace("~0", "~")
                 if isinstance(node, dict) and token in node:
                     node = node[token]
                     path.append(token)
@@ -371,7 +374,7 @@ class _Walk:
                 )
             return tuple(path)
         if reference.startswith("#"):
-            name = _unescape(reference[1:])
+            name = unquote(reference[1:])
             if name in self.anchors:
                 return self.anchors[name]
             return (
@@ -501,12 +504,6 @@ def _unknown(key: str) -> str:
     close = difflib.get_close_matches(key, sorted(KEYWORDS), n=1, cutoff=0.6)
     hint = f"did you mean {json.dumps(close[0])}?" if close else "use a JSON Schema 2020-12 keyword"
     return f"{message}, which would check nothing; {hint}"
-
-
-def _unescape(token: str) -> str:
-    from urllib.parse import unquote
-
-    return unquote(token).replace("~1", "/").replace("~0", "~")
 
 
 # --- evaluation --------------------------------------------------------------------------------

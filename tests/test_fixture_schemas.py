@@ -110,9 +110,10 @@ def test_a_ref_cycle_in_response_json_is_refused_with_exit_2(tmp_path: Path) -> 
     result = cli(tmp_path, reply_case('{"x": 5}', CYCLE))
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
-    assert 'case.json:21:13: $ref "#/$defs/a" leads back to where it started without looking' in (
-        result.output
-    ), result.output
+    assert (
+        'case.json:21:21: expects.response_json.schema.$defs.a.$ref: $ref "#/$defs/a" leads back '
+        "to where it started without looking"
+    ) in result.output, result.output
     assert '("#/$defs/a" -> "#/$defs/a")' in result.output
 
 
@@ -397,8 +398,10 @@ def test_schema_messages_quote_with_double_quotes_wherever_the_schema_is(tmp_pat
         'unknown JSON Schema keyword "requried", which would check nothing; did you mean '
         '"required"?'
     )
+    assert in_reply.startswith("20:9: expects.response_json.schema.requried: ")
     [in_double] = refusals(tmp_path, double_case({"type": "object", "requried": ["a"]}))
-    assert in_double.endswith(in_reply.split(": ", 1)[1])
+    assert in_double.startswith("8:9: tools[0].parameters.requried: ")
+    assert in_double.split(".requried: ")[1] == in_reply.split(".requried: ")[1]
     [meta] = refusals(tmp_path, reply_case("{}", {"minLength": "x"}))
     assert meta.endswith('not valid JSON Schema: "x" is not of type "integer"'), meta
     [apostrophe] = schema_problems({"minLength": "it's"})
@@ -408,7 +411,7 @@ def test_schema_messages_quote_with_double_quotes_wherever_the_schema_is(tmp_pat
 def test_located_words_a_problem_with_its_whole_path() -> None:
     [problem] = schema_problems({"properties": {"a b": {"requried": []}}})
     assert located(("tools", 0, "parameters"), problem) == (
-        'tools[0].parameters.properties.a b.requried: unknown JSON Schema keyword "requried", '
+        'tools[0].parameters.properties["a b"].requried: unknown JSON Schema keyword "requried", '
         'which would check nothing; did you mean "required"?'
     )
 
@@ -450,3 +453,17 @@ def test_a_reply_nested_too_deeply_fails_its_check_and_never_raises(tmp_path: Pa
     (tmp_path / "case.json").write_text(json.dumps(case), "utf-8")
     [failed] = failures(tmp_path)
     assert "the reply is not JSON (it nests arrays and objects too deeply to be read)" in failed
+
+
+def test_a_schema_is_checked_beside_a_malformed_sibling(tmp_path: Path) -> None:
+    case = reply_case("{}", {"requried": ["a"]})
+    case["expects"]["response_json"]["bogus"] = 1
+    call = {"tool": "echo", "arguments_schema": {"type": "objekt"}}
+    case["expects"]["tool_calls_match"] = {"order": "sideways", "calls": [call]}
+    found = refusals(tmp_path, case)
+    assert [f.split(": ", 2)[1] for f in found] == [
+        "expects.response_json.schema.requried",
+        "unknown key 'bogus' in expects.response_json (allowed",
+        "expects.tool_calls_match.order must be 'in_order' or 'any', got 'sideways'",
+        "expects.tool_calls_match.calls[0].arguments_schema.type",
+    ], found

@@ -398,10 +398,11 @@ def test_a_typo_in_a_fixture_schema_is_refused_where_it_is(tmp_path: Path) -> No
 """
     found = refusals(tmp_path, expects)
     assert found == [
-        '15:42: unknown JSON Schema keyword "requried", which would check nothing; did you '
-        'mean "required"?',
-        "20:29: a JSON Schema type is one of array, boolean, integer, null, number, object, "
-        'string (or a list of them), got "integr"',
+        "15:42: expects.tool_calls_match.calls[0].arguments_schema.requried: unknown JSON "
+        'Schema keyword "requried", which would check nothing; did you mean "required"?',
+        "20:35: expects.response_json.schema.properties.cities.type: a JSON Schema type is one "
+        "of array, boolean, integer, null, number, object, string (or a list of them), got "
+        '"integr"',
     ]
 
 
@@ -411,10 +412,15 @@ def test_a_typo_in_a_fixture_schema_is_refused_where_it_is(tmp_path: Path) -> No
         # Checked like a tool double's parameters (one checker): a pattern Python cannot
         # compile would otherwise end grading in an exception, a $dynamicRef that leaves the
         # schema in an unresolvable reference.
-        ('{pattern: "("}', '13:14: pattern "(" is not a valid regular expression'),
+        (
+            '{pattern: "("}',
+            '13:23: expects.response_json.schema.pattern: pattern "(" is not a valid regular '
+            "expression",
+        ),
         (
             '{$dynamicRef: "https://example.com/s.json"}',
-            '13:14: $dynamicRef "https://example.com/s.json" points outside this schema',
+            '13:27: expects.response_json.schema.$dynamicRef: $dynamicRef "https://example.com/'
+            's.json" points outside this schema',
         ),
     ],
 )
@@ -432,7 +438,10 @@ def test_a_remote_ref_and_a_bad_pointer_are_refused(tmp_path: Path) -> None:
     equals: {cities: 2, "/a~2": 1}
 """
     found = refusals(tmp_path, expects)
-    assert found[0].startswith('13:14: $ref "https://example.com/s.json" points outside this')
+    assert found[0].startswith(
+        '13:20: expects.response_json.schema.$ref: $ref "https://example.com/s.json" points '
+        "outside this schema"
+    )
     assert found[1].startswith('14:14: "cities" is not a JSON Pointer: a JSON Pointer is ""')
     assert found[2].startswith('14:25: "/a~2" is not a JSON Pointer: in a JSON Pointer "~"')
 
