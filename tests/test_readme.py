@@ -4,9 +4,6 @@ through it; the report page names every field of the report schema."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import types
 from pathlib import Path
 
