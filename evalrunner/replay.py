@@ -375,7 +375,20 @@ class _CaseRun:
         self._per_turn = any(turn.expects is not None for turn in case.turns)
 
     def drive(self) -> None:
-        """Build the tools and the agent, run every turn, then close the agent."""
+        """Build the tools and the agent, run every turn, then close the agent. Whatever
+        escapes (a failure in recording how the agent failed) fails the case: the case never
+        passes, and the thread lives on, for want of an error written down."""
+        try:
+            self._drive()
+        except BaseException as exc:
+            if _really_interrupted(exc):
+                raise
+            self.error = self.error or (
+                f"the case's run stopped on {type(exc).__name__} while evalrunner recorded "
+                "what the agent did; it cannot be graded"
+            )
+
+    def _drive(self) -> None:
         loop: AbstractEventLoop | None = None  # one per case, for agents written async
         try:
             configured = fresh_tools(self.tools)
@@ -426,7 +439,7 @@ class _CaseRun:
             self.monitor.finish()
             self.close()
         except RunError as exc:
-            self.error = self.error or str(exc)
+            self.error = self.error or _shown(exc, str)
         except BaseException as exc:
             if _really_interrupted(exc):
                 raise
@@ -536,10 +549,23 @@ def _exit_attempted(statuses: list[int]) -> str:
 
 def _agent_exception(exc: BaseException) -> str:
     if isinstance(exc, ProcessExitAttempt):
-        return f"the agent called os._exit({exc.code!r}), which would have ended the whole run"
+        return (
+            f"the agent called os._exit({_shown(exc.code, repr)}), which would have ended the "
+            "whole run"
+        )
     if isinstance(exc, SystemExit):  # an agent calling sys.exit() must not end the whole run
-        return f"the agent called sys.exit({exc.code!r})"
-    return f"the agent raised {type(exc).__name__}: {exc}"
+        return f"the agent called sys.exit({_shown(exc.code, repr)})"
+    return f"the agent raised {type(exc).__name__}: {_shown(exc, str)}"
+
+
+def _shown(value: object, show: Callable[[object], str]) -> str:
+    """``show(value)`` for a value the agent made: its ``__str__`` or ``__repr__`` may raise,
+    and that must fail the case with a message, not end the thread that records the error
+    (the case would then pass)."""
+    try:
+        return show(value)
+    except Exception as exc:
+        return f"<unprintable: its {show.__name__}() raised {type(exc).__name__}>"
 
 
 async def _awaited(value: Awaitable[object]) -> object:

@@ -4,6 +4,9 @@
 - An in-process agent that says it runs its own tools (``runs_own_tools``, as a command agent
   does) yet calls the case's tools with arguments other than the model's call: the runner
   saw the tools receive them, so it holds the agent to both sides whatever it claims.
+- An in-process agent that raises, in the tool case's second turn, an exception whose
+  ``__str__`` raises too: showing it must not stop the recording of the failure (the case once
+  passed, and the next case on that thread hung).
 - A command agent that offers echo as ``mcp__echo``, runs ``echo`` all the same and reports
   no dispatches, on an OpenAI wire (no error flag): nothing shows the call was answered as
   failed, so it fails.
@@ -67,6 +70,34 @@ class Agent(ReferenceAgent):
 """
 
 
+UNPRINTABLE = """\
+from evalrunner.agents.reference import ReferenceAgent
+
+
+class Mute(Exception):
+    def __str__(self):
+        raise RuntimeError("no message")
+
+
+class Agent(ReferenceAgent):
+    '''Raises, on its second turn, an exception that cannot be shown.'''
+
+    turns = 0
+
+    def respond(self, user_input):
+        self.turns += 1
+        if self.turns == 2:
+            raise Mute()
+        return super().respond(user_input)
+"""
+
+SECOND_TURN = """\
+  - user_input: and again
+    steps:
+      - response: {type: text, content: "said token_7f3a again"}
+"""
+
+
 def project(root: Path, agent: str) -> None:
     suite = root / "suite"
     suite.mkdir()
@@ -75,6 +106,11 @@ def project(root: Path, agent: str) -> None:
     if agent == "claims-own-tools":
         (root / "own_tools_agent.py").write_text(CLAIMS_OWN_TOOLS, encoding="utf-8")
         line = 'agent = "own_tools_agent:Agent"'
+    elif agent == "unprintable-exception":
+        two_turns = ECHO.replace("expects:\n", SECOND_TURN + "expects:\n")
+        (suite / "a.yaml").write_text(two_turns, encoding="utf-8")
+        (root / "mute_agent.py").write_text(UNPRINTABLE, encoding="utf-8")
+        line = 'agent = "mute_agent:Agent"\ncase_timeout_secs = 60'
     else:
         argv = [sys.executable, str(SUPPORT / "broken_wire_agent.py"), "openai", agent]
         line = f"agent_command = {json.dumps(shlex.join(argv))}\ncase_timeout_secs = 60"
@@ -100,7 +136,9 @@ def verdicts(report: dict[str, object]) -> dict[str, bool]:
 WANT = {"echo-token": False, "plain-text": True}
 
 
-@pytest.mark.parametrize("agent", ["claims-own-tools", "mcp-names-unreported"])
+@pytest.mark.parametrize(
+    "agent", ["claims-own-tools", "unprintable-exception", "mcp-names-unreported"]
+)
 def test_a_broken_boundary_fails_its_case_on_every_front_end(tmp_path: Path, agent: str) -> None:
     project(tmp_path, agent)
     for jobs in ("1", "2"):
