@@ -1294,3 +1294,34 @@ def test_threads_left_by_cases_are_not_ours() -> None:
 
     alive = {t for t in threading.enumerate() if t.name.startswith("evalrunner case")}
     assert alive <= {idle._thread for idle in _CaseThread._idle}
+
+
+class ReturnsANumber:
+    name = "echo"
+    description = "Returns a number, not text (a project tool breaking its contract)."
+    parameters: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+
+    def call(self, arguments: dict[str, Any]) -> Any:
+        return 42
+
+
+class FeedsBack(Conformant):
+    """Calls the tool itself and feeds back ``fed`` as a success."""
+
+    fed = "42"
+
+    def run(self, call: Any) -> ToolCallRecord:
+        self.context.tools[call.name].call(json.loads(call.arguments))
+        return ToolCallRecord(call.name, call.arguments, self.fed, True, call.id)
+
+
+def test_a_result_that_is_not_text_must_come_back_as_its_text_or_json() -> None:
+    tools = {"echo": ReturnsANumber()}
+    assert run_python(FeedsBack, tools=tools).error is None
+
+    class Lies(FeedsBack):
+        fed = "forty-three, trust me"
+
+    report = run_python(Lies, tools=tools)
+    assert report.error is not None
+    assert 'returned "42" (not text)' in report.error, report.error

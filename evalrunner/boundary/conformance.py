@@ -1021,7 +1021,22 @@ def _boundary_problem(
             )
         return None
     returned = invocation.returned
-    if not isinstance(returned, str) or not returned or fed == returned:
+    if returned is not None and not isinstance(returned, str):
+        # Not text (a tool returning 42 or a dict): fed back as its text or as JSON of it,
+        # never as something else.
+        try:
+            text = str(returned)
+        except Exception:
+            text = f"a {type(returned).__name__} that cannot be shown"
+        parsed = _json_or_none(fed)
+        if fed == text or (parsed is not _NOT_JSON and _json_equal(parsed, returned)):
+            return None
+        return (
+            f"the {invocation.tool} tool returned {_quote(text)} (not text) for "
+            f"{named}, but the agent fed back {_quote(fed)}; the result fed back must be what "
+            "the tool returned, as text or as JSON"
+        )
+    if not returned or fed == returned:
         return None  # an empty result may be fed back as a placeholder, e.g. "(no output)"
     if boundary.framed and _holds_result(fed, returned):
         return None
