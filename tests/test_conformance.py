@@ -1325,3 +1325,29 @@ def test_a_result_that_is_not_text_must_come_back_as_its_text_or_json() -> None:
     report = run_python(Lies, tools=tools)
     assert report.error is not None
     assert 'returned "42" (not text)' in report.error, report.error
+
+
+class OneCallAtATime(Conformant):
+    """Forbids parallel tool calls, in the shape of ``api``."""
+
+    api = "openai"
+
+    def send(self, messages: tuple[Message, ...]) -> Any:
+        offered = tuple(tool_spec(tool) for tool in self.context.tools.values())
+        parameters: dict[str, Any] = (
+            {"parallel_tool_calls": False}
+            if self.api == "openai"
+            else {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}
+        )
+        return self.context.provider.complete(
+            ModelRequest(messages, offered, parameters=parameters)
+        )
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_request_that_forbids_parallel_calls_cannot_get_several(api: str) -> None:
+    agent = type("Agent", (OneCallAtATime,), {"api": api})
+    report = run_python(agent, SEVERAL)
+    assert report.error is not None
+    assert "the request forbids parallel tool calls" in report.error, report.error
+    assert run_python(agent, ECHO).passed  # one call per answer is what it allows

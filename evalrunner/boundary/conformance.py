@@ -549,6 +549,14 @@ def _choice_forbids(request: ModelRequest, response: ToolCallsResponse) -> str |
             f"calls {_calls(response.tool_calls)}; a real model given this request could not "
             "have made these calls, so an agent that sends it cannot work"
         )
+    if len(response.tool_calls) > 1 and _one_call_only(request):
+        return (
+            "the request forbids parallel tool calls (parallel_tool_calls: false, or "
+            "disable_parallel_tool_use), yet the model's answer makes "
+            f"{len(response.tool_calls)} calls ({_calls(response.tool_calls)}); a real model "
+            "given this request could not have made them at once, so an agent that sends it "
+            "cannot work with this script"
+        )
     forced = getattr(request, "forced_tool", None)
     if choice == "tool" and forced is not None:
         other = [call for call in response.tool_calls if call.name != forced]
@@ -559,6 +567,16 @@ def _choice_forbids(request: ModelRequest, response: ToolCallsResponse) -> str |
                 "could not have made these calls"
             )
     return None
+
+
+def _one_call_only(request: ModelRequest) -> bool:
+    """Whether the request allows the model one tool call per answer: OpenAI's
+    ``parallel_tool_calls: false``, Anthropic's ``tool_choice.disable_parallel_tool_use``."""
+    parameters = getattr(request, "parameters", None) or {}
+    if parameters.get("parallel_tool_calls") is False:
+        return True
+    choice = parameters.get("tool_choice")
+    return isinstance(choice, dict) and choice.get("disable_parallel_tool_use") is True
 
 
 def _empty_reply(message: Message) -> bool:
