@@ -703,3 +703,15 @@ def test_convert_round_trips_the_structured_kinds_and_refuses_a_null_for_toml(
         'expects.response_json.equals["/note"] is null, and TOML has no null; keep this fixture '
         "in JSON or YAML, or give a value other than null"
     ], refused
+
+
+def test_a_reply_value_that_differs_only_in_unicode_normalization_says_so() -> None:
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    [(_, passed, detail)] = json_checks({"equals": {"/u": composed}}, json.dumps({"u": decomposed}))
+    assert not passed
+    assert (
+        'they differ only in Unicode normalization: expected "caf\\u00e9", got '
+        '"cafe\\u0301", and values are compared exactly'
+    ) in detail, detail
+    [(_, passed, detail)] = json_checks({"equals": {"/u": composed}}, '{"u": "cafe"}')
+    assert "Unicode" not in detail

@@ -94,3 +94,19 @@ def nfc_note(observed: str | Sequence[str]) -> str:
     if normals == list(observed):
         return ""
     return f" (compared in Unicode NFC form: {listing(normals)})"
+
+
+def normalization_note(expected: object, actual: object, compared: str) -> str:
+    """When two JSON values differ only in Unicode normalization they print alike, so the
+    note shows them with every non-ASCII character escaped (``compared``, such as
+    ``arguments``, are compared exactly); empty otherwise."""
+    from evalrunner.model import argument_json
+
+    want, got = argument_json(expected), argument_json(actual)
+    if want == got or nfc(want) != nfc(got):
+        return ""
+    want, got = (json.dumps(v, separators=(",", ":")) for v in (expected, actual))
+    return (
+        f"; they differ only in Unicode normalization: expected {want}, got {got}, and "
+        f"{compared} are compared exactly"
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from evalrunner.expectations._format import quote
+from evalrunner.expectations._format import normalization_note, quote
 from evalrunner.expectations._json import (
     NOT_JSON,
     UNRESOLVED,
@@ -47,6 +47,8 @@ def response_json(expected: ResponseJson, run: RunRecord) -> list[GradeResult]:
         elif json_equal(found, json.loads(text)):
             results.append(GradeResult(label, True))
         else:
-            detail = f"actual {quote(pointer)} = {argument_json(found)}"
+            detail = f"actual {quote(pointer)} = {argument_json(found)}" + normalization_note(
+                json.loads(text), found, "values"
+            )
             results.append(GradeResult(label, False, detail))
     return results

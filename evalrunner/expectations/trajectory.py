@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from evalrunner.expectations._format import listing, nfc, quote
+from evalrunner.expectations._format import listing, nfc, normalization_note, quote
 from evalrunner.expectations._json import (
     NOT_JSON,
     UNRESOLVED,
@@ -84,7 +84,7 @@ def _wrong(want: str, value: object, pointers: list[str]) -> list[str]:
         expected, head = _wanted(want, pointer)
         actual = resolve(value, pointer)
         got = "missing" if actual is UNRESOLVED else f"got {argument_json(actual)}"
-        note = "" if actual is UNRESOLVED else _normalization_note(expected, actual)
+        note = "" if actual is UNRESOLVED else normalization_note(expected, actual, "arguments")
         out.append(f"{head}, {got}{note})")
     return out
 
@@ -96,19 +96,6 @@ def _wanted(want: str, pointer: str) -> tuple[object, str]:
     again."""
     expected = resolve(parse(want)[0], pointer)
     return expected, f"{quote(pointer)} (expected {argument_json(expected)}"
-
-
-def _normalization_note(expected: object, actual: object) -> str:
-    """When the two values differ only in Unicode normalization they print alike, so the
-    note shows them with every non-ASCII character escaped (arguments compare exactly)."""
-    want, got = argument_json(expected), argument_json(actual)
-    if want == got or nfc(want) != nfc(got):
-        return ""
-    want, got = (json.dumps(v, separators=(",", ":")) for v in (expected, actual))
-    return (
-        f"; they differ only in Unicode normalization: expected {want}, got {got}, and "
-        "arguments are compared exactly"
-    )
 
 
 def _distance(expected: ExpectedCall, call: ToolCallRecord) -> int:
