@@ -244,6 +244,20 @@ def test_a_live_case_count_its_turns_can_sum_to_is_admitted(
     admitted(tmp_path, live(case, first, second, third))
 
 
+def test_a_live_turn_that_must_call_a_tool_asks_the_model_so_offered_checks_contradict(
+    tmp_path: Path,
+) -> None:
+    # A call comes from a model answer: a live turn whose checks need one asks the model, so
+    # the case's tools_offered and that turn's tools_not_offered cannot both pass.
+    text = live("tools_offered: [echo]", "{exact_tool_calls: 1, tools_not_offered: [echo]}", "{}")
+    text = text.replace("expects: {{", "expects: {").replace("}}", "}")
+    found = refused(tmp_path, text)
+    assert any('"echo" is in both turns[0].expects.tools_not_offered[0]' in m for *_, m in found)
+    # A live turn that need not call anything might answer without asking: no contradiction.
+    quiet = live("tools_offered: [echo]", "{tools_not_offered: [echo]}", "{}")
+    admitted(tmp_path, quiet.replace("expects: {{", "expects: {").replace("}}", "}"))
+
+
 def test_a_scripted_count_contradiction_is_reported_once_against_the_script(
     tmp_path: Path,
 ) -> None:
