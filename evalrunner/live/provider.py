@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import json
 import math
 import os
 import re
@@ -495,6 +496,16 @@ class LiveModel:
                 "nothing was sent, since the model would answer a request the agent never "
                 f'made; leave it out of the agent\'s request, or set wire = "{request.api}" '
                 "(the API the agent speaks) with a base_url that serves it"
+            )
+        choices = request.parameters.get("n")
+        if choices is not None and (isinstance(choices, bool) or choices != 1):
+            # Each extra choice is billed output that no limit or budget check counts, and
+            # only the first choice is graded: the others are spend without a verdict.
+            raise RunError(
+                f"live model: the agent's request asks for n = {printable(json.dumps(choices)[:40])} answers "
+                "(choices) per request: nothing was sent, since every choice is billed "
+                "while only the first is graded, and the output limit and token budget are "
+                "checked for one answer; leave n out of the agent's request, or send n = 1"
             )
         if "max_tokens" not in self.config.pin:
             problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)

@@ -1,0 +1,110 @@
+"""Live mode against misbehaving servers, third trial (issue 27): a stream of several choices
+is graded by its first only, ``n`` other than 1 is refused, a stream that never says how it
+ended or an answer that is a refusal is a run error, not an answer to grade. Each server is a
+loopback :class:`~support.model_server.ModelServer`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from support.model_server import ModelServer, Reply
+
+from evalrunner.config import LiveConfig
+from evalrunner.live.provider import LiveModel
+from evalrunner.model import Message, ModelRequest, RunError, TextResponse, ToolCallsResponse
+
+REQUEST = ModelRequest(messages=(Message("user", "say hi"),))
+SSE = {"Content-Type": "text/event-stream"}
+
+
+def _model(server: ModelServer, **settings: object) -> LiveModel:
+    config = LiveConfig(
+        wire=server.wire,
+        base_url=server.base_url,
+        model="m",
+        api_key_env="K",
+        **settings,  # type: ignore[arg-type]
+    )
+    return LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+
+
+def _sse(*events: object, done: bool = True) -> Reply:
+    frames = [f"data: {json.dumps(event)}\n\n" for event in events]
+    if done:
+        frames.append("data: [DONE]\n\n")
+    return Reply(headers=SSE, raw="".join(frames).encode())
+
+
+def _choice(index: int, delta: object, finish: str | None = None) -> dict[str, object]:
+    return {"index": index, "delta": delta, "finish_reason": finish}
+
+
+USAGE = {"id": "x", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}
+
+
+# --- 1. a stream of several choices is its first choice only ----------------------------------
+
+
+def test_a_streamed_second_choice_is_not_part_of_the_answer() -> None:
+    # Before: every choice's pieces were joined ("goodbye hello"), so a check for "hello"
+    # passed on an answer whose first choice said "goodbye".
+    reply = _sse(
+        {"choices": [_choice(0, {"content": "goodbye"}), _choice(1, {"content": " hello"})]},
+        {"choices": [_choice(0, {}, "stop"), _choice(1, {}, "stop")]},
+        USAGE,
+    )
+    with ModelServer("openai", [reply]) as server:
+        response = _model(server, stream=True).complete(REQUEST)
+    assert response == TextResponse("goodbye", 5, 2)
+    assert response.cut_short is None
+
+
+def test_a_streamed_second_choices_tool_calls_are_not_part_of_the_answer() -> None:
+    opening = {"index": 0, "id": "c1", "type": "function", "function": {"name": "echo"}}
+    args = {"index": 0, "function": {"arguments": '{"text":"hi"}'}}
+    other = {"index": 0, "id": "c9", "type": "function", "function": {"name": "rm"}}
+    reply = _sse(
+        {"choices": [_choice(0, {"tool_calls": [opening]}), _choice(1, {"tool_calls": [other]})]},
+        {"choices": [_choice(0, {"tool_calls": [args]}, "tool_calls")]},
+        USAGE,
+    )
+    with ModelServer("openai", [reply]) as server:
+        response = _model(server, stream=True).complete(REQUEST)
+    assert isinstance(response, ToolCallsResponse)
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("c1", "echo", '{"text":"hi"}')
+    ]
+
+
+def test_a_streamed_choice_index_that_is_no_number_is_malformed() -> None:
+    reply = _sse({"choices": [_choice("0", {"content": "hello"}, "stop")]}, USAGE)  # type: ignore[arg-type]
+    with ModelServer("openai", [reply]) as server, pytest.raises(RunError) as caught:
+        _model(server, stream=True).complete(REQUEST)
+    assert "the answer is malformed" in str(caught.value)
+    assert "choice.index must be a whole number" in str(caught.value)
+
+
+@pytest.mark.parametrize("n", [2, 0, True, "2"])
+def test_n_other_than_1_is_refused_before_sending(n: object) -> None:
+    with ModelServer("openai", [Reply(TextResponse("hello", 1, 1))]) as server:
+        request = ModelRequest(REQUEST.messages, api="openai", parameters={"n": n})  # type: ignore[dict-item]
+        with pytest.raises(RunError) as caught:
+            _model(server).complete(request)
+        assert server.seen == []
+    assert str(caught.value).startswith(
+        f"live model: the agent's request asks for n = {json.dumps(n)} answers (choices) per "
+        "request: nothing was sent"
+    )
+    assert "send n = 1" in str(caught.value)
+
+
+def test_n_of_1_is_sent() -> None:
+    with ModelServer("openai", [Reply(TextResponse("hello", 1, 1))]) as server:
+        request = ModelRequest(REQUEST.messages, api="openai", parameters={"n": 1})
+        assert _model(server).complete(request) == TextResponse("hello", 1, 1)
+    assert server.seen[0].body["n"] == 1
