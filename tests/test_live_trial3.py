@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from support.live_project import KEY, TEXT, cli, project
 from support.model_server import ModelServer, Reply
 
 from evalrunner.config import LiveConfig
@@ -108,3 +109,36 @@ def test_n_of_1_is_sent() -> None:
         request = ModelRequest(REQUEST.messages, api="openai", parameters={"n": 1})
         assert _model(server).complete(request) == TextResponse("hello", 1, 1)
     assert server.seen[0].body["n"] == 1
+
+
+# --- 2. the agent process never holds the live key ---------------------------------------------
+
+
+def test_a_command_agent_is_started_without_the_key_variable(tmp_path: Path) -> None:
+    # Before: the variable api_key_env names reached the agent untouched, key and all.
+    agent = tmp_path / "env_agent.py"
+    agent.write_text(
+        "import json, os, sys\n"
+        "seen = {k: os.environ.get(k) for k in ('LIVE_TEST_KEY', 'OPENAI_API_KEY', 'KEEP_ME')}\n"
+        "open(sys.argv[1], 'w').write(json.dumps(seen))\n"
+        "sys.exit(1)\n",
+        encoding="utf-8",
+    )
+    seen_file = tmp_path / "seen.json"
+    with ModelServer("openai", [Reply(TEXT)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url)
+        done = cli(
+            cwd,
+            "run",
+            "--mode",
+            "live",
+            "--agent-command",
+            f"{sys.executable} {agent} {seen_file}",
+            KEEP_ME="kept",
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    seen = json.loads(seen_file.read_text(encoding="utf-8"))
+    assert seen["LIVE_TEST_KEY"] is None
+    assert seen["OPENAI_API_KEY"] != KEY
+    assert seen["KEEP_ME"] == "kept"  # every other variable is still passed
+    assert KEY not in done.stdout + done.stderr

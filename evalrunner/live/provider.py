@@ -699,6 +699,12 @@ class LiveProvider:
         return response
 
     @property
+    def withheld_variables(self) -> tuple[str, ...]:
+        """The variable that holds the key: an agent process is started without it, since
+        the key is only ever to be put in the auth header of evalrunner's own requests."""
+        return (self._model.config.api_key_env,)
+
+    @property
     def stopped(self) -> bool:
         """Whether the run was stopped (:meth:`LiveModel.stop`): a case still running then
         gives itself up."""
