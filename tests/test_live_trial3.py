@@ -6,7 +6,11 @@ loopback :class:`~support.model_server.ModelServer`."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -142,3 +146,87 @@ def test_a_command_agent_is_started_without_the_key_variable(tmp_path: Path) -> 
     assert seen["OPENAI_API_KEY"] != KEY
     assert seen["KEEP_ME"] == "kept"  # every other variable is still passed
     assert KEY not in done.stdout + done.stderr
+
+
+# --- 3. bytes past the end of one answer are never the next request's answer ----------------
+
+
+def _chat_body(text: str) -> bytes:
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+    }
+    data = json.dumps(body).encode()
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(data) + data
+    )
+
+
+@contextmanager
+def _smuggling_server() -> Iterator[str]:
+    """A server whose first answer comes with a second one in the same write; every later
+    request is answered "REAL goodbye". Yields its base URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    answered = [0]
+
+    def serve(conn: socket.socket) -> None:
+        conn.settimeout(10)
+        with conn:
+            buffer = b""
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                while len(buffer) < length:
+                    buffer += conn.recv(65536)
+                buffer = buffer[length:]
+                answered[0] += 1
+                if answered[0] == 1:
+                    conn.sendall(_chat_body("first") + _chat_body("SMUGGLED hello"))
+                else:
+                    conn.sendall(_chat_body("REAL goodbye"))
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        listener.close()
+
+
+def test_a_second_response_in_one_write_is_not_the_next_requests_answer() -> None:
+    # Before: the kept-alive connection held the smuggled response, which was taken as the
+    # answer to the next request, which the server never answered that way.
+    with _smuggling_server() as base_url:
+        config = LiveConfig(wire="openai", base_url=base_url, model="m", api_key_env="K")
+        live = LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+        provider = live.provider()
+        try:
+            first = provider.complete(REQUEST)
+            second = provider.complete(REQUEST)
+        finally:
+            provider.close()
+            live.close()
+    assert first == TextResponse("first", 5, 2)
+    assert second == TextResponse("REAL goodbye", 5, 2)

@@ -386,6 +386,11 @@ class LiveModel:
             trust_env=False,  # no proxy or .netrc from the environment: it goes where
             # base_url says, and nowhere may the key be sent that config did not name
             follow_redirects=False,
+            # No connection is kept for a next request: bytes a server sent past the end of
+            # one answer (a second response in the same write) would be read as the next
+            # request's answer, and an HTTP client cannot tell them from it. A model request
+            # takes far longer than opening a connection.
+            limits=httpx2.Limits(max_keepalive_connections=0),
         )
 
     def _key(self) -> str:
