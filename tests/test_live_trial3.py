@@ -230,3 +230,38 @@ def test_a_second_response_in_one_write_is_not_the_next_requests_answer() -> Non
             live.close()
     assert first == TextResponse("first", 5, 2)
     assert second == TextResponse("REAL goodbye", 5, 2)
+
+
+# --- 4. under --repeat, a run the run-stopping answer cut short never ran ---------------------
+
+ONE_CASE = """\
+name: live_echo_{n}
+turns:
+  - user_input: say hi {n}
+expects:
+  response_contains: [hello]
+"""
+REFUSED = Reply(status=401, raw=b'{"error": {"message": "invalid key"}}')
+
+
+@pytest.mark.parametrize(("passing", "passes"), [(2, 2), (0, 0)])
+def test_a_run_stopped_by_a_refused_key_never_ran_and_neither_did_the_rest(
+    tmp_path: Path, passing: int, passes: int
+) -> None:
+    # Before: the run that met the 401 counted as failed (its case FLAKY), and each case
+    # left unrun counted one run not run instead of --repeat's 3.
+    with ModelServer("openai", [Reply(TEXT)] * passing + [REFUSED]) as server:
+        cases = {"a": ONE_CASE.format(n="a"), "b": ONE_CASE.format(n="b")}
+        cwd = project(tmp_path, "openai", server.base_url, **cases)
+        done = cli(cwd, "run", "--mode", "live", "--repeat", "3", "--json", "out.json")
+        assert len(server.seen) == passing + 1
+    assert done.returncode == 2, done.stdout + done.stderr
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    first, second = report["cases"]
+    assert first["repeat"]["runs"] == passes and first["repeat"]["not_run"] == 3 - passes
+    assert first["repeat"]["flaky"] is False
+    assert second["repeat"]["runs"] == 0 and second["repeat"]["not_run"] == 3
+    assert (report["repeat"]["runs"], report["repeat"]["not_run"]) == (passes, 6 - passes)
+    assert report["repeat"]["flaky"] == 0
+    assert "(HTTP 401)" in report["live_stopped"]
+    assert "FLAKY" not in done.stdout

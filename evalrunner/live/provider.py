@@ -506,8 +506,9 @@ class LiveModel:
         if choices is not None and (isinstance(choices, bool) or choices != 1):
             # Each extra choice is billed output that no limit or budget check counts, and
             # only the first choice is graded: the others are spend without a verdict.
+            asked = printable(json.dumps(choices)[:40])
             raise RunError(
-                f"live model: the agent's request asks for n = {printable(json.dumps(choices)[:40])} answers "
+                f"live model: the agent's request asks for n = {asked} answers "
                 "(choices) per request: nothing was sent, since every choice is billed "
                 "while only the first is graded, and the output limit and token budget are "
                 "checked for one answer; leave n out of the agent's request, or send n = 1"
