@@ -265,3 +265,55 @@ def test_a_run_stopped_by_a_refused_key_never_ran_and_neither_did_the_rest(
     assert report["repeat"]["flaky"] == 0
     assert "(HTTP 401)" in report["live_stopped"]
     assert "FLAKY" not in done.stdout
+
+
+# --- 5. Anthropic's prompt-cache tokens are input tokens --------------------------------------
+
+CACHE_USAGE = {
+    "input_tokens": 1,
+    "output_tokens": 2,
+    "cache_creation_input_tokens": 500,
+    "cache_read_input_tokens": 900,
+}
+
+
+def _anthropic_answer(stream: bool) -> Reply:
+    if not stream:
+        body = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [{"type": "text", "text": "hello"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": CACHE_USAGE,
+        }
+        return Reply(headers={"Content-Type": "application/json"}, raw=json.dumps(body).encode())
+    start_usage = {**CACHE_USAGE, "output_tokens": 1}
+    events = [
+        ("message_start", {"message": {"id": "m", "content": [], "usage": start_usage}}),
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "hello"}}),
+        ("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+        ("message_stop", {}),
+    ]
+    return _events(events)
+
+
+def _events(events: list[tuple[str, dict[str, object]]]) -> Reply:
+    frames = [
+        f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n" for kind, data in events
+    ]
+    return Reply(headers=SSE, raw="".join(frames).encode())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_anthropic_cache_tokens_count_as_input_tokens(stream: bool) -> None:
+    # Before: 1 input token was counted, though 1401 were billed.
+    with ModelServer("anthropic", [_anthropic_answer(stream)]) as server:
+        live = _model(server, stream=stream, max_total_tokens=1000)
+        response = live.complete(REQUEST)
+    assert (response.input_tokens, response.output_tokens) == (1401, 2)
+    assert live.budget.exhausted
