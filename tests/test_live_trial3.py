@@ -317,3 +317,60 @@ def test_anthropic_cache_tokens_count_as_input_tokens(stream: bool) -> None:
         response = live.complete(REQUEST)
     assert (response.input_tokens, response.output_tokens) == (1401, 2)
     assert live.budget.exhausted
+
+
+# --- 6. a Responses API answer that failed says the model's error ----------------------------
+
+
+def _failed_answer(stream: bool, code: str) -> Reply:
+    failed = {
+        "id": "r",
+        "object": "response",
+        "status": "failed",
+        "error": {"code": code, "message": "The model crashed"},
+        "output": [],
+    }
+    if not stream:
+        return Reply(headers={"Content-Type": "application/json"}, raw=json.dumps(failed).encode())
+    item = {"type": "message", "id": "m", "role": "assistant", "content": []}
+    return _events(
+        [
+            ("response.created", {"response": {**failed, "status": "in_progress", "error": None}}),
+            ("response.output_item.added", {"output_index": 0, "item": item}),
+            ("response.output_text.delta", {"output_index": 0, "content_index": 0, "delta": "hel"}),
+            ("response.failed", {"response": failed}),
+        ]
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failed_response_with_a_server_error_is_retried(stream: bool) -> None:
+    # Before: "the stream ended before its response.completed event", never retried.
+    answers = [_failed_answer(stream, "server_error"), Reply(TextResponse("hello", 3, 1))]
+    with ModelServer("openai-responses", answers) as server:
+        response = _model(server, stream=stream, max_retries=1).complete(REQUEST)
+        assert len(server.seen) == 2
+    assert response == TextResponse("hello", 3, 1)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failed_response_names_the_models_error(stream: bool) -> None:
+    answers = [_failed_answer(stream, "invalid_prompt")] * 2
+    with ModelServer("openai-responses", answers) as server:
+        with pytest.raises(RunError) as caught:
+            _model(server, stream=stream, max_retries=1).complete(REQUEST)
+        assert len(server.seen) == 1  # not retried: the request is the trouble
+    assert str(caught.value) == (
+        "live model: the model failed to answer (invalid_prompt): The model crashed"
+    )
+
+
+def test_server_errors_that_keep_failing_say_so_after_the_retries() -> None:
+    answers = [_failed_answer(True, "server_error")] * 2
+    with ModelServer("openai-responses", answers) as server:
+        with pytest.raises(RunError) as caught:
+            _model(server, stream=True, max_retries=1).complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the model failed to answer (server_error): The model crashed "
+        "(after 2 attempts)"
+    )

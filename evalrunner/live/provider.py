@@ -41,7 +41,13 @@ from evalrunner.model import AnswerNotPassed, JSONValue, ModelRequest, ModelResp
 from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
-from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
+from evalrunner.wire.common import (
+    ModelFailed,
+    WireResponseError,
+    body_json,
+    parse_sse,
+    wire_json,
+)
 from evalrunner.wire.params import live_options, over_budget, untranslatable
 
 if TYPE_CHECKING:
@@ -59,6 +65,10 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 that never ends its line would otherwise grow in memory until the deadline)."""
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The most bytes one answer (a body or a whole stream) may hold."""
+
+RETRIED_FAILURES = frozenset({"server_error"})
+"""The error codes of a failed answer (the Responses API's ``status: "failed"``) that are
+the server's own trouble, retried as a 5xx status is."""
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 """The 3xx statuses that redirect a request elsewhere (RFC 9110 §15.4)."""
@@ -597,6 +607,12 @@ class LiveModel:
             if watchdog.fired:
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
+        except ModelFailed as failed:
+            said = self._struck(printable(failed.message), key)
+            code = printable(failed.code or "no code")
+            if failed.code in RETRIED_FAILURES:  # the model's own 5xx, told in a 200
+                raise _Retry(f"the model failed to answer ({code}): {said}") from None
+            raise RunError(f"live model: the model failed to answer ({code}): {said}") from None
         except WireResponseError as exc:
             if watchdog.fired:  # the stream was cut at the deadline, mid-answer
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None

@@ -275,6 +275,16 @@ class WireResponseError(Exception):
     a missing field); the message says what was wrong, never what the request carried."""
 
 
+class ModelFailed(WireResponseError):
+    """An answer that says the model failed to answer (the Responses API's ``status:
+    "failed"``), with the API's error ``code`` (``None`` when it gave none) and message."""
+
+    def __init__(self, code: str | None, message: str) -> None:
+        super().__init__(f"the model failed to answer ({code or 'no code'}): {message}")
+        self.code = code
+        self.message = message
+
+
 @dataclass(frozen=True, slots=True)
 class SseEvent:
     """One server-sent event: its ``event:`` name (``None`` without one) and its ``data:``
