@@ -374,3 +374,56 @@ def test_server_errors_that_keep_failing_say_so_after_the_retries() -> None:
         "live model: the model failed to answer (server_error): The model crashed "
         "(after 2 attempts)"
     )
+
+
+# --- 7. a stream that never says how its answer ended is cut short ----------------------------
+
+INCOMPLETE = "live model: the model's answer is incomplete ("
+
+
+def test_a_chat_stream_without_a_finish_reason_is_cut_short() -> None:
+    # Before: graded as a whole answer ("hello, the answer is").
+    reply = _sse({"choices": [_choice(0, {"content": "hello, the answer is"})]}, USAGE)
+    with ModelServer("openai", [reply]) as server:
+        response = _model(server, stream=True).complete(REQUEST)
+    assert response == TextResponse("hello, the answer is", 5, 2)
+    assert response.cut_short == (
+        "no finish_reason in any stream chunk: the stream never said the answer was whole"
+    )
+
+
+def test_an_anthropic_stream_without_a_stop_reason_is_cut_short() -> None:
+    start = {"message": {"id": "m", "content": [], "usage": {"input_tokens": 5, "output_tokens": 1}}}
+    reply = _events(
+        [
+            ("message_start", start),
+            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "hello"}}),
+            ("message_stop", {}),
+        ]
+    )
+    with ModelServer("anthropic", [reply]) as server:
+        response = _model(server, stream=True).complete(REQUEST)
+    assert response == TextResponse("hello", 5, 1)
+    assert response.cut_short == (
+        "no stop_reason in any stream event: the stream never said the answer was whole"
+    )
+
+
+def test_a_stream_without_a_finish_reason_is_a_run_error_of_its_case(tmp_path: Path) -> None:
+    reply = _sse({"choices": [_choice(0, {"content": "hello, the answer is"})]}, USAGE)
+    with ModelServer("openai", [reply]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=ONE_CASE.format(n="a"))
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "stream = true\n", "utf-8")
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
+    assert INCOMPLETE + "no finish_reason in any stream chunk" in case["error"]
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "openai-responses"])
+def test_a_whole_stream_is_not_cut_short(wire: str) -> None:
+    with ModelServer(wire, [Reply(TextResponse("hello", 5, 2))]) as server:
+        response = _model(server, stream=True).complete(REQUEST)
+    assert response == TextResponse("hello", 5, 2) and response.cut_short is None

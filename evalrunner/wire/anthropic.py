@@ -284,6 +284,7 @@ class AnthropicMessages:
         counts: dict[str, int] = {}
         seen: set[str] = set()  # the usage fields some event gave
         cut: str | None = None
+        stopped = False  # some message_delta said why the answer ended
         for number, event in enumerate(events, start=1):
             where = f"stream event {number}"
             data = event_json(event, where)
@@ -318,6 +319,7 @@ class AnthropicMessages:
                     _usage_of(data.get("usage"), counts, seen)
                     closing = data.get("delta")
                     if isinstance(closing, dict):
+                        stopped = stopped or isinstance(closing.get("stop_reason"), str)
                         cut = _cut_short(closing.get("stop_reason")) or cut
                 elif kind == "message_stop":
                     break
@@ -325,6 +327,9 @@ class AnthropicMessages:
             raise WireResponseError(
                 "the stream ended before its message_stop event (cut off or malformed)"
             )
+        if not stopped and cut is None:
+            # A stream that never says why its answer ended may have been cut anywhere.
+            cut = NO_STOP_REASON
         ordered: list[dict[str, JSONValue]] = []
         for index in sorted(blocks):
             block = blocks[index]
@@ -408,6 +413,11 @@ CUT_SHORT = {
     "pause_turn": "the model paused its turn, to be continued in another request",
 }
 """The ``stop_reason`` values that end an answer before it is whole, and what they mean."""
+
+
+NO_STOP_REASON = (
+    "no stop_reason in any stream event: the stream never said the answer was whole"
+)
 
 
 def _cut_short(reason: JSONValue) -> str | None:
