@@ -427,3 +427,77 @@ def test_a_whole_stream_is_not_cut_short(wire: str) -> None:
     with ModelServer(wire, [Reply(TextResponse("hello", 5, 2))]) as server:
         response = _model(server, stream=True).complete(REQUEST)
     assert response == TextResponse("hello", 5, 2) and response.cut_short is None
+
+
+# --- 8. a refusal is no answer to grade ---------------------------------------------------------
+
+REFUSED_CUT = 'refusal "I can\'t say hello": the model refused to answer'
+
+
+def _json_reply(body: object) -> Reply:
+    return Reply(headers={"Content-Type": "application/json"}, raw=json.dumps(body).encode())
+
+
+def _chat_refusal(stream: bool) -> Reply:
+    if stream:
+        return _sse(
+            {"choices": [_choice(0, {"role": "assistant", "content": None})]},
+            {"choices": [_choice(0, {"refusal": "I can't "})]},
+            {"choices": [_choice(0, {"refusal": "say hello"}, "stop")]},
+            USAGE,
+        )
+    message = {"role": "assistant", "content": None, "refusal": "I can't say hello"}
+    return _json_reply(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+        }
+    )
+
+
+def _responses_refusal(stream: bool) -> Reply:
+    content = [
+        {"type": "output_text", "text": "goodbye", "annotations": []},
+        {"type": "refusal", "refusal": "I can't say hello"},
+    ]
+    body = {
+        "id": "r",
+        "object": "response",
+        "status": "completed",
+        "output": [{"type": "message", "id": "m", "role": "assistant", "content": content}],
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+    }
+    if not stream:
+        return _json_reply(body)
+    item = {"type": "message", "id": "m", "role": "assistant", "content": []}
+    return _events(
+        [
+            ("response.output_item.added", {"output_index": 0, "item": item}),
+            ("response.output_text.delta", {"output_index": 0, "delta": "goodbye"}),
+            ("response.refusal.delta", {"output_index": 0, "delta": "I can't say hello"}),
+            ("response.completed", {"response": body}),
+        ]
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("wire", ["openai", "openai-responses"])
+def test_a_refusal_is_an_answer_cut_short_naming_it(wire: str, stream: bool) -> None:
+    # Before: graded as the (empty, or other) text beside it, the refusal dropped.
+    reply = _chat_refusal(stream) if wire == "openai" else _responses_refusal(stream)
+    with ModelServer(wire, [reply]) as server:
+        response = _model(server, stream=stream).complete(REQUEST)
+    assert isinstance(response, TextResponse)
+    assert (response.input_tokens, response.output_tokens) == (5, 2)
+    assert response.cut_short == REFUSED_CUT
+
+
+def test_a_refusal_is_a_run_error_of_its_case(tmp_path: Path) -> None:
+    with ModelServer("openai", [_chat_refusal(False)]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=ONE_CASE.format(n="a"))
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
+    assert f"{INCOMPLETE}{REFUSED_CUT}); an answer cut short is not graded" in case["error"]

@@ -380,6 +380,15 @@ def answered(
     return TextResponse(text, tokens_in, tokens_out, cut_short=cut_short, usage_missing=missing)
 
 
+def refused_cut(refusal: str | None) -> str | None:
+    """Why an answer that carries a refusal (``refusal`` its text) is no answer: that text
+    is the model's reason for not replying, and grading it, or the empty text beside it, as
+    a reply would judge an answer never given. ``None`` without one."""
+    if not refusal:
+        return None
+    return f"refusal {_excerpt(refusal, 200)}: the model refused to answer"
+
+
 def url_with_path(base_url: str, path: str) -> str:
     """``base_url`` with ``path`` appended to its path, its query (a gateway's key, say) kept
     after it: ``https://h/v1?k=x`` and ``/chat/completions`` give

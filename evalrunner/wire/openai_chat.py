@@ -10,7 +10,6 @@ for it (``stream_options.include_usage``), as the API does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from evalrunner.model import (
@@ -36,6 +35,7 @@ from evalrunner.wire.common import (
     offered_tools,
     optional_string,
     reading,
+    refused_cut,
     request_with_messages,
     require_list,
     require_name,
@@ -260,7 +260,7 @@ class OpenAIChat:
             calls = _tool_calls(message.get("tool_calls"), "choices[0].message")
             usage = _usage_of(answer.get("usage"))
             refusal = optional_string(message.get("refusal"), "choices[0].message.refusal")
-            cut = _refused(refusal) or _cut_short(choice.get("finish_reason"))
+            cut = refused_cut(refusal) or _cut_short(choice.get("finish_reason"))
         return answered(calls, content or "", usage, cut)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
@@ -319,7 +319,7 @@ class OpenAIChat:
             raise WireResponseError(
                 "the stream ended before its closing data: [DONE] (cut off or malformed)"
             )
-        cut = _refused("".join(refusal)) or cut
+        cut = refused_cut("".join(refusal)) or cut
         if not finished and cut is None:
             # A stream that never says why its answer ended may have been cut anywhere.
             cut = NO_FINISH
@@ -375,15 +375,6 @@ CUT_SHORT = {
     "content_filter": "a content filter withheld the rest",
 }
 """The ``finish_reason`` values that end an answer before it is whole, and what they mean."""
-
-
-def _refused(refusal: str | None) -> str | None:
-    """Why an answer that carries a refusal is no answer: its text is not the model's reply
-    but its reason for not giving one, so grading it (or the empty content beside it) as an
-    answer would be wrong."""
-    if not refusal:
-        return None
-    return f"refusal {json.dumps(refusal, ensure_ascii=False)}: the model refused to answer"
 
 
 NO_FINISH = "no finish_reason in any stream chunk: the stream never said the answer was whole"

@@ -63,6 +63,7 @@ from evalrunner.wire.common import (
     offered_tools,
     optional_string,
     reading,
+    refused_cut,
     require_list,
     require_name,
     require_object,
@@ -545,6 +546,7 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
             shown = status if isinstance(status, str) else type(status).__name__
             raise WireResponseError(f"{where} did not complete (status {shown!r})")
         text: list[str] = []
+        refusal: list[str] = []
         calls: list[ToolCall] = []
         for index, raw in enumerate(require_list(body.get("output") or [], "output")):
             at = f"output[{index}]"
@@ -559,11 +561,17 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
                         text.append(
                             require_string(piece.get("text"), f"{at}.content[{number}].text")
                         )
+                    elif piece.get("type") == "refusal":
+                        refusal.append(
+                            require_string(
+                                piece.get("refusal"), f"{at}.content[{number}].refusal"
+                            )
+                        )
             elif kind == "function_call":
                 calls.append(_function_call(item, at))
         usage = require_object(body.get("usage") or {}, "usage")
         tokens = usage_counts(usage, ("input_tokens", "output_tokens"))
-    return answered(calls, "".join(text), tokens, cut)
+    return answered(calls, "".join(text), tokens, refused_cut("".join(refusal)) or cut)
 
 
 def _failed(error: JSONValue) -> ModelFailed:
