@@ -501,3 +501,26 @@ def test_a_refusal_is_a_run_error_of_its_case(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
     assert f"{INCOMPLETE}{REFUSED_CUT}); an answer cut short is not graded" in case["error"]
+
+
+# --- 9. smaller: a base_url port out of range; a 429's cause at the case timeout ---------------
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "65536", "http"])
+def test_a_base_url_port_out_of_range_is_refused_at_its_place(tmp_path: Path, port: str) -> None:
+    # Before: accepted, and every live request failed alike.
+    cwd = project(tmp_path, "openai", f"https://user:hunter2-PASSWORD@gw.example:{port}/v1")
+    for args in (["config"], ["run", "--mode", "live"]):
+        done = cli(cwd, *args)
+        assert done.returncode == 2, done.stdout + done.stderr
+        text = done.stdout + done.stderr
+        assert "evalrunner.toml:6:" in text
+        assert "eval.live.base_url has a port that is not a whole number from 1 to 65535" in text
+        assert "hunter2-PASSWORD" not in text
+        assert "Traceback" not in text
+
+
+def test_a_base_url_with_a_valid_port_is_accepted(tmp_path: Path) -> None:
+    cwd = project(tmp_path, "openai", "https://gw.example:65535/v1")
+    done = cli(cwd, "config")
+    assert done.returncode == 0, done.stdout + done.stderr
