@@ -9,9 +9,10 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -291,7 +292,7 @@ def _anthropic_answer(stream: bool) -> Reply:
         }
         return Reply(headers={"Content-Type": "application/json"}, raw=json.dumps(body).encode())
     start_usage = {**CACHE_USAGE, "output_tokens": 1}
-    events = [
+    events: list[tuple[str, Mapping[str, Any]]] = [
         ("message_start", {"message": {"id": "m", "content": [], "usage": start_usage}}),
         ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
         ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "hello"}}),
@@ -302,7 +303,7 @@ def _anthropic_answer(stream: bool) -> Reply:
     return _events(events)
 
 
-def _events(events: list[tuple[str, dict[str, object]]]) -> Reply:
+def _events(events: Sequence[tuple[str, Mapping[str, Any]]]) -> Reply:
     frames = [
         f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n" for kind, data in events
     ]
@@ -367,9 +368,8 @@ def test_a_failed_response_names_the_models_error(stream: bool) -> None:
 
 def test_server_errors_that_keep_failing_say_so_after_the_retries() -> None:
     answers = [_failed_answer(True, "server_error")] * 2
-    with ModelServer("openai-responses", answers) as server:
-        with pytest.raises(RunError) as caught:
-            _model(server, stream=True, max_retries=1).complete(REQUEST)
+    with ModelServer("openai-responses", answers) as server, pytest.raises(RunError) as caught:
+        _model(server, stream=True, max_retries=1).complete(REQUEST)
     assert str(caught.value) == (
         "live model: the model failed to answer (server_error): The model crashed "
         "(after 2 attempts)"
@@ -393,7 +393,8 @@ def test_a_chat_stream_without_a_finish_reason_is_cut_short() -> None:
 
 
 def test_an_anthropic_stream_without_a_stop_reason_is_cut_short() -> None:
-    start = {"message": {"id": "m", "content": [], "usage": {"input_tokens": 5, "output_tokens": 1}}}
+    usage = {"input_tokens": 5, "output_tokens": 1}
+    start = {"message": {"id": "m", "content": [], "usage": usage}}
     reply = _events(
         [
             ("message_start", start),
@@ -524,3 +525,20 @@ def test_a_base_url_with_a_valid_port_is_accepted(tmp_path: Path) -> None:
     cwd = project(tmp_path, "openai", "https://gw.example:65535/v1")
     done = cli(cwd, "config")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_case_timeout_in_a_retry_after_wait_names_the_429(tmp_path: Path) -> None:
+    # Before: "timed out after 1s", the rate limit that held the case up unsaid.
+    limited = Reply(
+        status=429, headers={"Retry-After": "30"}, raw=b'{"error": {"message": "slow down"}}'
+    )
+    with ModelServer("openai", [limited]) as server:
+        cwd = project(tmp_path, "openai", server.base_url, a=ONE_CASE.format(n="a"))
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8").replace("max_retries = 0", "max_retries = 1"))
+        done = cli(cwd, "run", "--mode", "live", "--case-timeout", "1", "--json", "out.json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    case = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"][0]
+    assert case["error"] == (
+        "timed out after 1s (it was waiting 30s to retry, after: HTTP 429: slow down)"
+    )

@@ -117,6 +117,8 @@ class _Connection:
         self.closed = threading.Event()
         self.sending = threading.Lock()
         """Held by the attempt on the wire (a case sends one request at a time anyway)."""
+        self.retrying: str | None = None
+        """While a request waits to be sent again: why, and how long the wait is."""
 
     def trace(self, name: str, info: Mapping[str, Any]) -> None:
         """httpx2's ``trace`` callback: a connection the client opened (or wrapped in TLS)
@@ -472,7 +474,13 @@ class LiveModel:
                 if attempt == attempts:
                     tried = f" (after {attempts} attempts)" if attempts > 1 else ""
                     raise RunError(f"live model: {retry.reason}{tried}") from None
-                self._sleep(_backoff(attempt, retry.wait))
+                wait = _backoff(attempt, retry.wait)
+                # Kept while waiting: a case timeout that fires in the wait names its cause.
+                via.retrying = f"it was waiting {wait:g}s to retry, after: {retry.reason}"
+                try:
+                    self._sleep(wait)
+                finally:
+                    via.retrying = None
                 continue
             except Exception:
                 self._check_running(via)  # its connection closed under it: say so
@@ -719,6 +727,12 @@ class LiveProvider:
         with self._lock:
             self._exchanges.append(exchange)
         return response
+
+    @property
+    def retrying(self) -> str | None:
+        """While this case's request waits to be retried: the wait and the answer that
+        caused it (say an HTTP 429), for a case timeout to name; else ``None``."""
+        return self._connection.retrying
 
     @property
     def withheld_variables(self) -> tuple[str, ...]:
