@@ -342,7 +342,12 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
     # order, whichever worker ran which; each K consecutive reports become the case's.
     once = replace(settings, repeat=1)
     live = settings.live
-    halted = (lambda: live.halted) if live is not None else (lambda: None)
+
+    def halted() -> str | None:
+        # As the runs' errors hold it: with what is secret struck out.
+        stop = live.halted if live is not None else None
+        return live.without_secrets(stop) if live is not None and stop is not None else None
+
     return grouped(_each(expanded(cases, settings.repeat), once), settings.repeat, halted)
 
 
