@@ -629,6 +629,7 @@ def _read_eval_table(path: Path) -> _EvalTable:
         live = eval_values.get("live")
         if isinstance(live, dict):
             problems.extend(_control_characters(document, prefix, live))
+            problems.extend(_bad_port(document, prefix, live))
         record = eval_values.get("record")
         if isinstance(record, dict):
             problems.extend(_bad_redactions(document, prefix, record))
@@ -800,6 +801,33 @@ def _control_characters(
                 )
             )
     return problems
+
+
+def _bad_port(
+    document: RawDocument, prefix: JSONPath, live: Mapping[str, Any]
+) -> list[AdmissionError]:
+    """A ``base_url`` port that is no TCP port (``:99999``, ``:0``, ``:http``) is refused at
+    its place: otherwise every request of a live run would fail alike, with a less clear
+    word. The URL itself is not repeated: it may carry a gateway's key."""
+    from urllib.parse import urlsplit
+
+    url = live.get("base_url")
+    if not isinstance(url, str):
+        return []
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        port = 0
+    if port is None or 1 <= port <= 65535:
+        return []
+    at = prefix + ("eval", "live", "base_url")
+    return [
+        document.error(
+            f"{dotted(at)} has a port that is not a whole number from 1 to 65535; give a valid "
+            "port after the host (https://host:8443/v1), or none for the scheme's default",
+            at,
+        )
+    ]
 
 
 def _bad_redactions(

@@ -83,6 +83,10 @@ SKIP_SCRIPTED_CASE = (
     "it runs in replay mode"
 )
 SKIP_INTERRUPTED = "not run to its end: the run was interrupted while this case was running"
+SKIP_HALTED = (
+    "not run: an earlier case met an answer every request would get alike, which stopped "
+    "the run (see run stopped, and live_stopped in the JSON report)"
+)
 SKIP_BUDGET = "not run: the token budget (max_total_tokens) was spent before this case"
 SKIP_NO_USAGE = (
     "not run: the token budget (max_total_tokens) cannot be enforced: an earlier answer "
@@ -202,6 +206,8 @@ def evaluate(
         return skipped_report(case, SKIP_SCRIPTED_CASE)
     if live.budget.exhausted:
         return skipped_report(case, SKIP_NO_USAGE if live.budget.blind else SKIP_BUDGET)
+    if live.halted is not None:  # every request would meet the answer that stopped the run
+        return skipped_report(case, SKIP_HALTED)
     live_provider = live.provider()
     try:
         report = graded_report(case, settings.replay(case, live_provider))
@@ -335,7 +341,14 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
     # The runs of a case are next to each other, so every strategy yields them in that
     # order, whichever worker ran which; each K consecutive reports become the case's.
     once = replace(settings, repeat=1)
-    return grouped(_each(expanded(cases, settings.repeat), once), settings.repeat)
+    live = settings.live
+
+    def halted() -> str | None:
+        # As the runs' errors hold it: with what is secret struck out.
+        stop = live.halted if live is not None else None
+        return live.without_secrets(stop) if live is not None and stop is not None else None
+
+    return grouped(_each(expanded(cases, settings.repeat), once), settings.repeat, halted)
 
 
 def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:

@@ -8,7 +8,7 @@ worker ran which; :func:`grouped` folds each K consecutive reports into the case
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -43,16 +43,22 @@ def budget_cut(error: str | None) -> bool:
     return error is not None and any(mark in error for mark in BUDGET_CUTS)
 
 
-def unrun_if_cut(run: CaseReport) -> CaseReport:
-    """``run`` as a run that never ran, when the token budget cut it short: it was not
-    allowed to finish, so it says nothing of the agent (it is no failure), and its tokens,
-    which were spent, stay counted."""
-    if not budget_cut(run.error):
-        return run
-    return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET} ({run.error})")
+CUT_BY_STOP = "not run to its end: an answer that stopped the run cut it short"
 
 
-def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
+def unrun_if_cut(run: CaseReport, stopped: str | None = None) -> CaseReport:
+    """``run`` as a run that never ran, when the token budget cut it short, or the answer
+    that stopped the run (``stopped``, live mode's ``halted``: a refused key, a redirect)
+    did: it was not allowed to finish, so it says nothing of the agent (it is no failure),
+    and its tokens, which were spent, stay counted."""
+    if budget_cut(run.error):
+        return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET} ({run.error})")
+    if stopped and run.error is not None and stopped in run.error:
+        return replace(run, error=None, grades=(), skipped=f"{CUT_BY_STOP} ({run.error})")
+    return run
+
+
+def combine_runs(runs: Sequence[CaseReport], stopped: str | None = None) -> CaseReport:
     """One case's report from its runs; tokens, model calls and duration summed; every run
     kept in ``runs``. The case passes only when every run did, and shows one run's detail:
 
@@ -62,11 +68,12 @@ def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
       so it is no "not run", but without every run it has no verdict (pass^k needs them all);
     - else its first run (all passed).
 
-    A run the token budget cut short is one that never ran (:func:`unrun_if_cut`).
+    A run the token budget or the answer that stopped the run (``stopped``) cut short is
+    one that never ran (:func:`unrun_if_cut`).
     """
     if len(runs) == 1:
         return runs[0]
-    runs = [unrun_if_cut(run) for run in runs]
+    runs = [unrun_if_cut(run, stopped) for run in runs]
     from evalrunner.report.stats import case_runs
 
     figures = case_runs(replace(runs[0], runs=tuple(runs)))
@@ -94,15 +101,18 @@ def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
 
 
 def grouped(
-    reports: Generator[CaseReport, None, None], repeat: int
+    reports: Generator[CaseReport, None, None],
+    repeat: int,
+    stopped: Callable[[], str | None] = lambda: None,
 ) -> Generator[CaseReport, None, None]:
     """Each ``repeat`` consecutive run reports, combined into their case's report; a group
     cut short (the run was interrupted) is dropped with the rest of the unfinished cases.
+    ``stopped()`` is what stopped the run, if anything has (see :func:`combine_runs`).
     Closing it closes ``reports`` at once (which stops their workers)."""
     with contextlib.closing(reports):
         batch: list[CaseReport] = []
         for report in reports:
             batch.append(report)
             if len(batch) == repeat:
-                yield combine_runs(batch)
+                yield combine_runs(batch, stopped())
                 batch = []

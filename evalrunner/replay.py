@@ -199,7 +199,10 @@ def _drive_in_time(run: _CaseRun, timeout: float) -> None:
         thread.give_back()
         return
     thread.abandon()
-    run.error = run.error or f"timed out after {timeout:g}s"
+    # A live request waiting to be retried (a 429's Retry-After) is the likely cause: said.
+    retrying = getattr(run.provider, "retrying", None)
+    cause = f" ({retrying})" if isinstance(retrying, str) else ""
+    run.error = run.error or f"timed out after {timeout:g}s{cause}"
     # What the monitor knew until now stays the root cause; what giving up makes fail (a
     # live request cut) is not one.
     run.given_up = (run.monitor.error,)

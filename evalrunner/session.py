@@ -26,6 +26,7 @@ from evalrunner.boundary.tools import ToolSource
 from evalrunner.execution import (
     BUDGET_ERROR,
     BUDGET_SKIPS,
+    SKIP_HALTED,
     ForkedWorkers,
     RunSettings,
     can_fork,
@@ -58,7 +59,7 @@ from evalrunner.model import (
     SuiteFingerprint,
     SuiteReport,
 )
-from evalrunner.repeats import budget_cut
+from evalrunner.repeats import budget_cut, combine_runs
 from evalrunner.replay import process_exit_refused
 from evalrunner.selection.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
@@ -610,16 +611,15 @@ def _left_unrun(
     if halted is None:
         return []
     reason = NOT_RUN_HALTED
+    left = list(zip(planned.names, planned.sources, strict=True))[len(reports) :]
+    # Under --repeat each of the case's runs never ran, and each is counted so.
     return [
-        CaseReport(name, source, None, (), skipped=reason)
-        for name, source in list(zip(planned.names, planned.sources, strict=True))[len(reports) :]
+        combine_runs([CaseReport(name, source, None, (), skipped=reason)] * settings.repeat)
+        for name, source in left
     ]
 
 
-NOT_RUN_HALTED = (
-    "not run: an earlier case met an answer every request would get alike, which stopped "
-    "the run (see run stopped, and live_stopped in the JSON report)"
-)
+NOT_RUN_HALTED = SKIP_HALTED
 
 
 def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | None:

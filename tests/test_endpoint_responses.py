@@ -516,7 +516,11 @@ class _FakeModel(threading.Thread):
         ),
         (False, b'{"object": "response", "output": [3]}', "output[0] must be an object"),
         (False, b'{"object": "chat.completion"}', "not a response object"),
-        (False, b'{"object": "response", "status": "failed"}', "did not complete"),
+        (
+            False,
+            b'{"object": "response", "status": "failed"}',
+            "the model failed to answer (no code): no message",
+        ),
         (False, b"{", "answer is malformed"),
         (True, b'data: {"type": "response.created"}\n\n', "ended before its response.completed"),
         (True, b'data: {"type": "error", "message": "boom"}\n\n', "carried an error: boom"),
@@ -548,7 +552,8 @@ def _completed(**fields: object) -> dict[str, object]:
     [
         ("text", "the response: the body must be an object"),
         ({"object": "chat.completion"}, 'its "object" must be "response"'),
-        (_completed(status="failed"), "did not complete (status 'failed')"),
+        (_completed(status="failed"), "the model failed to answer (no code): no message"),
+        (_completed(status="cancelled"), "did not complete (status 'cancelled')"),
         (_completed(status=["x"]), "did not complete (status 'list')"),
         (_completed(output={"a": 1}), "the response: output must be an array"),
         (_completed(output=[3]), "the response: output[0] must be an object"),

@@ -315,8 +315,9 @@ def test_a_tool_call_with_an_empty_id_or_name_is_a_malformed_answer(wire: str, f
 def test_a_trickling_answer_on_a_kept_alive_connection_is_cut_at_the_deadline_and_retried(
     wire: str, stream: bool, slow: str
 ) -> None:
-    """timeout_secs bounds the attempt as a whole, also on a connection kept alive from an
-    earlier request, where no new socket is opened for the deadline to see."""
+    """timeout_secs bounds the attempt as a whole, also on a request after an earlier one
+    (once sent on a connection kept alive, where no new socket was opened for the deadline
+    to see)."""
     trickle = Reply(trickle_head=slow == "head", trickle_body=slow == "body")
     with ModelServer(wire, [Reply(TEXT), trickle, Reply(TEXT)]) as server:
         live, waits = model(server, timeout_secs=0.5, max_retries=1, stream=stream)
@@ -325,8 +326,9 @@ def test_a_trickling_answer_on_a_kept_alive_connection_is_cut_at_the_deadline_an
         assert provider.complete(REQUEST) == TEXT
         assert server.given_up.wait(5)  # the client cut it, before the server's own limit
         provider.close()
-    if not stream:  # a stream is read up to its last event only, so its connection is not kept
-        assert server.seen[0].peer == server.seen[1].peer
+    # No connection is kept alive any more (issue 27, third trial: bytes past one answer
+    # were read as the next one's), so each request has a connection of its own.
+    assert server.seen[0].peer != server.seen[1].peer
     assert len(waits) == 1 and len(server.seen) == 3
 
 

@@ -635,8 +635,9 @@ class _AgentProcess:
         # past the end.
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
         self._released = False
+        withheld = monitor.withheld_variables  # the live key's variable: never the agent's
         env = {
-            **os.environ,
+            **{name: value for name, value in os.environ.items() if name not in withheld},
             **self.endpoint.agent_environment(),
             "EVALRUNNER_WORKSPACE": str(workspace),
             OFFER_VARIABLE: ",".join(str(version) for version in PROTOCOLS),

@@ -471,6 +471,13 @@ class ConversationMonitor:
     # --- what the runner reads -------------------------------------------------------------------
 
     @property
+    def withheld_variables(self) -> tuple[str, ...]:
+        """The environment variables an agent process must not be given: the model's
+        (``withheld_variables``; a live model's key variable), none for a scripted one."""
+        names = getattr(self._model, "withheld_variables", ())
+        return tuple(name for name in names if isinstance(name, str))
+
+    @property
     def pending_calls(self) -> tuple[ToolCall, ...]:
         """Tool calls handed out whose result has not come back yet."""
         with self._lock:

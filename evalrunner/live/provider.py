@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import json
 import math
 import os
 import re
@@ -40,7 +41,13 @@ from evalrunner.model import AnswerNotPassed, JSONValue, ModelRequest, ModelResp
 from evalrunner.redact import shown_url, strike_key, strike_url_secrets
 from evalrunner.text import printable
 from evalrunner.wire.client import ClientWire, client_wire
-from evalrunner.wire.common import WireResponseError, body_json, parse_sse, wire_json
+from evalrunner.wire.common import (
+    ModelFailed,
+    WireResponseError,
+    body_json,
+    parse_sse,
+    wire_json,
+)
 from evalrunner.wire.params import live_options, over_budget, untranslatable
 
 if TYPE_CHECKING:
@@ -58,6 +65,10 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 that never ends its line would otherwise grow in memory until the deadline)."""
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The most bytes one answer (a body or a whole stream) may hold."""
+
+RETRIED_FAILURES = frozenset({"server_error"})
+"""The error codes of a failed answer (the Responses API's ``status: "failed"``) that are
+the server's own trouble, retried as a 5xx status is."""
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 """The 3xx statuses that redirect a request elsewhere (RFC 9110 §15.4)."""
@@ -106,6 +117,8 @@ class _Connection:
         self.closed = threading.Event()
         self.sending = threading.Lock()
         """Held by the attempt on the wire (a case sends one request at a time anyway)."""
+        self.retrying: str | None = None
+        """While a request waits to be sent again: why, and how long the wait is."""
 
     def trace(self, name: str, info: Mapping[str, Any]) -> None:
         """httpx2's ``trace`` callback: a connection the client opened (or wrapped in TLS)
@@ -385,6 +398,11 @@ class LiveModel:
             trust_env=False,  # no proxy or .netrc from the environment: it goes where
             # base_url says, and nowhere may the key be sent that config did not name
             follow_redirects=False,
+            # No connection is kept for a next request: bytes a server sent past the end of
+            # one answer (a second response in the same write) would be read as the next
+            # request's answer, and an HTTP client cannot tell them from it. A model request
+            # takes far longer than opening a connection.
+            limits=httpx2.Limits(max_keepalive_connections=0),
         )
 
     def _key(self) -> str:
@@ -456,7 +474,13 @@ class LiveModel:
                 if attempt == attempts:
                     tried = f" (after {attempts} attempts)" if attempts > 1 else ""
                     raise RunError(f"live model: {retry.reason}{tried}") from None
-                self._sleep(_backoff(attempt, retry.wait))
+                wait = _backoff(attempt, retry.wait)
+                # Kept while waiting: a case timeout that fires in the wait names its cause.
+                via.retrying = f"it was waiting {wait:g}s to retry, after: {retry.reason}"
+                try:
+                    self._sleep(wait)
+                finally:
+                    via.retrying = None
                 continue
             except Exception:
                 self._check_running(via)  # its connection closed under it: say so
@@ -495,6 +519,17 @@ class LiveModel:
                 "nothing was sent, since the model would answer a request the agent never "
                 f'made; leave it out of the agent\'s request, or set wire = "{request.api}" '
                 "(the API the agent speaks) with a base_url that serves it"
+            )
+        choices = request.parameters.get("n")
+        if choices is not None and (isinstance(choices, bool) or choices != 1):
+            # Each extra choice is billed output that no limit or budget check counts, and
+            # only the first choice is graded: the others are spend without a verdict.
+            asked = printable(json.dumps(choices)[:40])
+            raise RunError(
+                f"live model: the agent's request asks for n = {asked} answers "
+                "(choices) per request: nothing was sent, since every choice is billed "
+                "while only the first is graded, and the output limit and token budget are "
+                "checked for one answer; leave n out of the agent's request, or send n = 1"
             )
         if "max_tokens" not in self.config.pin:
             problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)
@@ -580,6 +615,12 @@ class LiveModel:
             if watchdog.fired:
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
             raise RunError(f"live model: the request failed ({type(exc).__name__})") from None
+        except ModelFailed as failed:
+            said = self._struck(printable(failed.message), key)
+            code = printable(failed.code or "no code")
+            if failed.code in RETRIED_FAILURES:  # the model's own 5xx, told in a 200
+                raise _Retry(f"the model failed to answer ({code}): {said}") from None
+            raise RunError(f"live model: the model failed to answer ({code}): {said}") from None
         except WireResponseError as exc:
             if watchdog.fired:  # the stream was cut at the deadline, mid-answer
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None
@@ -686,6 +727,18 @@ class LiveProvider:
         with self._lock:
             self._exchanges.append(exchange)
         return response
+
+    @property
+    def retrying(self) -> str | None:
+        """While this case's request waits to be retried: the wait and the answer that
+        caused it (say an HTTP 429), for a case timeout to name; else ``None``."""
+        return self._connection.retrying
+
+    @property
+    def withheld_variables(self) -> tuple[str, ...]:
+        """The variable that holds the key: an agent process is started without it, since
+        the key is only ever to be put in the auth header of evalrunner's own requests."""
+        return (self._model.config.api_key_env,)
 
     @property
     def stopped(self) -> bool:

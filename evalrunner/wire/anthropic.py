@@ -264,9 +264,10 @@ class AnthropicMessages:
                 for i, b in enumerate(require_list(answer.get("content"), "content"))
             ]
             seen: set[str] = set()
-            usage = _usage_of(answer.get("usage"), (0, 0), seen)
+            counts: dict[str, int] = {}
+            _usage_of(answer.get("usage"), counts, seen)
             return _response_of(
-                blocks, (*usage, _missing(seen)), _cut_short(answer.get("stop_reason"))
+                blocks, _counted(counts, seen), _cut_short(answer.get("stop_reason"))
             )
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
@@ -280,9 +281,10 @@ class AnthropicMessages:
         """A ``message_start`` … ``message_stop`` stream as one response;
         :class:`WireResponseError` if an event is malformed or the stream ends early."""
         blocks: dict[int, dict[str, Any]] = {}
-        usage = (0, 0)
+        counts: dict[str, int] = {}
         seen: set[str] = set()  # the usage fields some event gave
         cut: str | None = None
+        stopped = False  # some message_delta said why the answer ended
         for number, event in enumerate(events, start=1):
             where = f"stream event {number}"
             data = event_json(event, where)
@@ -291,7 +293,7 @@ class AnthropicMessages:
                 _raise_error(data)
                 if kind == "message_start":
                     message = require_object(data.get("message"), "message")
-                    usage = _usage_of(message.get("usage"), usage, seen)
+                    _usage_of(message.get("usage"), counts, seen)
                 elif kind == "content_block_start":
                     index = _index(data)
                     block = require_object(data.get("content_block"), "content_block")
@@ -314,9 +316,10 @@ class AnthropicMessages:
                         partial = require_string(delta.get("partial_json"), "delta.partial_json")
                         blocks[index]["partial"] += partial
                 elif kind == "message_delta":
-                    usage = _usage_of(data.get("usage"), usage, seen)
+                    _usage_of(data.get("usage"), counts, seen)
                     closing = data.get("delta")
                     if isinstance(closing, dict):
+                        stopped = stopped or isinstance(closing.get("stop_reason"), str)
                         cut = _cut_short(closing.get("stop_reason")) or cut
                 elif kind == "message_stop":
                     break
@@ -324,6 +327,9 @@ class AnthropicMessages:
             raise WireResponseError(
                 "the stream ended before its message_stop event (cut off or malformed)"
             )
+        if not stopped and cut is None:
+            # A stream that never says why its answer ended may have been cut anywhere.
+            cut = NO_STOP_REASON
         ordered: list[dict[str, JSONValue]] = []
         for index in sorted(blocks):
             block = blocks[index]
@@ -339,7 +345,7 @@ class AnthropicMessages:
                     ) from None
             ordered.append(block)
         with reading("the streamed message"):
-            return _response_of(ordered, (*usage, _missing(seen)), cut)
+            return _response_of(ordered, _counted(counts, seen), cut)
 
     def error_message(self, body: JSONValue) -> str | None:
         """The message of an error body, if ``body`` is one."""
@@ -368,26 +374,34 @@ def _raise_error(body: dict[str, JSONValue]) -> None:
         raise WireResponseError(f"the model answered with an error: {message or 'no message'}")
 
 
-def _usage_of(value: JSONValue, known: tuple[int, int], seen: set[str]) -> tuple[int, int]:
-    """``known`` updated by the usage object ``value``: a count it gives (not null) replaces
+def _usage_of(value: JSONValue, counts: dict[str, int], seen: set[str]) -> None:
+    """``counts`` updated by the usage object ``value``: a count it gives (not null) replaces
     the one known, and its name is added to ``seen``."""
     if value is None:
-        return known
+        return
     usage = require_object(value, "usage")
-    counts = list(known)
-    for index, key in enumerate(_USAGE_KEYS):
+    for key in (*_USAGE_KEYS, *_CACHE_KEYS):
         if usage.get(key) is not None:
-            counts[index] = token_count(usage, key, "usage")
+            counts[key] = token_count(usage, key, "usage")
             seen.add(key)
-    return counts[0], counts[1]
+
+
+def _counted(counts: dict[str, int], seen: set[str]) -> tuple[int, int, str | None]:
+    """The input and output tokens of ``counts``, and the usage field missing (:func:`_missing`).
+    The input tokens written to or read from the prompt cache are billed input tokens that
+    ``input_tokens`` leaves out: they are counted with it, or a budget would miss them."""
+    input_tokens = sum(counts.get(key, 0) for key in ("input_tokens", *_CACHE_KEYS))
+    return input_tokens, counts.get("output_tokens", 0), _missing(seen)
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens")
+_CACHE_KEYS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def _missing(seen: set[str]) -> str | None:
     """The usage field an answer never gave while giving the other."""
-    if not seen or len(seen) == len(_USAGE_KEYS):
+    given = seen.intersection(_USAGE_KEYS)
+    if not given or len(given) == len(_USAGE_KEYS):
         return None
     return next(f"usage.{key}" for key in _USAGE_KEYS if key not in seen)
 
@@ -399,6 +413,11 @@ CUT_SHORT = {
     "pause_turn": "the model paused its turn, to be continued in another request",
 }
 """The ``stop_reason`` values that end an answer before it is whole, and what they mean."""
+
+
+NO_STOP_REASON = (
+    "no stop_reason in any stream event: the stream never said the answer was whole"
+)
 
 
 def _cut_short(reason: JSONValue) -> str | None:

@@ -275,6 +275,16 @@ class WireResponseError(Exception):
     a missing field); the message says what was wrong, never what the request carried."""
 
 
+class ModelFailed(WireResponseError):
+    """An answer that says the model failed to answer (the Responses API's ``status:
+    "failed"``), with the API's error ``code`` (``None`` when it gave none) and message."""
+
+    def __init__(self, code: str | None, message: str) -> None:
+        super().__init__(f"the model failed to answer ({code or 'no code'}): {message}")
+        self.code = code
+        self.message = message
+
+
 @dataclass(frozen=True, slots=True)
 class SseEvent:
     """One server-sent event: its ``event:`` name (``None`` without one) and its ``data:``
@@ -368,6 +378,15 @@ def answered(
             tuple(calls), tokens_in, tokens_out, cut_short=cut_short, usage_missing=missing
         )
     return TextResponse(text, tokens_in, tokens_out, cut_short=cut_short, usage_missing=missing)
+
+
+def refused_cut(refusal: str | None) -> str | None:
+    """Why an answer that carries a refusal (``refusal`` its text) is no answer: that text
+    is the model's reason for not replying, and grading it, or the empty text beside it, as
+    a reply would judge an answer never given. ``None`` without one."""
+    if not refusal:
+        return None
+    return f"refusal {_excerpt(refusal, 200)}: the model refused to answer"
 
 
 def url_with_path(base_url: str, path: str) -> str:

@@ -35,6 +35,7 @@ from evalrunner.wire.common import (
     offered_tools,
     optional_string,
     reading,
+    refused_cut,
     request_with_messages,
     require_list,
     require_name,
@@ -258,7 +259,8 @@ class OpenAIChat:
             content = optional_string(message.get("content"), "choices[0].message.content")
             calls = _tool_calls(message.get("tool_calls"), "choices[0].message")
             usage = _usage_of(answer.get("usage"))
-            cut = _cut_short(choice.get("finish_reason"))
+            refusal = optional_string(message.get("refusal"), "choices[0].message.refusal")
+            cut = refused_cut(refusal) or _cut_short(choice.get("finish_reason"))
         return answered(calls, content or "", usage, cut)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
@@ -275,6 +277,8 @@ class OpenAIChat:
         calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
         usage: tuple[int, int, str | None] = (0, 0, None)
         cut: str | None = None
+        finished = False
+        refusal: list[str] = []
         for number, event in enumerate(events, start=1):
             if event.data.strip() == "[DONE]":
                 break
@@ -284,12 +288,23 @@ class OpenAIChat:
                 _raise_error(chunk)
                 if chunk.get("usage") is not None:
                     usage = _usage_of(chunk.get("usage"))
-                for choice in require_list(chunk.get("choices", []), "choices"):
-                    cut = _cut_short(require_object(choice, "choice").get("finish_reason")) or cut
-                    delta = require_object(require_object(choice, "choice").get("delta"), "delta")
+                for raw_choice in require_list(chunk.get("choices", []), "choices"):
+                    choice = require_object(raw_choice, "choice")
+                    # Only the first choice is the answer, as a body's choices[0] is: the
+                    # pieces of other choices (asked for by n > 1) are another answer, and
+                    # joining them would grade text the first answer never said.
+                    if _choice_index(choice.get("index")) != 0:
+                        continue
+                    finish = choice.get("finish_reason")
+                    finished = finished or isinstance(finish, str)
+                    cut = _cut_short(finish) or cut
+                    delta = require_object(choice.get("delta"), "delta")
                     piece = optional_string(delta.get("content"), "delta.content")
                     if piece:
                         text.append(piece)
+                    refused = optional_string(delta.get("refusal"), "delta.refusal")
+                    if refused:
+                        refusal.append(refused)
                     for raw in require_list(delta.get("tool_calls") or [], "delta.tool_calls"):
                         fragment = require_object(raw, "delta.tool_calls[]")
                         index = fragment.get("index")
@@ -304,6 +319,10 @@ class OpenAIChat:
             raise WireResponseError(
                 "the stream ended before its closing data: [DONE] (cut off or malformed)"
             )
+        cut = refused_cut("".join(refusal)) or cut
+        if not finished and cut is None:
+            # A stream that never says why its answer ended may have been cut anywhere.
+            cut = NO_FINISH
         if calls:
             ordered = [calls[i] for i in sorted(calls)]
             for call_id, name, _ in ordered:
@@ -336,6 +355,15 @@ def _raise_error(body: dict[str, JSONValue]) -> None:
         raise WireResponseError(f"the model answered with an error: {message}")
 
 
+def _choice_index(value: JSONValue) -> int:
+    """A streamed choice's ``index``; a choice without one is the first."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireResponseError("choice.index must be a whole number")
+    return value
+
+
 def _usage_of(value: JSONValue) -> tuple[int, int, str | None]:
     if value is None:
         return (0, 0, None)
@@ -347,6 +375,9 @@ CUT_SHORT = {
     "content_filter": "a content filter withheld the rest",
 }
 """The ``finish_reason`` values that end an answer before it is whole, and what they mean."""
+
+
+NO_FINISH = "no finish_reason in any stream chunk: the stream never said the answer was whole"
 
 
 def _cut_short(reason: JSONValue) -> str | None:

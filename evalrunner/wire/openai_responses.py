@@ -51,6 +51,7 @@ from evalrunner.model import (
 from evalrunner.wire.common import (
     OPENAI_RESPONSES,
     Counted,
+    ModelFailed,
     SseEvent,
     ToolResult,
     WireRequest,
@@ -62,6 +63,7 @@ from evalrunner.wire.common import (
     offered_tools,
     optional_string,
     reading,
+    refused_cut,
     require_list,
     require_name,
     require_object,
@@ -538,10 +540,13 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
         cut: str | None = None
         if status == "incomplete":
             cut = _incomplete(body.get("incomplete_details"))
+        elif status == "failed":
+            raise _failed(body.get("error"))
         elif status not in (None, "completed"):
             shown = status if isinstance(status, str) else type(status).__name__
             raise WireResponseError(f"{where} did not complete (status {shown!r})")
         text: list[str] = []
+        refusal: list[str] = []
         calls: list[ToolCall] = []
         for index, raw in enumerate(require_list(body.get("output") or [], "output")):
             at = f"output[{index}]"
@@ -556,11 +561,27 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
                         text.append(
                             require_string(piece.get("text"), f"{at}.content[{number}].text")
                         )
+                    elif piece.get("type") == "refusal":
+                        refusal.append(
+                            require_string(
+                                piece.get("refusal"), f"{at}.content[{number}].refusal"
+                            )
+                        )
             elif kind == "function_call":
                 calls.append(_function_call(item, at))
         usage = require_object(body.get("usage") or {}, "usage")
         tokens = usage_counts(usage, ("input_tokens", "output_tokens"))
-    return answered(calls, "".join(text), tokens, cut)
+    return answered(calls, "".join(text), tokens, refused_cut("".join(refusal)) or cut)
+
+
+def _failed(error: JSONValue) -> ModelFailed:
+    """The failure a ``failed`` response's ``error`` (``{"code", "message"}``) names."""
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return ModelFailed(
+        code if isinstance(code, str) else None,
+        message if isinstance(message, str) else "no message",
+    )
 
 
 INCOMPLETE = {
@@ -600,6 +621,9 @@ def read_stream(events: Iterable[JSONValue]) -> ModelResponse:
                 message = event.get("message")
                 said = message if isinstance(message, str) else "no message"
                 raise WireResponseError(f"the stream carried an error: {said}")
+            if kind == "response.failed":  # its response says why (status "failed")
+                read_response(event.get("response"), f"{where}'s response")
+                raise WireResponseError(f"{where} is response.failed, but its response is not")
             if kind in ("response.completed", "response.incomplete"):
                 final = read_response(event.get("response"), f"{where}'s response")
                 assembled = _assembled([items[i] for i in sorted(items)], final)
