@@ -241,6 +241,9 @@ def test_cases_after_an_answer_without_usage_say_why_they_were_not_run(tmp_path:
         "carried no token usage"
     )
     assert "spent" not in done.stdout.split("run stopped")[0]
+    # as the docs say whenever no answer counted a token
+    assert "0 input + 0 output tokens" not in done.stdout
+    assert "token usage not reported by the model" in done.stdout
 
 
 def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
@@ -263,6 +266,8 @@ def test_a_wrong_key_stops_the_run_naming_the_variable(tmp_path: Path) -> None:
     assert done.returncode == 2  # every request would be refused alike: the run stops
     assert "the API refused the key in LIVE_TEST_KEY (HTTP 401)" in done.stdout
     assert KEY not in outputs(cwd, done)
+    assert "0 input + 0 output tokens" not in done.stdout  # no answer counted a token
+    assert "token usage not reported by the model" in done.stdout
 
 
 def test_a_missing_key_is_a_run_error_naming_the_variable(tmp_path: Path) -> None:
