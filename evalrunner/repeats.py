@@ -35,7 +35,8 @@ BUDGET_CUTS = (
 :class:`~evalrunner.live.provider.BudgetSpent` messages, whatever the path that carried it
 prefixed)."""
 
-CUT_BY_BUDGET = "not run to its end: the token budget stopped it"
+CUT_MIDWAY = "not run to its end, "
+CUT_BY_BUDGET = f"{CUT_MIDWAY}the token budget stopped it"
 
 
 def budget_cut(error: str | None) -> bool:
@@ -49,7 +50,8 @@ def unrun_if_cut(run: CaseReport) -> CaseReport:
     which were spent, stay counted."""
     if not budget_cut(run.error):
         return run
-    return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET} ({run.error})")
+    # Joined, not bracketed: the error has brackets of its own, and nested ones are unread.
+    return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET}: {run.error}")
 
 
 def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
@@ -79,7 +81,13 @@ def combine_runs(runs: Sequence[CaseReport]) -> CaseReport:
             if count == 1
             else f"{count} of {len(runs)} runs did not run (first: run {figures.not_run[0]})"
         )
-        error = f"{which} ({shown.skipped}); the case passes only when every run does"
+        # Flat, and without "did not run: not run": one clause after another reads; nested
+        # brackets of reasons do not.
+        why = (shown.skipped or "").removeprefix("not run: ")
+        if count == 1 and why.startswith(CUT_MIDWAY):
+            which = f"{which} to its end"
+            why = why.removeprefix(CUT_MIDWAY)
+        error = f"{which}: {why}; the case passes only when every run does"
         shown = replace(shown, skipped=None)
     return replace(
         shown,
