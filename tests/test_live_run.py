@@ -116,6 +116,8 @@ def test_a_live_case_passes_on_every_wire_and_agent_path(
     assert len(server.seen) == 2
     second = server.seen[1].body
     assert second["model"] == "local-test"
+    # As the docs say: stream = false (the default) sends no stream field at all.
+    assert all(("stream" in seen.body) is bool(stream) for seen in server.seen)
     # The agent's result went back to the live model, and the monitor saw the same.
     assert "call_7" in json.dumps(second)
 
