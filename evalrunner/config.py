@@ -162,6 +162,11 @@ class Config:
     """How many times each case runs (``--repeat``, ``[eval] repeat``)."""
     file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
+    written_at: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Where each plugin reference is set, to prefix the refusal of one that cannot be used:
+    ``file:line:col: [eval] agent`` at the ``agent`` value, ``file:line:col: [eval] tools[I]``
+    at each ``tools`` entry (keyed ``agent`` and ``tools[I]``), or the environment variable
+    that set it; absent when not set."""
 
 
 def parse_mode(raw: str, origin: str) -> str:
@@ -357,6 +362,19 @@ def load_config(
 
     live = _live_config(eval_table, sources)
     record = _record_config(eval_table, sources)
+    written_at: dict[str, str] = {}
+    if "agent" in table:
+        written_at["agent"] = (
+            ENV_VARIABLES["agent"]
+            if "agent" in from_env
+            else f"{eval_table.value_at('agent')}: [eval] agent"
+        )
+    for index, _ in enumerate(table.get("tools", ())):
+        written_at[f"tools[{index}]"] = (
+            ENV_VARIABLES["tools"]
+            if "tools" in from_env
+            else f"{eval_table.item_at('tools', index)}: [eval] tools[{index}]"
+        )
 
     if problems:
         raise ConfigError(problems)
@@ -379,6 +397,7 @@ def load_config(
         repeat=repeats,
         file=path,
         sources=sources,
+        written_at=written_at,
     )
 
 
@@ -567,6 +586,12 @@ class _EvalTable:
         path = ("eval", within, key) if within is not None else ("eval", key)
         error = self.document.error("", self.prefix + path, key=True)
         return f"{error.path}:{error.line}" if error.line is not None else error.path
+
+    def item_at(self, key: str, index: int) -> str:
+        """``file:line:col`` of the key's array item ``index``, for messages about it."""
+        if self.document is None:
+            return "default"
+        return _position(self.document.error("", self.prefix + ("eval", key, index)))
 
     def key_at(self, key: str) -> str:
         """``file:line:col`` of the key, for messages about it."""

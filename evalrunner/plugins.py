@@ -98,26 +98,34 @@ def load_agent_factory(reference: str, base_dir: Path) -> AgentFactory:
 
 
 def load_tools(
-    references: Sequence[str], base_dir: Path, *, include_builtin: bool = True
+    references: Sequence[str],
+    base_dir: Path,
+    *,
+    include_builtin: bool = True,
+    written_at: Mapping[str, str] | None = None,
 ) -> dict[str, Tool]:
     """The tools to offer the agent, by name: built-in ones (unless excluded), then these.
 
     Each reference names a :class:`Tool`, or a class or function that returns one when called
     with no arguments. Two tools with one name are an error, as is anything not shaped like a
-    tool; every problem is reported at once.
+    tool; every problem is reported at once, prefixed with where the reference is written
+    (``written_at``, as :attr:`Config.written_at` keys it) when known.
     """
     tools: dict[str, Tool] = dict(builtin_tools()) if include_builtin else {}
     origin: dict[str, str] = {name: "the built-in tools" for name in tools}
     problems: list[str] = []
-    for reference in references:
+    for index, reference in enumerate(references):
+        where = written_at.get(f"tools[{index}]") if written_at is not None else None
+        blame = "" if where is None else f"{where}: "
         try:
             tool = _as_tool(reference, resolve(reference, base_dir))
         except PluginError as exc:
-            problems.extend(exc.problems)
+            problems.extend(blame + problem for problem in exc.problems)
             continue
         if tool.name in tools:
             problems.append(
-                f"{reference}: a tool named {tool.name!r} already comes from {origin[tool.name]}"
+                f"{blame}{reference}: a tool named {tool.name!r} already comes from "
+                f"{origin[tool.name]}"
                 + (" (set builtin_tools = false to replace it)" if tool.name == "echo" else "")
             )
             continue
@@ -185,11 +193,16 @@ def _signature(value: Any) -> str:
 
 
 def tool_source(
-    references: Sequence[str], base_dir: Path, *, include_builtin: bool = True
+    references: Sequence[str],
+    base_dir: Path,
+    *,
+    include_builtin: bool = True,
+    written_at: Mapping[str, str] | None = None,
 ) -> Callable[[], dict[str, Tool]]:
     """Like :func:`load_tools`, checked now, but made anew for each case: a reference to a
     class or function gives every case its own tool (one to an object is shared)."""
-    load_tools(references, base_dir, include_builtin=include_builtin)  # errors surface here
+    # Errors surface here, where they name the config's lines.
+    load_tools(references, base_dir, include_builtin=include_builtin, written_at=written_at)
 
     def make() -> dict[str, Tool]:
         return load_tools(references, base_dir, include_builtin=include_builtin)
@@ -209,7 +222,12 @@ def configured_agent(config: Config) -> tuple[AgentFactory, ToolSource | None]:
     """
     tools: ToolSource | None = None
     if config.tools or not config.builtin_tools:
-        tools = tool_source(config.tools, config.base_dir, include_builtin=config.builtin_tools)
+        tools = tool_source(
+            config.tools,
+            config.base_dir,
+            include_builtin=config.builtin_tools,
+            written_at=config.written_at,
+        )
     if config.agent_command is not None:
         from evalrunner.agents.command import command_agent_factory
 
@@ -222,5 +240,12 @@ def configured_agent(config: Config) -> tuple[AgentFactory, ToolSource | None]:
         except ValueError as exc:
             raise PluginError([f"agent_command: {exc}"]) from None
     if config.agent is not None:
-        return load_agent_factory(config.agent, config.base_dir), tools
+        try:
+            return load_agent_factory(config.agent, config.base_dir), tools
+        except PluginError as exc:
+            where = config.written_at.get("agent")
+            if where is None:
+                raise
+            # Every refusal reads path:line:col, and names the key it refuses.
+            raise PluginError([f"{where}: {p}" for p in exc.problems]) from None
     return reference_agent, tools

@@ -157,13 +157,21 @@ _QUIET = _Previous()
 def _quiet_excepthook(args: threading.ExceptHookArgs) -> None:
     """A thread that ended on a refused ``os._exit`` says so in one line, not a traceback:
     the attempt itself is reported with its case (or fails the run)."""
-    if args.exc_type is ProcessExitAttempt:
-        name = args.thread.name if args.thread is not None else "a thread"
-        # stderr closed: the attempt is still reported with its case or the run.
-        with contextlib.suppress(OSError, AttributeError, ValueError):
-            sys.stderr.write(f"evalrunner: thread {name!r}: {args.exc_value}\n")
-        return
-    _QUIET.previous(args)
+    if not said_thread_exit(args):
+        _QUIET.previous(args)
+
+
+def said_thread_exit(args: threading.ExceptHookArgs) -> bool:
+    """For a ``threading.excepthook``: when the thread ended on a refused ``os._exit``, say
+    so in one line on stderr and return ``True`` (the exception is handled); ``False`` for
+    any other exception, which the hook passes on."""
+    if args.exc_type is not ProcessExitAttempt:
+        return False
+    name = args.thread.name if args.thread is not None else "a thread"
+    # stderr closed: the attempt is still reported with its case or the run.
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        sys.stderr.write(f"evalrunner: thread {name!r}: {args.exc_value}\n")
+    return True
 
 
 def _quiet_unraisablehook(args: sys.UnraisableHookArgs) -> None:

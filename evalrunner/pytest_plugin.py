@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -193,6 +194,24 @@ class EvalrunnerSession:
         self.outcomes: list[tuple[str, str]] = []
         # The statuses of os._exit calls refused outside every case, taken at the end.
         self.late_exits: list[str] = []
+        # threading.excepthook as the session found it, and the plugin's own put on top.
+        self.thread_hooks: tuple[Callable[[threading.ExceptHookArgs], object], ...] = ()
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """A thread that ends on a refused ``os._exit`` says so in one line, as under
+        ``evalrunner run``: pytest's own thread hook (installed at its configure, over
+        evalrunner's) would turn it into a warning with evalrunner's internal traceback,
+        while the attempt is already its case's run error."""
+        from evalrunner.process_exit import said_thread_exit
+
+        underneath = threading.excepthook
+
+        def hook(args: threading.ExceptHookArgs) -> None:
+            if not said_thread_exit(args):
+                underneath(args)
+
+        self.thread_hooks = (underneath, hook)
+        threading.excepthook = hook
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each case's outcome (also those xdist workers report), for the run's
@@ -225,6 +244,8 @@ class EvalrunnerSession:
         worker leaves the verdict to the controller, which hears every case."""
         from evalrunner.process_exit import unclaimed
 
+        if self.thread_hooks and threading.excepthook is self.thread_hooks[1]:
+            threading.excepthook = self.thread_hooks[0]  # for pytest's cleanup to undo its own
         # An os._exit refused outside every case (a thread that outlived its case): no item
         # carries it, so the run fails, as `evalrunner run` fails it. An xdist worker hands
         # its own to the controller (pytest_testnodedown), whose exit code is the run's.

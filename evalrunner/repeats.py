@@ -35,7 +35,8 @@ BUDGET_CUTS = (
 :class:`~evalrunner.live.provider.BudgetSpent` messages, whatever the path that carried it
 prefixed)."""
 
-CUT_BY_BUDGET = "not run to its end: the token budget stopped it"
+CUT_MIDWAY = "not run to its end, "
+CUT_BY_BUDGET = f"{CUT_MIDWAY}the token budget stopped it"
 
 
 def budget_cut(error: str | None) -> bool:
@@ -43,7 +44,7 @@ def budget_cut(error: str | None) -> bool:
     return error is not None and any(mark in error for mark in BUDGET_CUTS)
 
 
-CUT_BY_STOP = "not run to its end: an answer that stopped the run cut it short"
+CUT_BY_STOP = f"{CUT_MIDWAY}an answer that stopped the run cut it short"
 
 
 def unrun_if_cut(run: CaseReport, stopped: str | None = None) -> CaseReport:
@@ -51,10 +52,11 @@ def unrun_if_cut(run: CaseReport, stopped: str | None = None) -> CaseReport:
     that stopped the run (``stopped``, live mode's ``halted``: a refused key, a redirect)
     did: it was not allowed to finish, so it says nothing of the agent (it is no failure),
     and its tokens, which were spent, stay counted."""
+    # Joined, not bracketed: the error has brackets of its own, and nested ones are unread.
     if budget_cut(run.error):
-        return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET} ({run.error})")
+        return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET}: {run.error}")
     if stopped and run.error is not None and stopped in run.error:
-        return replace(run, error=None, grades=(), skipped=f"{CUT_BY_STOP} ({run.error})")
+        return replace(run, error=None, grades=(), skipped=f"{CUT_BY_STOP}: {run.error}")
     return run
 
 
@@ -86,7 +88,13 @@ def combine_runs(runs: Sequence[CaseReport], stopped: str | None = None) -> Case
             if count == 1
             else f"{count} of {len(runs)} runs did not run (first: run {figures.not_run[0]})"
         )
-        error = f"{which} ({shown.skipped}); the case passes only when every run does"
+        # Flat, and without "did not run: not run": one clause after another reads; nested
+        # brackets of reasons do not.
+        why = (shown.skipped or "").removeprefix("not run: ")
+        if count == 1 and why.startswith(CUT_MIDWAY):
+            which = f"{which} to its end"
+            why = why.removeprefix(CUT_MIDWAY)
+        error = f"{which}: {why}; the case passes only when every run does"
         shown = replace(shown, skipped=None)
     return replace(
         shown,

@@ -1351,3 +1351,28 @@ def test_a_request_that_forbids_parallel_calls_cannot_get_several(api: str) -> N
     assert report.error is not None
     assert "the request forbids parallel tool calls" in report.error, report.error
     assert run_python(agent, ECHO).passed  # one call per answer is what it allows
+
+
+def test_a_history_message_of_an_earlier_case_is_hinted_as_another_cases() -> None:
+    # A persistent agent that keeps one history for every case: the second case's request
+    # opens with the first case's conversation.
+    first = monitored(Turn("hint-first-case input", (TextResponse("one"),)))
+    first.begin_turn(0)
+    first.complete(ModelRequest((Message("user", "hint-first-case input"),), ()))
+    second = monitored(Turn("hint-second-case input", (TextResponse("two"),)))
+    second.begin_turn(0)
+    leaked = (
+        Message("user", "hint-first-case input"),
+        Message("assistant", "one"),
+        Message("user", "hint-second-case input"),
+    )
+    with pytest.raises(RunError) as raised:
+        second.complete(ModelRequest(leaked, ()))
+    assert str(raised.value).endswith("(from another case?)"), raised.value
+    # A message no case held gets no such hint.
+    third = monitored(Turn("hint-third-case input", (TextResponse("three"),)))
+    third.begin_turn(0)
+    invented = (Message("user", "never any case's input"), Message("user", "hint-third-case input"))
+    with pytest.raises(RunError) as raised:
+        third.complete(ModelRequest(invented, ()))
+    assert "another case" not in str(raised.value), raised.value

@@ -116,6 +116,8 @@ def test_a_live_case_passes_on_every_wire_and_agent_path(
     assert len(server.seen) == 2
     second = server.seen[1].body
     assert second["model"] == "local-test"
+    # As the docs say: stream = false (the default) sends no stream field at all.
+    assert all(("stream" in seen.body) is bool(stream) for seen in server.seen)
     # The agent's result went back to the live model, and the monitor saw the same.
     assert "call_7" in json.dumps(second)
 
@@ -241,6 +243,9 @@ def test_cases_after_an_answer_without_usage_say_why_they_were_not_run(tmp_path:
         "carried no token usage"
     )
     assert "spent" not in done.stdout.split("run stopped")[0]
+    # as the docs say whenever no answer counted a token
+    assert "0 input + 0 output tokens" not in done.stdout
+    assert "token usage not reported by the model" in done.stdout
 
 
 def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
@@ -263,6 +268,8 @@ def test_a_wrong_key_stops_the_run_naming_the_variable(tmp_path: Path) -> None:
     assert done.returncode == 2  # every request would be refused alike: the run stops
     assert "the API refused the key in LIVE_TEST_KEY (HTTP 401)" in done.stdout
     assert KEY not in outputs(cwd, done)
+    assert "0 input + 0 output tokens" not in done.stdout  # no answer counted a token
+    assert "token usage not reported by the model" in done.stdout
 
 
 def test_a_missing_key_is_a_run_error_naming_the_variable(tmp_path: Path) -> None:

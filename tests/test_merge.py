@@ -127,12 +127,10 @@ def test_merged_shards_equal_the_unsharded_report(project: Path, count: int) -> 
     assert not list(report_validator().iter_errors(merged))
     assert timeless(merged) == timeless(whole)
     assert merged["duration_ms"] == sum(read(p)["duration_ms"] for p in parts)
-    # the table on stdout is the whole run's table, timings aside (and the line numbers of
-    # the recap: the JSON report does not carry positions)
+    # the table on stdout is the whole run's table, timings aside, the recap's path:line too
     _, table, _ = invoke("run")
-    assert timeless_table(out) == timeless_table(table).replace(".yaml:1)", ".yaml)").replace(
-        ".toml:1)", ".toml)"
-    )
+    assert ".yaml:1)" in table
+    assert timeless_table(out) == timeless_table(table)
 
 
 def test_the_order_of_the_shard_files_does_not_matter(project: Path) -> None:
@@ -475,3 +473,49 @@ def test_merge_annotates_for_github_as_the_unsharded_run_does(project: Path) -> 
     changed.write_text("# moved down\n" + changed.read_text("utf-8"), encoding="utf-8")
     code, merged, _ = invoke("merge", *parts, "--format", "github")
     assert "::error file=evals/b/x.yaml,title=b-x::" in merged
+
+
+CRASHING_AGENT = """
+def helper():
+    raise RuntimeError("the agent crashed in its helper")
+
+
+class Agent:
+    def respond(self, user_input):
+        helper()
+
+
+def make(context):
+    return Agent()
+"""
+
+
+def test_a_merge_keeps_the_agents_tracebacks(project: Path) -> None:
+    """A sharded run's JUnit and table keep the traceback the unsharded run's do: the shard's
+    JSON report carries it."""
+    (project / "crashing_agent.py").write_text(CRASHING_AGENT, encoding="utf-8")
+    (project / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "evals"\nagent = "crashing_agent:make"\n', encoding="utf-8"
+    )
+    parts = []
+    for index in (1, 2):
+        part = project / f"shard-{index}.json"
+        result = runner.invoke(app, ["run", "--shard", f"{index}/2", "--json", str(part)])
+        assert result.exit_code == 1, result.output
+        parts.append(str(part))
+    first = read(project / parts[0])
+    assert not list(report_validator().iter_errors(first))
+    assert "the agent crashed in its helper" in first["cases"][0]["tracebacks"][-1]
+    code, out, _ = invoke("merge", *parts, "--junit-xml", "merged.xml")
+    assert code == 1  # the hint alone: no traceback without --traceback
+    assert "(1 traceback(s) from the agent or its tools: --traceback)" in out
+    junit = (project / "merged.xml").read_text(encoding="utf-8")
+    assert 'crashing_agent.py", line 3, in helper' in junit
+    assert "RuntimeError: the agent crashed in its helper" in junit
+    merged = runner.invoke(app, ["merge", *parts, "--traceback"])
+    out = merged.stdout
+    assert merged.exit_code == 1
+    assert "    | RuntimeError: the agent crashed in its helper" in out
+    # as the unsharded run shows it, timings aside
+    whole = runner.invoke(app, ["run", "--traceback"]).stdout
+    assert timeless_table(out) == timeless_table(whole)

@@ -416,6 +416,28 @@ def test_after_ending_a_case_fails_that_case_on_every_front_end(
     assert all(error is None for error in errors.values()), errors
 
 
+STRAY_WORDING = (
+    "the agent command (protocol 2), after it ended this case, sent a model request, refused: "
+    "no case is running: the agent had ended its case, so this request can only come from a "
+    "finished case"
+)
+# Left: a request that reaches the endpoint before the runner has read the "ended" line is
+# the case's conversation monitor's, worded as a request after its final reply.
+MONITOR_RACE = "the agent sent a model request outside any turn (after its final reply)"
+
+
+@pytest.mark.parametrize("front_end", ["serial", "one-case"])
+def test_a_stray_request_reads_the_same_whenever_the_runner_sees_it(
+    front_ends: object, front_end: str
+) -> None:
+    # Serially it is seen before the next case begins or once it read its first line; in a
+    # one-case run at the end of the run, where no next case exists to speak of.
+    errors = front_ends(front_end, "stray-request")  # type: ignore[operator]
+    failed = errors.pop("a-echo-two-turns")
+    assert failed in (STRAY_WORDING, MONITOR_RACE), failed
+    assert all(error is None for error in errors.values()), errors
+
+
 END_OF_RUN = [
     ("exit-at-end", "exited with code 1 after its stdin was closed at the end of the run"),
     ("traceback-at-end", "printed a traceback on stderr"),

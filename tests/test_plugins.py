@@ -4,6 +4,7 @@ their errors, async agents, and dispatches an agent forgets to report (a run err
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -195,6 +196,23 @@ def test_plugin_errors_exit_2_with_a_clear_message(project: Path, table: str, me
     assert out == ""
     assert message in err
     assert "Traceback" not in err
+    # Every refusal reads path:line:col, at the reference, and names the key it refuses.
+    key = table.split(" =")[0]
+    for line in err.splitlines():
+        assert re.match(rf"^\S*evalrunner\.toml:3:\d+: \[eval\] {key}(\[\d\])?: ", line), line
+    if "Clock" in table:  # the second of two references: its own column
+        assert ":3:29: [eval] tools[1]: my_agents:Clock: a tool named 'clock'" in err
+
+
+def test_a_plugin_error_from_the_environment_names_the_variable(project: Path) -> None:
+    config = configure(project, "")
+    result = CliRunner().invoke(
+        app, ["run", "--config", str(config)], env={"EVALRUNNER_AGENT": "my_agents:nope"}
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "EVALRUNNER_AGENT: my_agents:nope: module my_agents has no attribute 'nope'"
+    )
 
 
 def test_builtin_tools_false_replaces_echo(project: Path) -> None:

@@ -259,6 +259,10 @@ def test_os_exit_from_a_thread_the_agent_started_fails_its_pytest_item(tmp_path:
     done = by_pytest(tmp_path, "thread")
     assert done.returncode == 1, done.stdout + done.stderr
     assert junit_failed(tmp_path) == {"b-passes"}
+    # As quiet as run: one line for the thread, no pytest warning with evalrunner's internals.
+    assert "PytestUnhandledThreadExceptionWarning" not in done.stdout + done.stderr
+    assert "ProcessExitAttempt" not in done.stdout + done.stderr
+    assert "os._exit(0) was refused" in done.stdout + done.stderr
 
 
 def test_shards_and_merge_fail_a_case_whose_agent_thread_calls_os_exit(tmp_path: Path) -> None:

@@ -697,7 +697,8 @@ def test_another_config_file_can_be_named(pytester: pytest.Pytester, run: Runner
         (
             '[eval]\nagent = "no_such_module_here:make"\n',
             [
-                "ERROR: evalrunner: no_such_module_here:make: cannot import no_such_module_here: "
+                "ERROR: evalrunner: *evalrunner.toml:2:9: [[]eval[]] agent: "
+                "no_such_module_here:make: cannot import no_such_module_here: "
                 "ModuleNotFoundError*"
             ],
         ),

@@ -551,8 +551,8 @@ def test_a_case_whose_runs_that_ran_all_passed_is_not_counted_as_not_run() -> No
     case = combine_runs([_run(True), _run(True), _run(None)])
     assert case.skipped is None and not case.passed
     assert case.error == (
-        "run 3 of 3 did not run (not run: the token budget (max_total_tokens) was spent "
-        "before this case); the case passes only when every run does"
+        "run 3 of 3 did not run: the token budget (max_total_tokens) was spent before this "
+        "case; the case passes only when every run does"
     )
     table, data, junit, github = _every_format(case)
     assert "0/1 cases passed (1 errored)" in table
@@ -637,11 +637,17 @@ def test_a_run_the_budget_cut_short_is_not_run_not_failed() -> None:
     stats = case_stats(case)
     assert (stats.runs, stats.passes, stats.not_run) == (1, 1, 2) and not stats.flaky
     assert case.runs[1].skipped == (
-        "not run to its end: the token budget stopped it (turn 1, model request 2: the token "
+        "not run to its end, the token budget stopped it: turn 1, model request 2: the token "
         "budget is spent (84 of max_total_tokens = 70 tokens used): no further model request "
-        "was sent)"
+        "was sent"
     )
     assert case.runs[1].error is None and case.input_tokens == 20  # its tokens were spent
+    # The last run cut: the case's error reads flat, one bracket from the budget's message.
+    assert combine_runs([_run(True), _run(True), cut]).error == (
+        "run 3 of 3 did not run to its end: the token budget stopped it: turn 1, model request "
+        "2: the token budget is spent (84 of max_total_tokens = 70 tokens used): no further "
+        "model request was sent; the case passes only when every run does"
+    )
     table, _, junit, github = _every_format(case)
     for text in (table, junit, github):
         assert "1/1 runs passed (2 not run)" in text and ", flaky" not in text

@@ -407,6 +407,19 @@ def test_list_escapes_what_a_terminal_would_act_on(project: Path) -> None:
 # --- --continue-on-admission-errors ------------------------------------------------------------
 
 
+def test_a_shard_under_continue_says_what_it_ran(project: Path) -> None:
+    """A shard's job log counts the cases that shard ran, not those of every shard."""
+    make(project / "evals", {"zz.json": "{"})
+    code, _, err = invoke("run", "--continue-on-admission-errors", "--shard", "1/2", "-q")
+    assert code == 2
+    _, data, _ = run_json("--continue-on-admission-errors", "--shard", "1/2")
+    ran, selected = len(data["cases"]), data["shard"]["selected"]
+    assert 0 < ran < selected
+    assert err.splitlines()[-1].endswith(
+        f"which were skipped; shard 1/2 ran {ran} of the {selected} admitted case(s)"
+    )
+
+
 def test_without_the_flag_one_refused_file_blocks_every_case(project: Path) -> None:
     make(project / "evals", {"deep/broken.yaml": BROKEN})
     code, out, err = invoke("run")

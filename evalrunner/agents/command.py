@@ -140,6 +140,25 @@ class HeldVerdict:
             )
         self._settled.set()
 
+
+STRAY_REQUESTS = "sent a model request"
+"""How the verdict held for a persistent agent's case words the model requests it sent once
+it had ended the case (refused: no case was attached)."""
+
+
+def _stray_requests(strays: Sequence[str]) -> str:
+    more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+    return f"{STRAY_REQUESTS}{more}, refused: {strays[0]}"
+
+
+def _when(phrase: str, problem: str) -> str:
+    """``problem`` with when it was seen, unless it is a stray request: when the runner sees
+    one (as the agent ends the case, before the next case begins, once the next case's first
+    line was read, at the end of the run) is the threads' race, not what the agent did, so a
+    single-threaded agent's stray request reads the same every time."""
+    return problem if problem.startswith(STRAY_REQUESTS) else f"{phrase}, {problem}"
+
+
 def split_command(command: str) -> list[str]:
     """Split a command line like a POSIX shell would, without running a shell."""
     return shlex.split(command)
@@ -259,7 +278,7 @@ class CommandAgent:
             if problem is None and code is None:
                 break
             # Gone (a clean exit 0 is no failure: the case had ended) or misbehaved.
-            leased.settle_held(problem and f"before its next case began, {problem}")
+            leased.settle_held(problem and _when("before its next case began", problem))
             leased.retire()
             leased = pool.lease() if pool is not None else None
         if leased is None:
@@ -329,11 +348,7 @@ class CommandAgent:
         self._proc.reset_stderr()  # from now on, the tail an error shows is this case's
         strays = self._proc.endpoint.take_strays()
         if problem is None and strays:
-            more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
-            problem = (
-                f"before it read its next case's first line, sent a model request{more}, "
-                f"refused: {strays[0]}"
-            )
+            problem = _stray_requests(strays)
             self._tainted = True
         held.settle(problem)
 
@@ -799,8 +814,7 @@ class _AgentProcess:
         if code is not None and code != 0:
             return f"{_exit_status(code)}{self.stderr_note()}"
         if strays:
-            more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
-            return f"sent a model request{more}, refused: {strays[0]}"
+            return _stray_requests(strays)
         extra = self.read_available()
         if extra:
             return f"printed {_shown_bytes(extra)}"
@@ -824,7 +838,6 @@ class _AgentProcess:
         fails that case."""
         if self.held is None or self.held.settled:
             return
-        last = "its last, "
         closed = f"after its stdin was closed {when}"
         code = self.process.returncode
         if not exited:
@@ -836,7 +849,7 @@ class _AgentProcess:
             problem = f"{_exit_status(code)} {closed}{self.stderr_note()}"
         else:
             problem = self.since_ended(code)
-        self.settle_held(last + problem if problem is not None else None)
+        self.settle_held(_when("its last", problem) if problem is not None else None)
 
     # --- stderr -----------------------------------------------------------------------------
 

@@ -118,6 +118,7 @@ class ConversationMonitor:
         scripted = all(callable(getattr(model, name, None)) for name in ("begin_turn", "end_turn"))
         self._script = cast(TurnScripted, model) if scripted else None
         self._inputs = tuple(user_inputs)
+        _SEEN_INPUTS.remember(self._inputs)
         self._trimmed = trimmed_history
         self._framed = framed_results
         self._lock = threading.RLock()
@@ -395,13 +396,15 @@ class ConversationMonitor:
                 )
             problem = _differs(want, body[index])
             if problem is not None:
-                return f"history message {start + index + 1} {problem}"
+                return f"history message {start + index + 1} {problem}" + self._elsewhere(
+                    body[index]
+                )
         tail = body[len(expected) :]
         if not self._pending:
             if tail:
                 return (
-                    f"the request ends with {_describe(tail[0])}, which the run never held; "
-                    "its latest message must be "
+                    f"the request ends with {_describe(tail[0])}, which the run never held"
+                    f"{self._elsewhere(tail[0])}; its latest message must be "
                     + (_describe(expected[-1]) if expected else "the turn's user input")
                 )
             return None
@@ -414,6 +417,13 @@ class ConversationMonitor:
             self._fed.append((call, message))
             self._all_fed.append(Dispatch(call, message.content, None, _success_flag(message)))
         return None
+
+    def _elsewhere(self, message: Message) -> str:
+        """`` (from another case?)`` when ``message`` is a user message this case never had
+        and an earlier case of this process did: a history kept across cases."""
+        if message.role != "user" or message.content in self._inputs:
+            return ""
+        return " (from another case?)" if _SEEN_INPUTS.holds(message.content) else ""
 
     def _never_held(self, kept: list[Message]) -> str | None:
         """Under ``trimmed_history``: why the messages a request keeps before the current
@@ -602,6 +612,32 @@ def _dropped_prefix(expected: list[Message], body: list[Message]) -> int:
         ):
             return skip
     return 0
+
+
+class _SeenInputs:
+    """The user inputs of the cases this process has run, the latest ones (bounded): a
+    mismatched history message that is one of them is hinted to be another case's."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._inputs: dict[str, None] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, inputs: Sequence[str]) -> None:
+        with self._lock:
+            for text in inputs:
+                self._inputs.pop(text, None)
+                self._inputs[text] = None
+            while len(self._inputs) > self.LIMIT:
+                del self._inputs[next(iter(self._inputs))]
+
+    def holds(self, text: str) -> bool:
+        with self._lock:
+            return text in self._inputs
+
+
+_SEEN_INPUTS = _SeenInputs()
 
 
 def _differs(want: Message, got: Message) -> str | None:

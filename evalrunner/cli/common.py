@@ -199,9 +199,16 @@ def report_skipped(report: SuiteReport) -> None:
     for error in report.admission_errors:
         typer.echo(printable(str(error)), err=True)
     files = len({e.path for e in report.admission_errors})
+    ran = f"the {len(report.cases)} admitted case(s) ran"
+    if report.shard is not None and report.selected is not None:
+        # What this shard ran: the whole run's count would read as this job's.
+        ran = (
+            f"shard {report.shard.index}/{report.shard.count} ran {len(report.cases)} of the "
+            f"{report.selected} admitted case(s)"
+        )
     typer.echo(
         f"--continue-on-admission-errors: {len(report.admission_errors)} problem(s) in {files} "
-        f"file(s), which were skipped; the {len(report.cases)} admitted case(s) ran",
+        f"file(s), which were skipped; {ran}",
         err=True,
     )
 

@@ -57,6 +57,14 @@ def merge(
             "else table.",
         ),
     ] = None,
+    show_tracebacks: Annotated[
+        bool,
+        typer.Option(
+            "--traceback",
+            help="Under each failed case, show the full traceback of what your Python agent "
+            "or its tools raised, as run --traceback does (the shards' reports carry them).",
+        ),
+    ] = False,
 ) -> None:
     """Merge the JSON reports of a run's shards into the report of the whole run.
 
@@ -87,13 +95,16 @@ def merge(
     report_skipped(merged)
     # As run shows it: sharded jobs that merge can annotate the pull request as one run.
     shown_format = report_format or default_format()
-    if shown_format is ReportFormat.github:
-        # The shards' fingerprints are equal (merge_reports refuses others).
-        emit(formats.render_github(_with_positions(merged, shards[0].report.fingerprint)))
-    elif shown_format is ReportFormat.json:
+    if shown_format is ReportFormat.json:
         emit(formats.render_json(merged))
     else:
-        emit(render_table(merged, color=color_wanted()))
+        # The shards' fingerprints are equal (merge_reports refuses others). Annotations and
+        # the table's failures point at the lines the unsharded run's do.
+        shown = _with_positions(merged, shards[0].report.fingerprint)
+        if shown_format is ReportFormat.github:
+            emit(formats.render_github(shown, tracebacks=show_tracebacks))
+        else:
+            emit(render_table(shown, color=color_wanted(), tracebacks=show_tracebacks))
     if problems:
         raise fail(problems)
     raise typer.Exit(run_exit_code(merged))
@@ -101,9 +112,9 @@ def merge(
 
 def _with_positions(merged: SuiteReport, fingerprint: SuiteFingerprint | None) -> SuiteReport:
     """The merged report with each failed case's fixture positions, so that its annotations
-    point at the lines the unsharded run's do. A JSON report carries no positions: they are
-    read again from the fixture file, and only when the file's bytes are those the shards
-    ran (the suite's fingerprint); otherwise the annotation names the file alone."""
+    and its table's failures point at the lines the unsharded run's do. A JSON report carries
+    no positions: they are read again from the fixture file, and only when the file's bytes
+    are those the shards ran (the suite's fingerprint); otherwise the file is named alone."""
     import hashlib
 
     from evalrunner.fixture.admit import admit

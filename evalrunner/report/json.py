@@ -124,6 +124,8 @@ def _run_data(case: CaseReport) -> dict[str, Any]:
         "output_tokens": case.output_tokens,
         "llm_calls": case.llm_calls,
         "duration_ms": case.duration_ms,
+        # Only when there is one: a merge of shards shows them as the unsharded run does.
+        **({"tracebacks": [encodable(t) for t in case.tracebacks]} if case.tracebacks else {}),
     }
 
 

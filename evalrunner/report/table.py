@@ -175,10 +175,10 @@ def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) ->
     if report.mode == "live":
         spent_in = sum(case.input_tokens for case in report.cases)
         spent_out = sum(case.output_tokens for case in report.cases)
-        answered = sum(case.llm_calls for case in report.cases)
-        if spent_in + spent_out == 0 and answered:
-            # Answers came, yet none counted a token: the server left usage out, and "0
-            # tokens" would read as a measurement.
+        if spent_in + spent_out == 0:
+            # No answer counted a token (usage left out, an answer refused for lacking it
+            # under a budget, or no answer at all, as under a refused key): "0 tokens" would
+            # read as a measurement.
             text += ", token usage not reported by the model"
         else:
             text += f", {spent_in} input + {spent_out} output tokens"

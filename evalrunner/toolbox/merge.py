@@ -187,6 +187,7 @@ def _case_report(data: dict[str, Any], case: dict[str, Any] | None = None) -> Ca
         path=case["path"],
         skipped=data.get("skipped"),
         runs=tuple(_case_report(run, case) for run in data.get("runs", [])),
+        tracebacks=tuple(data.get("tracebacks", ())),
     )
 
 

@@ -75,8 +75,8 @@ MAX_STRAYS: Final = 16
 """How many refusals made while no case is attached are kept (see ReplayEndpoint.detach)."""
 
 NO_CASE: Final = (
-    "no case is running: the previous case has ended and the next one has not begun, so this "
-    "request can only come from a finished case"
+    "no case is running: the agent had ended its case, so this request can only come from a "
+    "finished case"
 )
 """Why a model request is refused between the cases of a persistent agent command."""
 
