@@ -534,34 +534,3 @@ def test_a_turn_rule_names_the_turn_by_the_path_it_is_given(tmp_path: Path) -> N
     assert message.startswith(
         '"echo" is in both turns[0].expects.tools_used[0] and turns[0].expects.tools_not_used[0]'
     )
-
-
-@pytest.mark.parametrize("prefix", ["", "    "])
-def test_a_malformed_kind_does_not_hide_the_unsatisfiable_checks_beside_it(
-    tmp_path: Path, prefix: str
-) -> None:
-    # One pass: a response_json whose schema is wrong, at the case or in a turn, and beside it
-    # a tool_calls_match and an exact count that no correct run can satisfy.
-    checks = (
-        "expects:\n"
-        "  response_json: {schema: {type: objekt}}\n"
-        "  tool_calls_match:\n"
-        '    calls: [{tool: echo, arguments: {"message": "y"}}]\n'
-        "  exact_tool_calls: 4\n"
-    )
-    steps = (
-        "  - user_input: go\n"
-        "    steps:\n"
-        "      - response:\n"
-        "          type: tool_calls\n"
-        "          tool_calls: [{id: a, name: echo, arguments: {message: x}}]\n"
-        "      - response: {type: text, content: '{\"a\": 1}'}\n"
-    )
-    indented = "".join(prefix + line + "\n" for line in checks.splitlines())
-    text = "name: one-pass\nturns:\n" + steps + indented if prefix else (
-        "name: one-pass\nturns:\n" + steps + checks
-    )
-    messages = [message for _, _, message in refused(tmp_path, text)]
-    assert any('got "objekt"' in m for m in messages), messages
-    assert any("arguments rejects every scripted call" in m for m in messages), messages
-    assert any("exact_tool_calls (4) is above" in m for m in messages), messages
