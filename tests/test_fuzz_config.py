@@ -223,4 +223,4 @@ def test_a_key_with_a_newline_is_named_on_one_line(workspace: Path) -> None:
     check_config(workspace, "evalrunner.toml", '[eval]\n"\\n" = "a\\u0000b"\n')
     with pytest.raises(ConfigError) as refused:
         load_config(cwd=workspace, env={})
-    assert any("eval.\\n holds a NUL character" in problem for problem in refused.value.problems)
+    assert any('eval["\\n"] holds a NUL character' in problem for problem in refused.value.problems)

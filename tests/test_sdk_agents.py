@@ -60,9 +60,9 @@ def _break_response(case: dict[str, Any]) -> None:
     case["expects"]["response_contains"] = ["text the reply does not have"]
 
 
-def _break_count(case: dict[str, Any]) -> None:
-    case["expects"]["exact_tool_calls"] += 1
-    case["expects"].pop("max_tool_calls", None)
+def _break_arguments(case: dict[str, Any]) -> None:
+    # (A count the script cannot meet is refused at admission, so a count cannot fail here.)
+    case["expects"]["tool_arguments_contain"][0]["needle"] = "never in any arguments"
 
 
 def _break_result(case: dict[str, Any]) -> None:
@@ -71,7 +71,7 @@ def _break_result(case: dict[str, Any]) -> None:
 
 BREAKERS = {
     "response_contains": _break_response,
-    "exact_tool_calls": _break_count,
+    "tool_arguments_contain": _break_arguments,
     "tool_results_contain": _break_result,
 }
 """Ways to make a passing case fail, each by the expectation kind it breaks."""

@@ -72,10 +72,12 @@ def show_config(
     typer.echo(printable(f"redact = {redact}  # {settings.sources.get('record.redact')}"))
 
 
-_NOT_EVAL_KEYS = frozenset({"base_dir", "command_dir", "live", "record", "file", "sources"})
+_NOT_EVAL_KEYS = frozenset(
+    {"base_dir", "command_dir", "live", "record", "file", "sources", "written_at"}
+)
 """The fields of :class:`~evalrunner.config.Config` that are no key of ``[eval]``: the
 directories things run in, the ``[eval.live]`` and ``[eval.record]`` tables (shown after it),
-and where the settings came from."""
+and where the settings came from (and where each was written)."""
 
 EVAL_KEYS = tuple(field.name for field in fields(Config) if field.name not in _NOT_EVAL_KEYS)
 """The keys of ``[eval]``, in the order :class:`~evalrunner.config.Config` declares them."""
