@@ -45,6 +45,21 @@ PAGES = (
 LIVE_DOCS = "run by tests/test_live_docs.py, in the Live mode section's project, on a local model"
 RECORD_DOCS = "run by tests/test_record.py, in the Recording section's project, on a local model"
 SDK_RUN = (0, "18/18 cases passed")
+CI_RUN = "evalrunner run --junit-xml reports/evalrunner.xml --json reports/evalrunner.json"
+CI_REPORTS = (0, "18/18 cases passed")
+PIP_STEP = (
+    "a workflow's install step: it installs from the package registry, as .ci/run does on a "
+    "fresh clone"
+)
+SHARD_RUN = (
+    "evalrunner run --shard ${{ matrix.shard }}/3 --continue-on-admission-errors "
+    "--json reports/shard-${{ matrix.shard }}.json"
+)
+SHARD_MERGE = (
+    "evalrunner merge reports/shard-*.json --json reports/evalrunner.json "
+    "--junit-xml reports/evalrunner.xml"
+)
+SHARDS = "run by test_the_sharded_workflow_runs_and_merges, once for each shard of its matrix"
 FRAMEWORKS = (
     "not run by the tests: it installs an agent framework from the package registry (the "
     "network), and evalrunner depends on none of them"
@@ -70,6 +85,8 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"': (
             SDK_RUN
         ),
+        "pip install PATH/TO/evalrunner": PIP_STEP,
+        CI_RUN: CI_REPORTS,
     },
     "evals/README.md": {
         "evalrunner mutate": (0, "85/85 mutant runs killed"),
@@ -138,6 +155,10 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         "pytest --evalrunner --evalrunner-mode live": (
             "run by tests/test_pytest_live.py, against a local model server"
         ),
+        CI_RUN: CI_REPORTS,
+        "pip install .": PIP_STEP,
+        SHARD_RUN: SHARDS,
+        SHARD_MERGE: SHARDS,
     },
     # An example's README runs from the example's directory.
     "examples/python-agent/README.md": {
@@ -236,12 +257,25 @@ def commands_of(block: str) -> list[str]:
     return commands
 
 
+# A step of a CI workflow the docs show: its command is a command of the page.
+RUN_STEP = re.compile(r"^\s*-?\s*run:\s*((?:evalrunner|pip)\b.*)$", re.M)
+
+
+def block_commands(language: str, block: str) -> list[str]:
+    """The commands a block gives: each line of a shell block, and each ``run:`` step of a
+    workflow that runs evalrunner or installs it."""
+    if language in ("sh", "bash", "shell"):
+        return commands_of(block)
+    if language in ("yaml", "yml"):
+        return [step.strip() for step in RUN_STEP.findall(block)]
+    return []
+
+
 def shell_examples(page: str) -> list[str]:
     return [
         command
         for language, block in code_blocks(page)
-        if language in ("sh", "bash", "shell")
-        for command in commands_of(block)
+        for command in block_commands(language, block)
     ]
 
 
@@ -309,12 +343,30 @@ def test_a_page_runs_as_written(tmp_path: Path, page: str) -> None:
         if target:
             (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
             (project / target[1]).write_text(block, encoding="utf-8")
-        if language not in ("sh", "bash", "shell"):
-            continue
-        for command in commands_of(block):
+        for command in block_commands(language, block):
             outcome = expected[command]
             if isinstance(outcome, tuple) and command not in SLOW:
                 check(command, outcome, project)
+
+
+def test_the_sharded_workflow_runs_and_merges(tmp_path: Path) -> None:
+    """The CI guide's matrix, run as its jobs would: each shard, then the merge, which gives
+    the report of the whole run."""
+    project = copy_project(tmp_path / "project")
+    assert {SHARD_RUN, SHARD_MERGE} <= set(shell_examples("docs/how-to/ci.md"))
+    names: list[str] = []
+    for shard in (1, 2, 3):
+        done = run_command(SHARD_RUN.replace("${{ matrix.shard }}", str(shard)), project)
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads((project / f"reports/shard-{shard}.json").read_text("utf-8"))
+        names += [case["name"] for case in report["cases"]]
+    assert len(names) == len(set(names)) == 18, names
+    done = run_command(SHARD_MERGE, project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "18/18 cases passed" in done.stdout + done.stderr, done.stdout + done.stderr
+    merged = json.loads((project / "reports/evalrunner.json").read_text("utf-8"))
+    assert sorted(case["name"] for case in merged["cases"]) == sorted(names)
+    assert (project / "reports/evalrunner.xml").is_file()
 
 
 def slow_examples() -> dict[str, tuple[int, str]]:
