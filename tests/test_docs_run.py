@@ -60,6 +60,7 @@ SHARD_MERGE = (
     "--junit-xml reports/evalrunner.xml"
 )
 SHARDS = "run by test_the_sharded_workflow_runs_and_merges, once for each shard of its matrix"
+BENCH = "smoke-run by test_a_bench_command_the_docs_quote_runs, on a few cases"
 FRAMEWORKS = (
     "not run by the tests: it installs an agent framework from the package registry (the "
     "network), and evalrunner depends on none of them"
@@ -203,6 +204,15 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
             "request 1 of 2",
         ),
     },
+    "docs/performance.md": {
+        "env -u PYTHONDONTWRITEBYTECODE python bench/targets.py --count 1000 --rounds 3": BENCH,
+        "python bench/memory.py": BENCH,
+        "python bench/persistent_agents.py --rounds 1": BENCH,
+        "python bench/promptfoo.py --rounds 3": (
+            "not run by the tests: it needs promptfoo, installed with npm from the package "
+            "registry (the network)"
+        ),
+    },
     "docs/how-to/mutants.md": {
         "evalrunner mutate": (0, "85/85 mutant runs killed"),
         "evalrunner mutate --first-kill": (0, "85/85 mutant runs killed"),
@@ -261,14 +271,31 @@ def commands_of(block: str) -> list[str]:
 RUN_STEP = re.compile(r"^\s*-?\s*run:\s*((?:evalrunner|pip)\b.*)$", re.M)
 
 
+# A transcript the docs quote: a line ``$ command``, then what it printed.
+TRANSCRIPT = re.compile(r"^\$ (.+)$", re.M)
+
+
 def block_commands(language: str, block: str) -> list[str]:
-    """The commands a block gives: each line of a shell block, and each ``run:`` step of a
-    workflow that runs evalrunner or installs it."""
+    """The commands a block gives: each line of a shell block, each ``run:`` step of a
+    workflow that runs evalrunner or installs it, and each ``$ `` line of a transcript."""
     if language in ("sh", "bash", "shell"):
         return commands_of(block)
     if language in ("yaml", "yml"):
         return [step.strip() for step in RUN_STEP.findall(block)]
-    return []
+    return [command.strip() for command in TRANSCRIPT.findall(block)]
+
+
+def transcripts(page: str) -> dict[str, list[str]]:
+    """Each command a page quotes with its output: the output's lines (``...`` elides)."""
+    found: dict[str, list[str]] = {}
+    for language, block in code_blocks(page):
+        if language in ("sh", "bash", "shell", "yaml", "yml"):
+            continue
+        parts = TRANSCRIPT.split(block)
+        for command, output in zip(parts[1::2], parts[2::2], strict=True):
+            lines = [line.rstrip() for line in output.splitlines()]
+            found[command.strip()] = [line for line in lines if line and line != "..."]
+    return found
 
 
 def shell_examples(page: str) -> list[str]:
@@ -307,12 +334,13 @@ def run_command(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def check(command: str, expected: tuple[int, str], cwd: Path) -> None:
+def check(command: str, expected: tuple[int, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     code, needle = expected
     done = run_command(command, cwd)
     output = done.stdout + done.stderr
     assert done.returncode == code, (command, output[-4000:])
     assert needle in output, (command, output[-4000:])
+    return done
 
 
 def page_project(tmp_path: Path, page: str) -> Path:
@@ -393,7 +421,41 @@ def test_a_slow_shell_example_does_what_the_docs_promise(tmp_path: Path, command
             if target:
                 (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
                 (project / target[1]).write_text(block, encoding="utf-8")
-    check(command, slow_examples()[command], project)
+    done = check(command, slow_examples()[command], project)
+    # A transcript the docs quote of the command: each line it shows, the run prints.
+    for page in PAGES:
+        for line in transcripts(page).get(command, []):
+            assert line in done.stdout.splitlines(), (page, line, done.stdout[-4000:])
+
+
+# A bench command the performance page quotes → the same command on a few cases (the figures
+# are the page's, measured once; the test holds the command and its flags to the script).
+BENCH_SMOKE = {
+    "env -u PYTHONDONTWRITEBYTECODE python bench/targets.py --count 1000 --rounds 3": (
+        "env -u PYTHONDONTWRITEBYTECODE python bench/targets.py --count 20 --rounds 1"
+    ),
+    "python bench/memory.py": "python bench/memory.py --count 20",
+    # The SDK agents take minutes a round; the stand-in runs the same two protocols.
+    "python bench/persistent_agents.py --rounds 1": (
+        "python bench/persistent_agents.py --rounds 1 --standin-only"
+    ),
+}
+
+
+def test_every_bench_command_the_docs_quote_has_a_smoke_run() -> None:
+    quoted = {c for c, v in EXPECTED["docs/performance.md"].items() if v == BENCH}
+    assert quoted == set(BENCH_SMOKE)
+    for command, smoke in BENCH_SMOKE.items():
+        # The documented flags are all kept; only the amounts shrink (or the SDKs are skipped).
+        flags = [word for word in command.split() if word.startswith("--")]
+        assert all(flag in smoke.split() for flag in flags), (command, smoke)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(BENCH_SMOKE))
+def test_a_bench_command_the_docs_quote_runs(command: str) -> None:
+    done = run_command(BENCH_SMOKE[command], ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def snippets(*languages: str) -> list[Any]:
