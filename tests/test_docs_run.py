@@ -564,6 +564,30 @@ def test_the_breakage_a_tutorial_describes_gives_the_error_it_quotes(
     assert error in done.stdout, done.stdout
 
 
+def test_the_broken_expectation_of_the_first_suite_gives_the_failure_it_quotes(
+    tmp_path: Path,
+) -> None:
+    page = "docs/tutorials/first-suite.md"
+    text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
+    assert "change `call_index: 1` to `call_index: 0` on the `pong` line" in text
+    [quoted] = [b for lang, b in code_blocks(page) if lang == "text" and b.startswith("failures:")]
+    *lines, summary = quoted.rstrip("\n").splitlines()
+    project = copy_project(tmp_path / "project")
+    write_file_blocks(page, project)
+    fixture = project / "evals/my-evals/echo_twice.yaml"
+    pong = "    - {tool: echo, needle: pong, call_index: 1}\n"
+    assert pong in fixture.read_text(encoding="utf-8")
+    fixture.write_text(
+        fixture.read_text(encoding="utf-8").replace(pong, pong.replace("1}", "0}")), "utf-8"
+    )
+    done = run_command("evalrunner run evals/my-evals", project)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for line in lines:
+        assert line in done.stdout.splitlines(), (line, done.stdout)
+    # The time the page quotes is one run's.
+    assert summary.split(" in ")[0] + " in " in done.stdout, (summary, done.stdout)
+
+
 def write_file_blocks(page: str, into: Path) -> None:
     """Every block of ``page`` that names a file, written to that file under ``into``."""
     for _, block in code_blocks(page):
