@@ -588,6 +588,33 @@ def test_the_broken_expectation_of_the_first_suite_gives_the_failure_it_quotes(
     assert summary.split(" in ")[0] + " in " in done.stdout, (summary, done.stdout)
 
 
+def test_the_schema_typo_the_doubles_guide_shows_gives_the_error_it_quotes(tmp_path: Path) -> None:
+    """The guide shows a fragment and the refusal of a file that starts with it: the rest of
+    the case goes below the fragment, so the line and column are the fragment's."""
+    page = "docs/how-to/tool-doubles.md"
+    blocks = code_blocks(page)
+    [index] = [i for i, (lang, b) in enumerate(blocks) if lang == "yaml" and "requried" in b]
+    fragment = blocks[index][1]
+    language, quoted = blocks[index + 1]
+    assert language == "text" and quoted.startswith("typo.yaml:"), quoted
+    rest = (
+        "name: typo\n"
+        "turns:\n"
+        "  - user_input: Weather in Oslo?\n"
+        "    steps:\n"
+        "      - response:\n"
+        "          type: tool_calls\n"
+        "          tool_calls: [{id: w1, name: get_weather, arguments: {city: Oslo}}]\n"
+        "      - response: {type: text, content: 12C}\n"
+        "expects:\n"
+        "  response_contains: [12C]\n"
+    )
+    (tmp_path / "typo.yaml").write_text(fragment + rest, encoding="utf-8")
+    done = run_command("evalrunner validate typo.yaml", tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert quoted.strip() in (done.stdout + done.stderr).splitlines(), done.stdout + done.stderr
+
+
 def write_file_blocks(page: str, into: Path) -> None:
     """Every block of ``page`` that names a file, written to that file under ``into``."""
     for _, block in code_blocks(page):
