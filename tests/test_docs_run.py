@@ -1,11 +1,13 @@
-"""Docs that run. Every page of the docs (README.md, evals/README.md, docs/**/*.md, and each
-example's README, run from the example's own directory) is read as a script, top to bottom, in
-a fresh copy of the project's suites and examples:
+"""Docs that run. Every page of the docs (README.md, evals/README.md, docs/**/*.md, each
+example's README, run from the example's own directory, and CONTRIBUTING.md) is read as a
+script, top to bottom, in a fresh copy of the project's suites and examples:
 
 - a code block whose first line is a comment naming a file (``# my_agent.py``) is written to
   that file when the page reaches it;
-- each line of a ``sh`` block is a command, run when the page reaches it, which must exit and
-  print as ``EXPECTED`` says (or ``EXPECTED`` says which test runs it instead);
+- each line of a ``sh`` block, each ``run:`` step of a workflow that runs or installs
+  evalrunner, and each ``$ `` line of a quoted transcript is a command, run when the page
+  reaches it, which must exit and print as ``EXPECTED`` says (or ``EXPECTED`` says which test
+  runs it instead, or why none can);
 - every ``python`` block is executed; every YAML, JSON or TOML block is parsed, and admitted
   when it is a fixture or loaded when it is a config.
 
@@ -40,6 +42,7 @@ PAGES = (
     ["README.md", "evals/README.md"]
     + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
     + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md"))
+    + ["CONTRIBUTING.md"]
 )
 
 LIVE_DOCS = "run by tests/test_live_docs.py, in the Live mode section's project, on a local model"
@@ -61,6 +64,7 @@ SHARD_MERGE = (
 )
 SHARDS = "run by test_the_sharded_workflow_runs_and_merges, once for each shard of its matrix"
 BENCH = "smoke-run by test_a_bench_command_the_docs_quote_runs, on a few cases"
+TIERS = "a tier of the project's own tests: .ci/run runs every tier, this test among them"
 FRAMEWORKS = (
     "not run by the tests: it installs an agent framework from the package registry (the "
     "network), and evalrunner depends on none of them"
@@ -93,6 +97,17 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         "evalrunner mutate": (0, "85/85 mutant runs killed"),
         "evalrunner mutate --first-kill": (0, "85/85 mutant runs killed"),
         "evalrunner mutate --path in-process": (0, "19/19 mutant runs killed"),
+    },
+    "CONTRIBUTING.md": {
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test,docs]'": (
+            "run by .ci/run itself, on a fresh clone (it installs from the package registry)"
+        ),
+        ".venv/bin/python -m pytest": TIERS,
+        ".venv/bin/python -m pytest -m slow": TIERS,
+        ".venv/bin/python -m pytest -m fuzz": TIERS,
+        ".venv/bin/python -m pytest -m editors": TIERS,
+        '.venv/bin/python -m pytest -m ""': TIERS,
+        ".venv/bin/python -m pytest --hypothesis-profile ci": TIERS,
     },
     "docs/index.md": {
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
