@@ -18,7 +18,11 @@ def code_default(table: type[Any], key: str) -> Any:
     if table is Config and key == "suite_dir":
         return DEFAULT_SUITE_DIR  # resolved against the base directory at load time
     [found] = [f for f in dataclasses.fields(table) if f.name == key]
-    value = found.default if found.default is not dataclasses.MISSING else found.default_factory()  # type: ignore[misc]
+    if found.default is not dataclasses.MISSING:
+        value = found.default
+    else:
+        assert callable(found.default_factory), key
+        value = found.default_factory()
     return list(value) if isinstance(value, tuple) else value
 
 
