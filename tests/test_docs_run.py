@@ -1,11 +1,13 @@
-"""Docs that run. Every page of the docs (README.md, evals/README.md, docs/**/*.md, and each
-example's README, run from the example's own directory) is read as a script, top to bottom, in
-a fresh copy of the project's suites and examples:
+"""Docs that run. Every page of the docs (README.md, evals/README.md, docs/**/*.md, each
+example's README, run from the example's own directory, and CONTRIBUTING.md) is read as a
+script, top to bottom, in a fresh copy of the project's suites and examples:
 
 - a code block whose first line is a comment naming a file (``# my_agent.py``) is written to
   that file when the page reaches it;
-- each line of a ``sh`` block is a command, run when the page reaches it, which must exit and
-  print as ``EXPECTED`` says (or ``EXPECTED`` says which test runs it instead);
+- each line of a ``sh`` block, each ``run:`` step of a workflow that runs or installs
+  evalrunner, and each ``$ `` line of a quoted transcript is a command, run when the page
+  reaches it, which must exit and print as ``EXPECTED`` says (or ``EXPECTED`` says which test
+  runs it instead, or why none can);
 - every ``python`` block is executed; every YAML, JSON or TOML block is parsed, and admitted
   when it is a fixture or loaded when it is a config.
 
@@ -40,11 +42,29 @@ PAGES = (
     ["README.md", "evals/README.md"]
     + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
     + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md"))
+    + ["CONTRIBUTING.md"]
 )
 
 LIVE_DOCS = "run by tests/test_live_docs.py, in the Live mode section's project, on a local model"
 RECORD_DOCS = "run by tests/test_record.py, in the Recording section's project, on a local model"
 SDK_RUN = (0, "18/18 cases passed")
+CI_RUN = "evalrunner run --junit-xml reports/evalrunner.xml --json reports/evalrunner.json"
+CI_REPORTS = (0, "18/18 cases passed")
+PIP_STEP = (
+    "a workflow's install step: it installs from the package registry, as .ci/run does on a "
+    "fresh clone"
+)
+SHARD_RUN = (
+    "evalrunner run --shard ${{ matrix.shard }}/3 --continue-on-admission-errors "
+    "--json reports/shard-${{ matrix.shard }}.json"
+)
+SHARD_MERGE = (
+    "evalrunner merge reports/shard-*.json --json reports/evalrunner.json "
+    "--junit-xml reports/evalrunner.xml"
+)
+SHARDS = "run by test_the_sharded_workflow_runs_and_merges, once for each shard of its matrix"
+BENCH = "smoke-run by test_a_bench_command_the_docs_quote_runs, on a few cases"
+TIERS = "a tier of the project's own tests: .ci/run runs every tier, this test among them"
 FRAMEWORKS = (
     "not run by the tests: it installs an agent framework from the package registry (the "
     "network), and evalrunner depends on none of them"
@@ -70,11 +90,24 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         'evalrunner run --agent-command "python examples/sdk-agents/openai_agent.py --stream"': (
             SDK_RUN
         ),
+        "pip install PATH/TO/evalrunner": PIP_STEP,
+        CI_RUN: CI_REPORTS,
     },
     "evals/README.md": {
         "evalrunner mutate": (0, "85/85 mutant runs killed"),
         "evalrunner mutate --first-kill": (0, "85/85 mutant runs killed"),
         "evalrunner mutate --path in-process": (0, "19/19 mutant runs killed"),
+    },
+    "CONTRIBUTING.md": {
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test,docs]'": (
+            "run by .ci/run itself, on a fresh clone (it installs from the package registry)"
+        ),
+        ".venv/bin/python -m pytest": TIERS,
+        ".venv/bin/python -m pytest -m slow": TIERS,
+        ".venv/bin/python -m pytest -m fuzz": TIERS,
+        ".venv/bin/python -m pytest -m editors": TIERS,
+        '.venv/bin/python -m pytest -m ""': TIERS,
+        ".venv/bin/python -m pytest --hypothesis-profile ci": TIERS,
     },
     "docs/index.md": {
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/evalrunner run": (
@@ -138,6 +171,10 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
         "pytest --evalrunner --evalrunner-mode live": (
             "run by tests/test_pytest_live.py, against a local model server"
         ),
+        CI_RUN: CI_REPORTS,
+        "pip install .": PIP_STEP,
+        SHARD_RUN: SHARDS,
+        SHARD_MERGE: SHARDS,
     },
     # An example's README runs from the example's directory.
     "examples/python-agent/README.md": {
@@ -180,6 +217,15 @@ EXPECTED: dict[str, dict[str, tuple[int, str] | str]] = {
             1,
             '✗ system_prompt_contains("weather"): not found in the system prompt of model '
             "request 1 of 2",
+        ),
+    },
+    "docs/performance.md": {
+        "env -u PYTHONDONTWRITEBYTECODE python bench/targets.py --count 1000 --rounds 3": BENCH,
+        "python bench/memory.py": BENCH,
+        "python bench/persistent_agents.py --rounds 1": BENCH,
+        "python bench/promptfoo.py --rounds 3": (
+            "not run by the tests: it needs promptfoo, installed with npm from the package "
+            "registry (the network)"
         ),
     },
     "docs/how-to/mutants.md": {
@@ -236,12 +282,42 @@ def commands_of(block: str) -> list[str]:
     return commands
 
 
+# A step of a CI workflow the docs show: its command is a command of the page.
+RUN_STEP = re.compile(r"^\s*-?\s*run:\s*((?:evalrunner|pip)\b.*)$", re.M)
+
+
+# A transcript the docs quote: a line ``$ command``, then what it printed.
+TRANSCRIPT = re.compile(r"^\$ (.+)$", re.M)
+
+
+def block_commands(language: str, block: str) -> list[str]:
+    """The commands a block gives: each line of a shell block, each ``run:`` step of a
+    workflow that runs evalrunner or installs it, and each ``$ `` line of a transcript."""
+    if language in ("sh", "bash", "shell"):
+        return commands_of(block)
+    if language in ("yaml", "yml"):
+        return [step.strip() for step in RUN_STEP.findall(block)]
+    return [command.strip() for command in TRANSCRIPT.findall(block)]
+
+
+def transcripts(page: str) -> dict[str, list[str]]:
+    """Each command a page quotes with its output: the output's lines (``...`` elides)."""
+    found: dict[str, list[str]] = {}
+    for language, block in code_blocks(page):
+        if language in ("sh", "bash", "shell", "yaml", "yml"):
+            continue
+        parts = TRANSCRIPT.split(block)
+        for command, output in zip(parts[1::2], parts[2::2], strict=True):
+            lines = [line.rstrip() for line in output.splitlines()]
+            found[command.strip()] = [line for line in lines if line and line != "..."]
+    return found
+
+
 def shell_examples(page: str) -> list[str]:
     return [
         command
         for language, block in code_blocks(page)
-        if language in ("sh", "bash", "shell")
-        for command in commands_of(block)
+        for command in block_commands(language, block)
     ]
 
 
@@ -273,12 +349,13 @@ def run_command(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def check(command: str, expected: tuple[int, str], cwd: Path) -> None:
+def check(command: str, expected: tuple[int, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     code, needle = expected
     done = run_command(command, cwd)
     output = done.stdout + done.stderr
     assert done.returncode == code, (command, output[-4000:])
     assert needle in output, (command, output[-4000:])
+    return done
 
 
 def page_project(tmp_path: Path, page: str) -> Path:
@@ -309,12 +386,30 @@ def test_a_page_runs_as_written(tmp_path: Path, page: str) -> None:
         if target:
             (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
             (project / target[1]).write_text(block, encoding="utf-8")
-        if language not in ("sh", "bash", "shell"):
-            continue
-        for command in commands_of(block):
+        for command in block_commands(language, block):
             outcome = expected[command]
             if isinstance(outcome, tuple) and command not in SLOW:
                 check(command, outcome, project)
+
+
+def test_the_sharded_workflow_runs_and_merges(tmp_path: Path) -> None:
+    """The CI guide's matrix, run as its jobs would: each shard, then the merge, which gives
+    the report of the whole run."""
+    project = copy_project(tmp_path / "project")
+    assert {SHARD_RUN, SHARD_MERGE} <= set(shell_examples("docs/how-to/ci.md"))
+    names: list[str] = []
+    for shard in (1, 2, 3):
+        done = run_command(SHARD_RUN.replace("${{ matrix.shard }}", str(shard)), project)
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads((project / f"reports/shard-{shard}.json").read_text("utf-8"))
+        names += [case["name"] for case in report["cases"]]
+    assert len(names) == len(set(names)) == 18, names
+    done = run_command(SHARD_MERGE, project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "18/18 cases passed" in done.stdout + done.stderr, done.stdout + done.stderr
+    merged = json.loads((project / "reports/evalrunner.json").read_text("utf-8"))
+    assert sorted(case["name"] for case in merged["cases"]) == sorted(names)
+    assert (project / "reports/evalrunner.xml").is_file()
 
 
 def slow_examples() -> dict[str, tuple[int, str]]:
@@ -341,7 +436,41 @@ def test_a_slow_shell_example_does_what_the_docs_promise(tmp_path: Path, command
             if target:
                 (project / target[1]).parent.mkdir(parents=True, exist_ok=True)
                 (project / target[1]).write_text(block, encoding="utf-8")
-    check(command, slow_examples()[command], project)
+    done = check(command, slow_examples()[command], project)
+    # A transcript the docs quote of the command: each line it shows, the run prints.
+    for page in PAGES:
+        for line in transcripts(page).get(command, []):
+            assert line in done.stdout.splitlines(), (page, line, done.stdout[-4000:])
+
+
+# A bench command the performance page quotes → the same command on a few cases (the figures
+# are the page's, measured once; the test holds the command and its flags to the script).
+BENCH_SMOKE = {
+    "env -u PYTHONDONTWRITEBYTECODE python bench/targets.py --count 1000 --rounds 3": (
+        "env -u PYTHONDONTWRITEBYTECODE python bench/targets.py --count 20 --rounds 1"
+    ),
+    "python bench/memory.py": "python bench/memory.py --count 20",
+    # The SDK agents take minutes a round; the stand-in runs the same two protocols.
+    "python bench/persistent_agents.py --rounds 1": (
+        "python bench/persistent_agents.py --rounds 1 --standin-only"
+    ),
+}
+
+
+def test_every_bench_command_the_docs_quote_has_a_smoke_run() -> None:
+    quoted = {c for c, v in EXPECTED["docs/performance.md"].items() if v == BENCH}
+    assert quoted == set(BENCH_SMOKE)
+    for command, smoke in BENCH_SMOKE.items():
+        # The documented flags are all kept; only the amounts shrink (or the SDKs are skipped).
+        flags = [word for word in command.split() if word.startswith("--")]
+        assert all(flag in smoke.split() for flag in flags), (command, smoke)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(BENCH_SMOKE))
+def test_a_bench_command_the_docs_quote_runs(command: str) -> None:
+    done = run_command(BENCH_SMOKE[command], ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def snippets(*languages: str) -> list[Any]:
@@ -448,6 +577,57 @@ def test_the_breakage_a_tutorial_describes_gives_the_error_it_quotes(
     done = run_command(command, project)
     assert done.returncode == 1, done.stdout + done.stderr
     assert error in done.stdout, done.stdout
+
+
+def test_the_broken_expectation_of_the_first_suite_gives_the_failure_it_quotes(
+    tmp_path: Path,
+) -> None:
+    page = "docs/tutorials/first-suite.md"
+    text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
+    assert "change `call_index: 1` to `call_index: 0` on the `pong` line" in text
+    [quoted] = [b for lang, b in code_blocks(page) if lang == "text" and b.startswith("failures:")]
+    *lines, summary = quoted.rstrip("\n").splitlines()
+    project = copy_project(tmp_path / "project")
+    write_file_blocks(page, project)
+    fixture = project / "evals/my-evals/echo_twice.yaml"
+    pong = "    - {tool: echo, needle: pong, call_index: 1}\n"
+    assert pong in fixture.read_text(encoding="utf-8")
+    fixture.write_text(
+        fixture.read_text(encoding="utf-8").replace(pong, pong.replace("1}", "0}")), "utf-8"
+    )
+    done = run_command("evalrunner run evals/my-evals", project)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for line in lines:
+        assert line in done.stdout.splitlines(), (line, done.stdout)
+    # The time the page quotes is one run's.
+    assert summary.split(" in ")[0] + " in " in done.stdout, (summary, done.stdout)
+
+
+def test_the_schema_typo_the_doubles_guide_shows_gives_the_error_it_quotes(tmp_path: Path) -> None:
+    """The guide shows a fragment and the refusal of a file that starts with it: the rest of
+    the case goes below the fragment, so the line and column are the fragment's."""
+    page = "docs/how-to/tool-doubles.md"
+    blocks = code_blocks(page)
+    [index] = [i for i, (lang, b) in enumerate(blocks) if lang == "yaml" and "requried" in b]
+    fragment = blocks[index][1]
+    language, quoted = blocks[index + 1]
+    assert language == "text" and quoted.startswith("typo.yaml:"), quoted
+    rest = (
+        "name: typo\n"
+        "turns:\n"
+        "  - user_input: Weather in Oslo?\n"
+        "    steps:\n"
+        "      - response:\n"
+        "          type: tool_calls\n"
+        "          tool_calls: [{id: w1, name: get_weather, arguments: {city: Oslo}}]\n"
+        "      - response: {type: text, content: 12C}\n"
+        "expects:\n"
+        "  response_contains: [12C]\n"
+    )
+    (tmp_path / "typo.yaml").write_text(fragment + rest, encoding="utf-8")
+    done = run_command("evalrunner validate typo.yaml", tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert quoted.strip() in (done.stdout + done.stderr).splitlines(), done.stdout + done.stderr
 
 
 def write_file_blocks(page: str, into: Path) -> None:

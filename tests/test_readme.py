@@ -4,8 +4,11 @@ through it; the report page names every field of the report schema."""
 
 from __future__ import annotations
 
+import re
 import types
 from pathlib import Path
+
+import pytest
 
 from evalrunner import SuiteReport, run_suite
 
@@ -107,3 +110,48 @@ def test_the_json_report_fields_table_names_every_field_of_the_schema() -> None:
     case = schema["$defs"]["case"]["properties"]
     missing = (set(schema["properties"]) | set(case)) - named
     assert not missing, missing
+
+
+# The pages a reader reaches from the repository's front page, outside the site (whose links
+# mkdocs --strict checks): each relative link must reach a file, and each anchor a heading.
+LINKED_PAGES = ["README.md", "CONTRIBUTING.md"] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md")
+)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def prose(text: str) -> str:
+    """A page without its fenced blocks (a link in code is not a link)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def slugs(path: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them and as the site's
+    Markdown does (a repeated heading gains ``-1``, ``-2``...)."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", prose(path.read_text("utf-8")), re.M):
+        plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+        github = re.sub(r"[^\w\- ]", "", plain).replace(" ", "-")
+        site = re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", plain).strip())
+        for slug in {github, site}:
+            count = seen.get(slug, 0)
+            seen[slug] = count + 1
+            found.add(slug if not count else f"{slug}-{count}")
+    return found
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES)
+def test_every_relative_link_and_anchor_of_a_front_page_resolves(page: str) -> None:
+    source = ROOT / page
+    targets = LINK.findall(prose(source.read_text(encoding="utf-8")))
+    relative = [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+    broken = []
+    for target in relative:
+        file_part, _, anchor = target.partition("#")
+        path = (source.parent / file_part).resolve() if file_part else source
+        if not path.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and (path.is_dir() or anchor not in slugs(path)):
+            broken.append(f"{target}: no heading has the anchor #{anchor}")
+    assert not broken, (page, broken)
