@@ -16,7 +16,6 @@ __all__ = [
     "pointer_problem",
     "resolve",
     "schema_errors",
-    "schema_problems",
     "subset_differences",
 ]
 
@@ -115,14 +114,6 @@ def pointer_problem(pointer: str) -> str | None:
 # --- JSON Schemas inside fixtures -------------------------------------------------------------
 # One implementation, in :mod:`evalrunner.schema_check`: the same rules for every schema a
 # fixture holds (``response_json.schema``, ``arguments_schema``, a double's ``parameters``).
-
-
-def schema_problems(schema: object) -> list[tuple[tuple[str | int, ...], str]]:
-    """What is wrong with a JSON Schema written in a fixture, each with its path inside the
-    schema (:func:`evalrunner.schema_check.schema_problems`)."""
-    from evalrunner.schema_check import schema_problems as problems
-
-    return [(problem.path, problem.message) for problem in problems(schema)]
 
 
 def schema_errors(schema_text: str, instance: object) -> list[str]:
