@@ -18,6 +18,21 @@ JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | flo
 """What a fixture document is made of once parsed: JSON-compatible data, nothing else."""
 
 
+def json_equal(left: object, right: object) -> bool:
+    """Equal as JSON values: numbers by value (``1`` equals ``1.0``), a boolean never equals
+    a number, objects by keys and values, arrays element by element. The one comparison of
+    arguments, results and reply values, wherever the runner compares them."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(json_equal, left, right))
+    return type(left) is type(right) and left == right
+
+
 def argument_json(value: object) -> str:
     """``value`` as tool-call argument text (SPEC §5): compact JSON, keys sorted, non-ASCII
     kept. The one definition: what a fixture's object arguments become, what the monitor

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from evalrunner.agents.reference import AgentContext, ReferenceAgent
 from evalrunner.boundary.conformance import ConversationMonitor
 from evalrunner.boundary.provider import ReplayProvider
-from evalrunner.boundary.tools import DoubleTool, EchoTool, holds, json_equal, tool_spec
+from evalrunner.boundary.tools import DoubleTool, EchoTool, holds, tool_spec
 from evalrunner.cli import app
 from evalrunner.fixture.admit import admit, build_case
 from evalrunner.fixture.load import parse_document
@@ -29,6 +29,7 @@ from evalrunner.model import (
     RunError,
     ToolCallRecord,
     ToolDouble,
+    json_equal,
 )
 from evalrunner.mutation.mutants import FeedsWrongResult
 from evalrunner.replay import run_case

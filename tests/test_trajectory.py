@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalrunner.expectations import NO_EVIDENCE, grade
-from evalrunner.expectations._json import json_equal
 from evalrunner.expectations.kinds import parse_response_json, parse_tool_calls_match
 from evalrunner.expectations.trajectory import match as trajectory_match
 from evalrunner.fixture.admit import admit
@@ -27,6 +26,7 @@ from evalrunner.model import (
     ToolCallRecord,
     ToolCallsMatch,
     argument_json,
+    json_equal,
 )
 
 

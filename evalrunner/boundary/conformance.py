@@ -28,7 +28,6 @@ record's history), usage, and one dispatch record per tool call whose result cam
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -49,6 +48,7 @@ from evalrunner.model import (
     ToolCallsResponse,
     ToolDouble,
     argument_json,
+    json_equal,
 )
 
 
@@ -695,7 +695,7 @@ def same_arguments(scripted: str, seen: str) -> bool:
     left, right = _json_or_none(scripted), _json_or_none(seen)
     if left is _NOT_JSON or right is _NOT_JSON:
         return False
-    return _json_equal(left, right)
+    return json_equal(left, right)
 
 
 _NOT_JSON = object()
@@ -721,21 +721,6 @@ def _no_constant(name: str) -> object:
 
 # One decoder for every call: json.loads with an option builds a new one each time.
 _STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
-
-
-def _json_equal(left: object, right: object) -> bool:
-    """JSON equality: booleans are not numbers, and 1 equals 1.0."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return math.isclose(left, right, rel_tol=0, abs_tol=0) or left == right
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(_json_equal(left[k], right[k]) for k in left)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(
-            _json_equal(a, b) for a, b in zip(left, right, strict=True)
-        )
-    return type(left) is type(right) and left == right
 
 
 def _describe(message: Message) -> str:
@@ -1066,7 +1051,7 @@ def _boundary_problem(
             "not offered must be answered as a failed call (an unknown tool), not run"
         )
     wanted = _json_or_none(call.arguments) if call.arguments.strip() else {}
-    if wanted is _NOT_JSON or not _json_equal(wanted, dict(invocation.arguments)):
+    if wanted is _NOT_JSON or not json_equal(wanted, dict(invocation.arguments)):
         return (
             f"the {invocation.tool} tool received {_quote(invocation.arguments_text)} for "
             f"{named}, but the model's call has the arguments {_quote(call.arguments)}; a tool "
@@ -1090,7 +1075,7 @@ def _boundary_problem(
         except Exception:
             text = f"a {type(returned).__name__} that cannot be shown"
         parsed = _json_or_none(fed)
-        if fed == text or (parsed is not _NOT_JSON and _json_equal(parsed, returned)):
+        if fed == text or (parsed is not _NOT_JSON and json_equal(parsed, returned)):
             return None
         return (
             f"the {invocation.tool} tool returned {_quote(text)} (not text) for "
@@ -1149,4 +1134,4 @@ def _received(reported: str | None, received: Mapping[str, object]) -> bool:
     if reported is None:
         return False
     value = _json_or_none(reported)
-    return value is not _NOT_JSON and _json_equal(value, dict(received))
+    return value is not _NOT_JSON and json_equal(value, dict(received))

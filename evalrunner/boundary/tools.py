@@ -21,6 +21,7 @@ from evalrunner.model import (
     ToolDouble,
     ToolSpec,
     argument_json,
+    json_equal,
 )
 
 
@@ -486,19 +487,6 @@ def holds(value: object, pattern: object) -> bool:
             key in value and holds(value[key], want) for key, want in pattern.items()
         )
     return json_equal(value, pattern)
-
-
-def json_equal(left: object, right: object) -> bool:
-    """Equality of JSON values: ``1 == 1.0``, but ``true`` is not ``1``."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return left == right
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(map(json_equal, left, right))
-    return type(left) is type(right) and left == right
 
 
 def double_from_json(data: Mapping[str, Any]) -> ToolDouble:

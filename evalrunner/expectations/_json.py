@@ -8,10 +8,11 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from evalrunner.model import json_equal
+
 __all__ = [
     "NOT_JSON",
     "UNRESOLVED",
-    "json_equal",
     "parse",
     "pointer_problem",
     "resolve",
@@ -41,20 +42,6 @@ def parse(text: str) -> tuple[Any, str]:
     """``text`` as one JSON value (NaN and Infinity refused), and ``""``; or
     (:data:`NOT_JSON`, the parser's reason). Callers never mutate the value: it is shared."""
     return _parsed(text)
-
-
-def json_equal(a: object, b: object) -> bool:
-    """Equal as JSON values: numbers by value (``1`` equals ``1.0``), a boolean never equals
-    a number, objects by keys and values, arrays element by element."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
-    return type(a) is type(b) and a == b
 
 
 def subset_differences(expected: dict[str, Any], actual: object, at: str = "") -> list[str]:

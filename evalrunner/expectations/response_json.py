@@ -10,12 +10,11 @@ from evalrunner.expectations._format import normalization_note, quote
 from evalrunner.expectations._json import (
     NOT_JSON,
     UNRESOLVED,
-    json_equal,
     parse,
     resolve,
     schema_errors,
 )
-from evalrunner.model import GradeResult, ResponseJson, RunRecord, argument_json
+from evalrunner.model import GradeResult, ResponseJson, RunRecord, argument_json, json_equal
 
 __all__ = ["response_json"]
 
