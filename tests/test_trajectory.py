@@ -715,3 +715,10 @@ def test_a_reply_value_that_differs_only_in_unicode_normalization_says_so() -> N
     ) in detail, detail
     [(_, passed, detail)] = json_checks({"equals": {"/u": composed}}, '{"u": "cafe"}')
     assert "Unicode" not in detail
+
+
+def test_a_schema_failure_names_a_key_with_a_slash_as_an_escaped_pointer() -> None:
+    schema = {"properties": {"a/b": {"type": "integer"}}}
+    [(_, passed, detail)] = json_checks({"schema": schema}, '{"a/b": "x"}')
+    assert not passed
+    assert 'at "/a~1b"' in detail, detail

@@ -44,6 +44,11 @@ def parse(text: str) -> tuple[Any, str]:
     return _parsed(text)
 
 
+def pointer(path: tuple[str | int, ...] | list[str | int]) -> str:
+    """``path`` as a JSON Pointer (RFC 6901): ``~`` and ``/`` in a key escaped."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
 def subset_differences(expected: dict[str, Any], actual: object, at: str = "") -> list[str]:
     """The keys (as JSON Pointers) where ``actual`` does not hold ``expected``: each key of
     ``expected`` present and equal as a JSON value, objects compared recursively, arrays whole.
@@ -52,7 +57,7 @@ def subset_differences(expected: dict[str, Any], actual: object, at: str = "") -
         return [at or "/"]
     out: list[str] = []
     for key, want in expected.items():
-        here = f"{at}/{key.replace('~', '~0').replace('/', '~1')}"
+        here = at + pointer((key,))
         if key not in actual:
             out.append(here)
         elif isinstance(want, dict) and isinstance(actual[key], dict):
@@ -112,5 +117,5 @@ def schema_errors(schema_text: str, instance: object) -> list[str]:
     if found is None:
         return []
     message, path = found
-    where = "".join(f"/{p}" for p in path)
+    where = pointer(path)
     return [message + (f" at {json.dumps(where)}" if where else "")]
