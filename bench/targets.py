@@ -186,7 +186,7 @@ def main() -> None:
         root = Path(scratch)
         write_suite(root / "warm-up", "json", 20)
         pipeline(root / "warm-up")  # imports and compiled schemas, paid once per process
-        for fmt, target in (("json", 5000), ("yaml", 1000), ("toml", 3000)):
+        for fmt, target in (("json", 2000), ("yaml", 1000), ("toml", 1000)):
             suite = root / fmt
             write_suite(suite, fmt, n)
             best = min((pipeline(suite) for _ in range(rounds)), key=lambda r: r[0] + r[1])
@@ -209,7 +209,25 @@ def main() -> None:
             warm.append(pipeline(yaml_suite, AdmissionCache(cache_dir))[0])
         print(
             f"yaml admission, cache cold {min(cold) * 1000:7.0f} ms  warm "
-            f"{min(warm) * 1000:7.0f} ms  ({min(cold) / min(warm):.1f}x, target 3x)"
+            f"{min(warm) * 1000:7.0f} ms  ({min(cold) / min(warm):.1f}x, in process)"
+        )
+
+        # The cache's target: `run` on 2N unchanged YAML fixtures, as whole processes, warm
+        # against --no-cache (alternated, median of R).
+        cached_suite = root / "yaml-2n"
+        write_suite(cached_suite, "yaml", 2 * n)
+        home = root / "cache-home"  # the cache sits beside the config, here the working directory
+        home.mkdir()
+        run_cached = [*command(), "run", str(cached_suite)]
+        timed(run_cached, home)  # fills the cache
+        uncached, cached = [], []
+        for _ in range(rounds):
+            uncached.append(timed([*command(), "run", "--no-cache", str(cached_suite)], home))
+            cached.append(timed(run_cached, home))
+        print(
+            f"run on {2 * n} unchanged YAML fixtures: --no-cache "
+            f"{statistics.median(uncached):5.2f} s, cache warm {statistics.median(cached):5.2f} s "
+            f"({statistics.median(uncached) / statistics.median(cached):.2f}x, target 1.5x)"
         )
 
         version = [timed([*command(), "--version"], ROOT) for _ in range(max(rounds, 5))]
@@ -246,7 +264,7 @@ def main() -> None:
             one, two = min(serial_runs), min(parallel_runs)
             print(
                 f"--jobs 1 {one[0]:6.2f} s, --jobs 2 {two[0]:6.2f} s on {count} JSON cases "
-                f"(in process): {one[0] / two[0]:.2f}x (target 1.7x); CPU: serial {one[1]:.2f} s, "
+                f"(in process): {one[0] / two[0]:.2f}x; CPU: serial {one[1]:.2f} s, "
                 f"workers {two[2]:.2f} s ({two[2] / one[1]:.2f}x), parent {two[1]:.2f} s"
             )
             serial, parallel = [], []
@@ -258,7 +276,7 @@ def main() -> None:
             one, two = statistics.median(serial), statistics.median(parallel)
             print(
                 f"--jobs 1 {one:6.2f} s, --jobs 2 {two:6.2f} s on {count} JSON cases "
-                f"(process included): {one / two:.2f}x (target 1.7x)"
+                f"(process included): {one / two:.2f}x"
             )
 
 
