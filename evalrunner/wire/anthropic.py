@@ -57,6 +57,7 @@ from evalrunner.wire.common import (
     tool_choice,
     tool_parameters,
     url_with_path,
+    usage_counts,
 )
 from evalrunner.wire.params import sent_parameters
 
@@ -263,12 +264,9 @@ class AnthropicMessages:
                 require_object(b, f"content[{i}]")
                 for i, b in enumerate(require_list(answer.get("content"), "content"))
             ]
-            seen: set[str] = set()
-            counts: dict[str, int] = {}
-            _usage_of(answer.get("usage"), counts, seen)
-            return _response_of(
-                blocks, _counted(counts, seen), _cut_short(answer.get("stop_reason"))
-            )
+            usage: dict[str, JSONValue] = {}
+            _usage_of(answer.get("usage"), usage)
+            return _response_of(blocks, _counted(usage), _cut_short(answer.get("stop_reason")))
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """The streamed answer as one response; :class:`WireResponseError` when it is not
@@ -281,8 +279,7 @@ class AnthropicMessages:
         """A ``message_start`` … ``message_stop`` stream as one response;
         :class:`WireResponseError` if an event is malformed or the stream ends early."""
         blocks: dict[int, dict[str, Any]] = {}
-        counts: dict[str, int] = {}
-        seen: set[str] = set()  # the usage fields some event gave
+        usage: dict[str, JSONValue] = {}  # the usage counts some event gave
         cut: str | None = None
         stopped = False  # some message_delta said why the answer ended
         for number, event in enumerate(events, start=1):
@@ -293,7 +290,7 @@ class AnthropicMessages:
                 _raise_error(data)
                 if kind == "message_start":
                     message = require_object(data.get("message"), "message")
-                    _usage_of(message.get("usage"), counts, seen)
+                    _usage_of(message.get("usage"), usage)
                 elif kind == "content_block_start":
                     index = _index(data)
                     block = require_object(data.get("content_block"), "content_block")
@@ -316,7 +313,7 @@ class AnthropicMessages:
                         partial = require_string(delta.get("partial_json"), "delta.partial_json")
                         blocks[index]["partial"] += partial
                 elif kind == "message_delta":
-                    _usage_of(data.get("usage"), counts, seen)
+                    _usage_of(data.get("usage"), usage)
                     closing = data.get("delta")
                     if isinstance(closing, dict):
                         stopped = stopped or isinstance(closing.get("stop_reason"), str)
@@ -345,7 +342,7 @@ class AnthropicMessages:
                     ) from None
             ordered.append(block)
         with reading("the streamed message"):
-            return _response_of(ordered, _counted(counts, seen), cut)
+            return _response_of(ordered, _counted(usage), cut)
 
     def error_message(self, body: JSONValue) -> str | None:
         """The message of an error body, if ``body`` is one."""
@@ -374,36 +371,28 @@ def _raise_error(body: dict[str, JSONValue]) -> None:
         raise WireResponseError(f"the model answered with an error: {message or 'no message'}")
 
 
-def _usage_of(value: JSONValue, counts: dict[str, int], seen: set[str]) -> None:
-    """``counts`` updated by the usage object ``value``: a count it gives (not null) replaces
-    the one known, and its name is added to ``seen``."""
+def _usage_of(value: JSONValue, usage: dict[str, JSONValue]) -> None:
+    """``usage`` updated by the usage object ``value``: a count it gives (not null) replaces
+    the one known. A stream gives its counts across events, so they are merged before they
+    are read."""
     if value is None:
         return
-    usage = require_object(value, "usage")
+    given = require_object(value, "usage")
     for key in (*_USAGE_KEYS, *_CACHE_KEYS):
-        if usage.get(key) is not None:
-            counts[key] = token_count(usage, key, "usage")
-            seen.add(key)
+        if given.get(key) is not None:
+            usage[key] = token_count(given, key, "usage")
 
 
-def _counted(counts: dict[str, int], seen: set[str]) -> tuple[int, int, str | None]:
-    """The input and output tokens of ``counts``, and the usage field missing (:func:`_missing`).
-    The input tokens written to or read from the prompt cache are billed input tokens that
-    ``input_tokens`` leaves out: they are counted with it, or a budget would miss them."""
-    input_tokens = sum(counts.get(key, 0) for key in ("input_tokens", *_CACHE_KEYS))
-    return input_tokens, counts.get("output_tokens", 0), _missing(seen)
+def _counted(usage: dict[str, JSONValue]) -> tuple[int, int, str | None]:
+    """The input and output tokens of the merged ``usage``, and the usage field missing
+    (:func:`~evalrunner.wire.common.usage_counts`). The input tokens written to or read from
+    the prompt cache are billed input tokens that ``input_tokens`` leaves out: they are
+    counted with it, or a budget would miss them."""
+    return usage_counts(usage, _USAGE_KEYS, also_input=_CACHE_KEYS)
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens")
 _CACHE_KEYS = ("cache_creation_input_tokens", "cache_read_input_tokens")
-
-
-def _missing(seen: set[str]) -> str | None:
-    """The usage field an answer never gave while giving the other."""
-    given = seen.intersection(_USAGE_KEYS)
-    if not given or len(given) == len(_USAGE_KEYS):
-        return None
-    return next(f"usage.{key}" for key in _USAGE_KEYS if key not in seen)
 
 
 CUT_SHORT = {

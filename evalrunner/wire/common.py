@@ -353,15 +353,20 @@ def token_count(usage: dict[str, JSONValue], key: str, where: str) -> int:
 
 
 def usage_counts(
-    usage: dict[str, JSONValue], keys: tuple[str, str], where: str = "usage"
+    usage: dict[str, JSONValue],
+    keys: tuple[str, str],
+    where: str = "usage",
+    also_input: tuple[str, ...] = (),
 ) -> tuple[int, int, str | None]:
     """A usage object's input and output counts (``keys``, in that order), and the field it
     leaves out or null while giving the other (``usage.prompt_tokens``, say), else ``None``:
-    a count read as 0 that the model did spend."""
-    counts = (token_count(usage, keys[0], where), token_count(usage, keys[1], where))
+    a count read as 0 that the model did spend. The ``also_input`` counts are input tokens
+    the API reports apart from ``keys[0]``: they are added to it."""
+    tokens_in = token_count(usage, keys[0], where)
+    tokens_in += sum(token_count(usage, key, where) for key in also_input)
     given = [usage.get(key) is not None for key in keys]
     missing = f"{where}.{keys[given.index(False)]}" if any(given) and not all(given) else None
-    return counts[0], counts[1], missing
+    return tokens_in, token_count(usage, keys[1], where), missing
 
 
 def answered(
