@@ -40,6 +40,7 @@ from evalrunner.wire.common import (
     WireResponseError,
     answer_guard,
     answered,
+    cut_short,
     event_json,
     finite_float,
     optional_string,
@@ -266,7 +267,8 @@ class AnthropicMessages:
             ]
             usage: dict[str, JSONValue] = {}
             _usage_of(answer.get("usage"), usage)
-            return _response_of(blocks, _counted(usage), _cut_short(answer.get("stop_reason")))
+            cut = cut_short(ANTHROPIC, answer.get("stop_reason"))
+            return _response_of(blocks, _counted(usage), cut)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
         """The streamed answer as one response; :class:`WireResponseError` when it is not
@@ -317,7 +319,7 @@ class AnthropicMessages:
                     closing = data.get("delta")
                     if isinstance(closing, dict):
                         stopped = stopped or isinstance(closing.get("stop_reason"), str)
-                        cut = _cut_short(closing.get("stop_reason")) or cut
+                        cut = cut_short(ANTHROPIC, closing.get("stop_reason")) or cut
                 elif kind == "message_stop":
                     break
         else:
@@ -395,24 +397,7 @@ _USAGE_KEYS = ("input_tokens", "output_tokens")
 _CACHE_KEYS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-CUT_SHORT = {
-    "max_tokens": "the output limit (max_tokens) was reached",
-    "model_context_window_exceeded": "the model's context window was filled",
-    "refusal": "the model refused to answer",
-    "pause_turn": "the model paused its turn, to be continued in another request",
-}
-"""The ``stop_reason`` values that end an answer before it is whole, and what they mean."""
-
-
-NO_STOP_REASON = (
-    "no stop_reason in any stream event: the stream never said the answer was whole"
-)
-
-
-def _cut_short(reason: JSONValue) -> str | None:
-    if isinstance(reason, str) and reason in CUT_SHORT:
-        return f'stop_reason "{reason}": {CUT_SHORT[reason]}'
-    return None
+NO_STOP_REASON = "no stop_reason in any stream event: the stream never said the answer was whole"
 
 
 def _index(data: dict[str, JSONValue]) -> int:

@@ -385,6 +385,44 @@ def answered(
     return TextResponse(text, tokens_in, tokens_out, cut_short=cut_short, usage_missing=missing)
 
 
+CUT_SHORT: dict[str, tuple[str, dict[str, str]]] = {
+    OPENAI: (
+        "finish_reason",
+        {
+            "length": "the output limit (max_tokens) was reached",
+            "content_filter": "a content filter withheld the rest",
+        },
+    ),
+    OPENAI_RESPONSES: (
+        'status "incomplete", reason',
+        {
+            "max_output_tokens": "the output limit (max_output_tokens) was reached",
+            "content_filter": "a content filter withheld the rest",
+        },
+    ),
+    ANTHROPIC: (
+        "stop_reason",
+        {
+            "max_tokens": "the output limit (max_tokens) was reached",
+            "model_context_window_exceeded": "the model's context window was filled",
+            "refusal": "the model refused to answer",
+            "pause_turn": "the model paused its turn, to be continued in another request",
+        },
+    ),
+}
+"""Per wire, the field that says why an answer ended, and the values of it that end an
+answer before it is whole, with what each means (read by :func:`cut_short`)."""
+
+
+def cut_short(wire: str, reason: JSONValue) -> str | None:
+    """Why an answer of ``wire`` whose end-reason field holds ``reason`` was cut short, as
+    :data:`CUT_SHORT` words it; ``None`` for a reason that ends a whole answer."""
+    field, reasons = CUT_SHORT[wire]
+    if isinstance(reason, str) and reason in reasons:
+        return f'{field} "{reason}": {reasons[reason]}'
+    return None
+
+
 def refused_cut(refusal: str | None) -> str | None:
     """Why an answer that carries a refusal (``refusal`` its text) is no answer: that text
     is the model's reason for not replying, and grading it, or the empty text beside it, as

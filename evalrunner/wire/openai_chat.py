@@ -31,6 +31,7 @@ from evalrunner.wire.common import (
     WireResponseError,
     answer_guard,
     answered,
+    cut_short,
     event_json,
     offered_tools,
     optional_string,
@@ -260,7 +261,7 @@ class OpenAIChat:
             calls = _tool_calls(message.get("tool_calls"), "choices[0].message")
             usage = _usage_of(answer.get("usage"))
             refusal = optional_string(message.get("refusal"), "choices[0].message.refusal")
-            cut = refused_cut(refusal) or _cut_short(choice.get("finish_reason"))
+            cut = refused_cut(refusal) or cut_short(OPENAI, choice.get("finish_reason"))
         return answered(calls, content or "", usage, cut)
 
     def read_stream(self, events: Iterable[SseEvent]) -> ModelResponse:
@@ -297,7 +298,7 @@ class OpenAIChat:
                         continue
                     finish = choice.get("finish_reason")
                     finished = finished or isinstance(finish, str)
-                    cut = _cut_short(finish) or cut
+                    cut = cut_short(OPENAI, finish) or cut
                     delta = require_object(choice.get("delta"), "delta")
                     piece = optional_string(delta.get("content"), "delta.content")
                     if piece:
@@ -370,20 +371,7 @@ def _usage_of(value: JSONValue) -> tuple[int, int, str | None]:
     return usage_counts(require_object(value, "usage"), ("prompt_tokens", "completion_tokens"))
 
 
-CUT_SHORT = {
-    "length": "the output limit (max_tokens) was reached",
-    "content_filter": "a content filter withheld the rest",
-}
-"""The ``finish_reason`` values that end an answer before it is whole, and what they mean."""
-
-
 NO_FINISH = "no finish_reason in any stream chunk: the stream never said the answer was whole"
-
-
-def _cut_short(reason: JSONValue) -> str | None:
-    if isinstance(reason, str) and reason in CUT_SHORT:
-        return f'finish_reason "{reason}": {CUT_SHORT[reason]}'
-    return None
 
 
 def _chunk(response_id: str, model: str, choices: list[JSONValue]) -> dict[str, JSONValue]:

@@ -59,6 +59,7 @@ from evalrunner.wire.common import (
     WireResponseError,
     answer_guard,
     answered,
+    cut_short,
     event_json,
     offered_tools,
     optional_string,
@@ -563,9 +564,7 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
                         )
                     elif piece.get("type") == "refusal":
                         refusal.append(
-                            require_string(
-                                piece.get("refusal"), f"{at}.content[{number}].refusal"
-                            )
+                            require_string(piece.get("refusal"), f"{at}.content[{number}].refusal")
                         )
             elif kind == "function_call":
                 calls.append(_function_call(item, at))
@@ -584,19 +583,10 @@ def _failed(error: JSONValue) -> ModelFailed:
     )
 
 
-INCOMPLETE = {
-    "max_output_tokens": "the output limit (max_output_tokens) was reached",
-    "content_filter": "a content filter withheld the rest",
-}
-"""The ``incomplete_details.reason`` values the API gives, and what they mean."""
-
-
 def _incomplete(details: JSONValue) -> str:
     """Why a response is ``incomplete``, as its ``incomplete_details`` say."""
     reason = details.get("reason") if isinstance(details, dict) else None
-    if isinstance(reason, str) and reason in INCOMPLETE:
-        return f'status "incomplete", reason "{reason}": {INCOMPLETE[reason]}'
-    return 'status "incomplete"'
+    return cut_short(OPENAI_RESPONSES, reason) or 'status "incomplete"'
 
 
 def _function_call(item: Mapping[str, JSONValue], where: str) -> ToolCall:
