@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import json
 import math
 import os
 import re
@@ -48,7 +47,7 @@ from evalrunner.wire.common import (
     parse_sse,
     wire_json,
 )
-from evalrunner.wire.params import live_options, over_budget, untranslatable
+from evalrunner.wire.params import extra_choices, live_options, over_budget, untranslatable
 
 if TYPE_CHECKING:
     import httpx2
@@ -233,9 +232,7 @@ class TokenBudget:
     def exhausted(self) -> bool:
         """Whether no further request may be sent."""
         with self._lock:
-            return self.limit is not None and (
-                self._blind is not None or self._spent >= self.limit
-            )
+            return self.limit is not None and (self._blind is not None or self._spent >= self.limit)
 
     def check(self) -> None:
         """Raise :class:`BudgetSpent` when the budget is spent."""
@@ -520,24 +517,16 @@ class LiveModel:
                 f'made; leave it out of the agent\'s request, or set wire = "{request.api}" '
                 "(the API the agent speaks) with a base_url that serves it"
             )
-        choices = request.parameters.get("n")
-        if choices is not None and (isinstance(choices, bool) or choices != 1):
-            # Each extra choice is billed output that no limit or budget check counts, and
-            # only the first choice is graded: the others are spend without a verdict.
-            asked = printable(json.dumps(choices)[:40])
-            raise RunError(
-                f"live model: the agent's request asks for n = {asked} answers "
-                "(choices) per request: nothing was sent, since every choice is billed "
-                "while only the first is graded, and the output limit and token budget are "
-                "checked for one answer; leave n out of the agent's request, or send n = 1"
-            )
+        extra = extra_choices(request.parameters)
+        if extra is not None:
+            raise RunError(f"live model: {extra}")
         if "max_tokens" not in self.config.pin:
             problem = over_budget(request.parameters, request.api, self.config.max_total_tokens)
             if problem is not None:
                 raise RunError(
                     f"live model: {problem.text}: nothing was sent; {problem.fix} in the "
                     "agent, or pin "
-                    "it in [eval.live] (pin = [\"max_tokens\"]) to send [eval.live]'s "
+                    'it in [eval.live] (pin = ["max_tokens"]) to send [eval.live]\'s '
                     "max_tokens instead"
                 )
         return live_options(

@@ -180,6 +180,22 @@ def over_budget(
     return None
 
 
+def extra_choices(parameters: Mapping[str, JSONValue]) -> str | None:
+    """Why the agent's ``n`` (answers per request) cannot pass through, or ``None`` when it
+    is absent or 1."""
+    choices = parameters.get("n")
+    if choices is None or (choices == 1 and not isinstance(choices, bool)):
+        return None
+    # Each extra choice is billed output that no limit or budget check counts, and only the
+    # first choice is graded: the others are spend without a verdict.
+    return (
+        f"the agent's request asks for n = {_shown(choices)} answers (choices) per request: "
+        "nothing was sent, since every choice is billed while only the first is graded, and "
+        "the output limit and token budget are checked for one answer; leave n out of the "
+        "agent's request, or send n = 1"
+    )
+
+
 def whole_tokens(value: JSONValue) -> bool:
     """Whether ``value`` is a count of tokens an output limit can be: a whole number, at
     least 1 (``100.0`` is one; ``"100"``, ``99.5`` and ``true`` are not)."""
