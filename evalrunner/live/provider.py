@@ -143,14 +143,14 @@ class _Connection:
                 self._http = self._model._client()
             return self._http
 
-    def call(self, send: Callable[[], ModelResponse]) -> ModelResponse:
-        """``send()``'s answer, or :class:`RunError` as soon as the connection is closed."""
+    def call(self, send: Callable[[], Exchange]) -> Exchange:
+        """``send()``'s exchange, or :class:`RunError` as soon as the connection is closed."""
         done = threading.Event()
         with self._lock:
             if self.closed.is_set():
                 raise RunError(GIVEN_UP)
             self._waiting.add(done)
-        outcome: list[ModelResponse | BaseException] = []
+        outcome: list[Exchange | BaseException] = []
 
         def work() -> None:
             try:
@@ -298,7 +298,7 @@ class Exchange:
     request: ModelRequest
     response: ModelResponse
     sent: Mapping[str, JSONValue] = field(default_factory=dict)
-    """The request parameters sent with it (:meth:`LiveModel.options`): the agent's own,
+    """The request parameters sent with it (:meth:`LiveModel._options`): the agent's own,
     translated, over ``[eval.live]``'s defaults, as the model received them."""
 
 
@@ -426,9 +426,11 @@ class LiveModel:
         text = strike_key(text, self._environ.get(self.config.api_key_env, ""))
         return strike_url_secrets(text, self.config.base_url)
 
-    def complete(
-        self, request: ModelRequest, connection: _Connection | None = None
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """The answer to ``request``, sent on the model's own connection (:meth:`exchange`)."""
+        return self.exchange(request).response
+
+    def exchange(self, request: ModelRequest, connection: _Connection | None = None) -> Exchange:
         """Send ``request`` (retrying as configured) and read the answer; every failure is
         a :class:`RunError` whose text names what went wrong, never the key. ``connection``
         is a case's own (its provider's); without it, the model's."""
@@ -451,13 +453,11 @@ class LiveModel:
                     self._halted = self._halted or str(unusable)
                 raise
 
-    def _send(self, request: ModelRequest, via: _Connection) -> ModelResponse:
+    def _send(self, request: ModelRequest, via: _Connection) -> Exchange:
         key = self._key()
+        options = self._options(request)
         body = self.wire.request_body(
-            request,
-            model=self.model,
-            stream=self.config.stream,
-            options=self._options(request),
+            request, model=self.model, stream=self.config.stream, options=options
         )
         data = wire_json(body).encode("utf-8")
         headers = {"Content-Type": "application/json", **self.wire.auth_headers(key)}
@@ -483,7 +483,7 @@ class LiveModel:
                 self._check_running(via)  # its connection closed under it: say so
                 raise
             self.budget.add(response)
-            return response
+            return Exchange(request, response, options)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _struck(self, text: str, key: str) -> str:
@@ -494,11 +494,6 @@ class LiveModel:
             raise RunError(STOPPED)
         if via.closed.is_set():
             raise RunError(GIVEN_UP)
-
-    def options(self, request: ModelRequest) -> dict[str, JSONValue]:
-        """The parameters a request sends besides the conversation (:meth:`_options`), as
-        a recording keeps them."""
-        return self._options(request)
 
     def _options(self, request: ModelRequest) -> dict[str, JSONValue]:
         """The request's parameters: the agent's own (a command agent's, as it sent them),
@@ -708,14 +703,13 @@ class LiveProvider:
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The live model's answer to ``request``."""
         try:
-            response = self._model.complete(request, self._connection)
+            exchange = self._model.exchange(request, self._connection)
         except BudgetSpent:
             self.stopped_by_budget = True
             raise
-        exchange = Exchange(request, response, self._model.options(request))
         with self._lock:
             self._exchanges.append(exchange)
-        return response
+        return exchange.response
 
     @property
     def retrying(self) -> str | None:
