@@ -200,8 +200,8 @@ def _drive_in_time(run: _CaseRun, timeout: float) -> None:
         return
     thread.abandon()
     # A live request waiting to be retried (a 429's Retry-After) is the likely cause: said.
-    retrying = getattr(run.provider, "retrying", None)
-    cause = f" ({retrying})" if isinstance(retrying, str) else ""
+    retrying = run.provider.retrying if run.provider is not None else None
+    cause = f" ({retrying})" if retrying is not None else ""
     run.error = run.error or f"timed out after {timeout:g}s{cause}"
     # What the monitor knew until now stays the root cause; what giving up makes fail (a
     # live request cut) is not one.
@@ -370,7 +370,7 @@ class _CaseRun:
         self._close_lock = threading.Lock()
         self.given_up: tuple[str | None] | None = None
         """Set when the case timed out: the monitor's error at that moment."""
-        self.provider: object = None
+        self.provider: ModelProvider | None = None
         """A provider given by the caller (live mode): told when the case is given up, so
         that its request in flight is cut rather than waited for."""
         self.turn_ends: list[TurnEnd] = []

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalrunner.boundary.conformance import ConversationMonitor, TurnScripted
+from evalrunner.boundary.provider import ModelProvider
 from evalrunner.execution import SKIP_LIVE_CASE
 from evalrunner.fixture.admit import admit_documents
 from evalrunner.fixture.load import load_document
@@ -30,7 +31,7 @@ TOOLS = (ToolSpec("echo", "", {"type": "object"}),)
 CALL = ToolCall("live_1", "echo", '{"message": "hi"}')
 
 
-class FakeLive:
+class FakeLive(ModelProvider):
     """Answers in order, like a live model: no script, no turns; counts what it was asked."""
 
     def __init__(self, *answers: ModelResponse) -> None:
@@ -44,6 +45,13 @@ class FakeLive:
 
 def test_a_live_model_is_not_turn_scripted() -> None:
     assert not isinstance(FakeLive(), TurnScripted)
+
+
+def test_a_provider_that_says_nothing_more_inherits_the_protocols_defaults() -> None:
+    # The runner reads these of every provider: one that defines only complete() is never
+    # retrying and withholds no variable from an agent process.
+    assert FakeLive().retrying is None
+    assert watch(FakeLive()).withheld_variables == ()
 
 
 def watch(model: FakeLive, *inputs: str) -> ConversationMonitor:

@@ -93,7 +93,7 @@ class Evidence:
     writes as each turn's steps."""
 
 
-class ConversationMonitor:
+class ConversationMonitor(ModelProvider):
     """The one place that sees every model request of a case (see the module docstring).
 
     ``user_inputs`` are the turns' inputs, in order. The runner (or, for ``evalrunner
@@ -484,8 +484,7 @@ class ConversationMonitor:
     def withheld_variables(self) -> tuple[str, ...]:
         """The environment variables an agent process must not be given: the model's
         (``withheld_variables``; a live model's key variable), none for a scripted one."""
-        names = getattr(self._model, "withheld_variables", ())
-        return tuple(name for name in names if isinstance(name, str))
+        return self._model.withheld_variables
 
     @property
     def pending_calls(self) -> tuple[ToolCall, ...]:

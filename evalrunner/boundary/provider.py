@@ -22,14 +22,30 @@ from evalrunner.model import (
 
 @runtime_checkable
 class ModelProvider(Protocol):
-    """Answers a model request with text or tool calls."""
+    """Answers a model request with text or tool calls.
+
+    An agent only calls :meth:`complete`. The runner also reads :attr:`retrying` and
+    :attr:`withheld_variables`, which a provider inherits (as ``None`` and ``()``) by
+    subclassing this class; the live provider gives its own."""
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The model's response to ``request``; raises :class:`RunError` if it cannot give one."""
         ...
 
+    @property
+    def retrying(self) -> str | None:
+        """While a request waits to be sent again: the wait and its cause (an HTTP 429,
+        say), for a case timeout to name; else ``None``."""
+        return None
 
-class ReplayProvider:
+    @property
+    def withheld_variables(self) -> tuple[str, ...]:
+        """The environment variables an agent process must not be given (a live model's key
+        variable); none by default."""
+        return ()
+
+
+class ReplayProvider(ModelProvider):
     """Serves the scripted responses of a case, one FIFO queue per turn (SPEC §5).
 
     The runner brackets each turn with :meth:`begin_turn` and :meth:`end_turn`; responses never

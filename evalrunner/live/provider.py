@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from evalrunner.boundary.provider import ModelProvider
 from evalrunner.config import LiveConfig
 from evalrunner.model import AnswerNotPassed, JSONValue, ModelRequest, ModelResponse, RunError
 from evalrunner.redact import shown_url, strike_key, strike_url_secrets
@@ -688,7 +689,7 @@ class LiveModel:
         return RunError(f"live model: HTTP {status}{said} (not retried: a 4xx is final)")
 
 
-class LiveProvider:
+class LiveProvider(ModelProvider):
     """One case's view of the live model: a :class:`~evalrunner.boundary.provider.ModelProvider`
     that keeps every exchange in order (:attr:`exchanges`), for a recorder."""
 

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import IO, Protocol
 
+from evalrunner.boundary.provider import ModelProvider
 from evalrunner.model import JSONValue, ModelRequest, ModelResponse, RunError
 from evalrunner.wire.common import (
     SseEvent,
@@ -80,7 +81,7 @@ def client_wire(api: str) -> ClientWire:
     raise ValueError(f"unknown api {api!r}: openai, openai-responses or anthropic")
 
 
-class WireClient:
+class WireClient(ModelProvider):
     """A :class:`~evalrunner.boundary.provider.ModelProvider` over HTTP.
 
     ``api`` is one of :data:`~evalrunner.wire.common.WIRES`; ``base_url`` is what the
