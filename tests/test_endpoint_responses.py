@@ -523,7 +523,7 @@ class _FakeModel(threading.Thread):
         ),
         (False, b"{", "answer is malformed"),
         (True, b'data: {"type": "response.created"}\n\n', "ended before its response.completed"),
-        (True, b'data: {"type": "error", "message": "boom"}\n\n', "carried an error: boom"),
+        (True, b'data: {"type": "error", "message": "boom"}\n\n', "(no code): boom"),
         (True, b"data: [3]\n\n", "stream event 1 is not a JSON object"),
     ],
 )
@@ -591,7 +591,7 @@ def test_a_malformed_responses_answer_names_the_field(body: object, problem: str
     ("events", "problem"),
     [
         ([3], "stream event 1: the event must be an object"),
-        ([{"type": "error", "message": 5}], "the stream carried an error: no message"),
+        ([{"type": "error", "message": 5}], "the stream carried an error (no code): no message"),
         (
             [{"type": "response.output_text.delta", "output_index": 0, "delta": "x"}],
             "output_index 0 names no item added before it",

@@ -376,6 +376,50 @@ def test_server_errors_that_keep_failing_say_so_after_the_retries() -> None:
     )
 
 
+def _error_event(code: str, nested: bool) -> Reply:
+    error = {"code": code, "message": "The server had an error", "param": None}
+    data: dict[str, Any] = {"error": {"type": code, **error}} if nested else error
+    item = {"type": "message", "id": "m", "role": "assistant", "content": []}
+    return _events(
+        [
+            ("response.output_item.added", {"output_index": 0, "item": item}),
+            ("error", {"sequence_number": 2, **data}),
+        ]
+    )
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_stream_error_event_with_a_server_error_is_retried(nested: bool) -> None:
+    # Before: "the stream carried an error", final, where a failed response's server_error
+    # (the same trouble, told another way) was retried.
+    answers = [_error_event("server_error", nested), Reply(TextResponse("hello", 3, 1))]
+    with ModelServer("openai-responses", answers) as server:
+        response = _model(server, stream=True, max_retries=1).complete(REQUEST)
+        assert len(server.seen) == 2
+    assert response == TextResponse("hello", 3, 1)
+
+
+def test_a_stream_error_event_that_keeps_failing_says_so_after_the_retries() -> None:
+    answers = [_error_event("server_error", False)] * 2
+    with ModelServer("openai-responses", answers) as server, pytest.raises(RunError) as caught:
+        _model(server, stream=True, max_retries=1).complete(REQUEST)
+    assert str(caught.value) == (
+        "live model: the stream carried an error (server_error): The server had an error "
+        "(after 2 attempts)"
+    )
+
+
+def test_a_stream_error_event_of_the_requests_own_trouble_is_not_retried() -> None:
+    answers = [_error_event("invalid_prompt", True), Reply(TextResponse("hello", 3, 1))]
+    with ModelServer("openai-responses", answers) as server:
+        with pytest.raises(RunError) as caught:
+            _model(server, stream=True, max_retries=1).complete(REQUEST)
+        assert len(server.seen) == 1
+    assert str(caught.value) == (
+        "live model: the stream carried an error (invalid_prompt): The server had an error"
+    )
+
+
 # --- 7. a stream that never says how its answer ended is cut short ----------------------------
 
 INCOMPLETE = "live model: the model's answer is incomplete ("

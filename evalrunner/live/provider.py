@@ -67,8 +67,8 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The most bytes one answer (a body or a whole stream) may hold."""
 
 RETRIED_FAILURES = frozenset({"server_error"})
-"""The error codes of a failed answer (the Responses API's ``status: "failed"``) that are
-the server's own trouble, retried as a 5xx status is."""
+"""The error codes of a failed answer (the Responses API's ``status: "failed"``, or its
+stream's ``error`` event) that are the server's own trouble, retried as a 5xx status is."""
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 """The 3xx statuses that redirect a request elsewhere (RFC 9110 §15.4)."""
@@ -604,8 +604,8 @@ class LiveModel:
             said = self._struck(printable(failed.message), key)
             code = printable(failed.code or "no code")
             if failed.code in RETRIED_FAILURES:  # the model's own 5xx, told in a 200
-                raise _Retry(f"the model failed to answer ({code}): {said}") from None
-            raise RunError(f"live model: the model failed to answer ({code}): {said}") from None
+                raise _Retry(f"{failed.failure} ({code}): {said}") from None
+            raise RunError(f"live model: {failed.failure} ({code}): {said}") from None
         except WireResponseError as exc:
             if watchdog.fired:  # the stream was cut at the deadline, mid-answer
                 raise _Retry(f"no answer within timeout_secs = {timeout:g}") from None

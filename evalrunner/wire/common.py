@@ -277,12 +277,16 @@ class WireResponseError(Exception):
 
 class ModelFailed(WireResponseError):
     """An answer that says the model failed to answer (the Responses API's ``status:
-    "failed"``), with the API's error ``code`` (``None`` when it gave none) and message."""
+    "failed"``, or its stream's ``error`` event), with the API's error ``code`` (``None``
+    when it gave none) and message; ``failure`` says which of the two it was."""
 
-    def __init__(self, code: str | None, message: str) -> None:
-        super().__init__(f"the model failed to answer ({code or 'no code'}): {message}")
+    def __init__(
+        self, code: str | None, message: str, failure: str = "the model failed to answer"
+    ) -> None:
+        super().__init__(f"{failure} ({code or 'no code'}): {message}")
         self.code = code
         self.message = message
+        self.failure = failure
 
 
 @dataclass(frozen=True, slots=True)

@@ -573,6 +573,15 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
     return answered(calls, "".join(text), tokens, refused_cut("".join(refusal)) or cut)
 
 
+def _stream_error(event: dict[str, JSONValue]) -> ModelFailed:
+    """The failure a stream's ``error`` event names: its ``code`` and ``message`` are the
+    event's own, or its ``error`` object's (servers send either shape)."""
+    nested = event.get("error")
+    error = nested if isinstance(nested, dict) and "code" not in event else event
+    failed = _failed(error)
+    return ModelFailed(failed.code, failed.message, "the stream carried an error")
+
+
 def _failed(error: JSONValue) -> ModelFailed:
     """The failure a ``failed`` response's ``error`` (``{"code", "message"}``) names."""
     code = error.get("code") if isinstance(error, dict) else None
@@ -608,9 +617,7 @@ def read_stream(events: Iterable[JSONValue]) -> ModelResponse:
             event = require_object(raw, "the event")
             kind = require_string(event.get("type"), "type")
             if kind == "error":
-                message = event.get("message")
-                said = message if isinstance(message, str) else "no message"
-                raise WireResponseError(f"the stream carried an error: {said}")
+                raise _stream_error(event)
             if kind == "response.failed":  # its response says why (status "failed")
                 read_response(event.get("response"), f"{where}'s response")
                 raise WireResponseError(f"{where} is response.failed, but its response is not")
