@@ -373,6 +373,11 @@ def test_record_stops_at_a_refused_key(tmp_path: Path) -> None:
     assert "record stopped: live model: the API refused the key in LIVE_TEST_KEY (HTTP 401)" in (
         done.stderr
     )
+    # Before: "(0 input + 0 output tokens)", a count of answers that never came.
+    assert "0 input + 0 output tokens" not in done.stdout
+    assert "recorded 0 of 2 live case(s) into recorded (no answer from the live model)" in (
+        done.stdout
+    )
 
 
 def test_a_refused_key_met_by_a_case_running_beside_another_is_reported_as_met(

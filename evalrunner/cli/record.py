@@ -175,11 +175,16 @@ def record(
     tokens_in = sum(o.input_tokens for o in outcomes)
     tokens_out = sum(o.output_tokens for o in outcomes)
     skipped = f"; {scripted} scripted case(s) left alone" if scripted else ""
-    spent = (
-        "token usage not reported by the model"
-        if tokens_in + tokens_out == 0 and live.budget.unreported
-        else f"{tokens_in} input + {tokens_out} output tokens"
-    )
+    spent = f"{tokens_in} input + {tokens_out} output tokens"
+    if tokens_in + tokens_out == 0:
+        # Every answer the model gave either counted tokens or was counted as unreported: with
+        # neither, no answer came (a refused key stopped it), and "0 tokens" would read as a
+        # measurement.
+        spent = (
+            "token usage not reported by the model"
+            if live.budget.unreported
+            else "no answer from the live model"
+        )
     # Said once the cases are done: while they run, standard output is the agents' stderr.
     emit(
         "".join(line(outcome) + "\n" for outcome in outcomes)
