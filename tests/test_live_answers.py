@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from support.live_project import CALL, TEXT, WIRE_AGENT, cli, project
+from support.live_project import CALL, TEXT, WIRE_AGENT, cli, live_model_on, project
 from support.model_server import WIRES as SERVER_WIRES
 from support.model_server import ModelServer, Reply, cut_stream
 
-from evalrunner.config import LiveConfig
-from evalrunner.live.provider import BudgetSpent, LiveModel
+from evalrunner.live.provider import BudgetSpent
 from evalrunner.model import Message, ModelRequest, RunError, TextResponse
 
 REQUEST = ModelRequest(messages=(Message("user", "say hi"),))
@@ -66,17 +65,6 @@ def _answer(wire: str, stream: bool, whole: str, cut: str) -> Reply:
     return Reply(headers={"Content-Type": kind}, raw=text.replace(whole, cut).encode())
 
 
-def _model(server: ModelServer, **settings: object) -> LiveModel:
-    config = LiveConfig(
-        wire=server.wire,
-        base_url=server.base_url,
-        model="m",
-        api_key_env="K",
-        **settings,  # type: ignore[arg-type]
-    )
-    return LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
-
-
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("wire", "whole", "cut", "named"), CASES)
 def test_each_wire_reads_why_an_answer_was_cut_short(
@@ -84,7 +72,7 @@ def test_each_wire_reads_why_an_answer_was_cut_short(
 ) -> None:
     # Before: each was read as a whole answer (the Responses API's as malformed).
     with ModelServer(wire, [_answer(wire, stream, whole, cut)]) as server:
-        response = _model(server, stream=stream).complete(REQUEST)
+        response = live_model_on(server, stream=stream).complete(REQUEST)
     assert response == WHOLE  # its text and its tokens, which were spent
     assert response.cut_short is not None and response.cut_short.startswith(named)
 
@@ -92,7 +80,7 @@ def test_each_wire_reads_why_an_answer_was_cut_short(
 def test_a_whole_answer_is_not_cut_short() -> None:
     for wire in SERVER_WIRES:
         with ModelServer(wire, [Reply(WHOLE)]) as server:
-            assert _model(server).complete(REQUEST).cut_short is None
+            assert live_model_on(server).complete(REQUEST).cut_short is None
 
 
 def test_a_case_whose_answer_was_cut_short_errors_and_counts_its_tokens(tmp_path: Path) -> None:
@@ -159,7 +147,7 @@ def test_usage_given_in_part_stops_a_budgeted_run(wire: str) -> None:
     body, missing = PARTS[wire]
     reply = Reply(headers={"Content-Type": "application/json"}, raw=body.encode())
     with ModelServer(wire, [reply, Reply(WHOLE)]) as server:
-        live = _model(server, max_total_tokens=1000)
+        live = live_model_on(server, max_total_tokens=1000)
         with pytest.raises(BudgetSpent) as caught:
             live.complete(REQUEST)
         with pytest.raises(BudgetSpent):
@@ -182,7 +170,7 @@ def test_usage_given_in_part_across_a_stream_is_named() -> None:
     text = text.replace('"input_tokens":10', '"input_tokens":null')
     reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=text.encode())
     with ModelServer("anthropic", [reply]) as server:
-        live = _model(server, stream=True, max_total_tokens=1000)
+        live = live_model_on(server, stream=True, max_total_tokens=1000)
         with pytest.raises(BudgetSpent) as caught:
             live.complete(REQUEST)
     assert "gives no usage.input_tokens" in str(caught.value)
@@ -192,7 +180,7 @@ def test_usage_given_in_part_without_a_budget_is_accepted() -> None:
     body, missing = PARTS["openai"]
     reply = Reply(headers={"Content-Type": "application/json"}, raw=body.encode())
     with ModelServer("openai", [reply]) as server:
-        response = _model(server).complete(REQUEST)
+        response = live_model_on(server).complete(REQUEST)
     assert (response.input_tokens, response.output_tokens) == (0, 7)
     assert response.usage_missing == missing
 
@@ -223,7 +211,7 @@ def test_a_body_that_is_not_of_its_content_encoding_says_so(stream: bool) -> Non
     reply = Reply(headers=headers, raw=b"this is not gzip data at all")
     with ModelServer("openai", [reply]) as server:
         with pytest.raises(RunError) as caught:
-            _model(server, stream=stream).complete(REQUEST)
+            live_model_on(server, stream=stream).complete(REQUEST)
         assert len(server.seen) == 1  # not retried: the same server would send the same
     assert str(caught.value) == (
         "live model: the answer's body could not be decoded: it says Content-Encoding: gzip, "
@@ -245,7 +233,7 @@ def test_an_answer_to_a_stream_request_that_holds_no_event_is_named(
     # Before: "the stream ended before its closing data: [DONE] (cut off or malformed)".
     reply = Reply(headers=headers, raw=b"<html><body>502 Bad Gateway</body></html>\n")
     with ModelServer("openai", [reply]) as server, pytest.raises(RunError) as caught:
-        _model(server, stream=True).complete(REQUEST)
+        live_model_on(server, stream=True).complete(REQUEST)
     assert str(caught.value) == (
         "live model: the answer is malformed: the answer is not an event stream (stream = "
         f"true in [eval.live]): the server answered {named}, without one server-sent event "
@@ -256,7 +244,7 @@ def test_an_answer_to_a_stream_request_that_holds_no_event_is_named(
 def test_a_stream_cut_short_is_still_named_as_one() -> None:
     reply = Reply(headers={"Content-Type": "text/event-stream"}, raw=cut_stream("openai", WHOLE, 2))
     with ModelServer("openai", [reply]) as server, pytest.raises(RunError) as caught:
-        _model(server, stream=True).complete(REQUEST)
+        live_model_on(server, stream=True).complete(REQUEST)
     assert "the stream ended before its closing data: [DONE]" in str(caught.value)
 
 
@@ -278,7 +266,7 @@ def test_an_output_limit_that_is_no_whole_number_is_refused_under_a_budget(
 ) -> None:
     # Before: only numbers were compared with the budget; these went to the model.
     with ModelServer("openai", [Reply(WHOLE)]) as server:
-        live = _model(server, max_total_tokens=5000)
+        live = live_model_on(server, max_total_tokens=5000)
         request = ModelRequest(REQUEST.messages, api=api, parameters={name: value})  # type: ignore[dict-item]
         with pytest.raises(RunError) as caught:
             live.complete(request)
@@ -293,7 +281,7 @@ def test_an_output_limit_that_is_no_whole_number_is_refused_under_a_budget(
 
 def test_a_whole_float_output_limit_within_the_budget_passes() -> None:
     with ModelServer("openai", [Reply(WHOLE)]) as server:
-        live = _model(server, max_total_tokens=5000)
+        live = live_model_on(server, max_total_tokens=5000)
         request = ModelRequest(REQUEST.messages, api="openai", parameters={"max_tokens": 100.0})
         assert live.complete(request) == WHOLE
     assert server.seen[0].body["max_tokens"] == 100.0

@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from support.live_project import CALL, TEXT, WIRE_AGENT, cli, project
+from support.live_project import CALL, TEXT, WIRE_AGENT, cli, live_model_on, project
 from support.model_server import ModelServer, Reply
 
-from evalrunner.config import LiveConfig
-from evalrunner.live.provider import LiveModel
 from evalrunner.model import Message, ModelRequest, RunError
 from evalrunner.wire.anthropic import AnthropicMessages
 from evalrunner.wire.openai_chat import OpenAIChat
@@ -115,14 +113,7 @@ def test_parameters_are_translated_for_another_wire(wire: str, expected: dict[st
 @pytest.mark.parametrize("pin", [[], ["temperature", "max_tokens"]])
 def test_a_live_request_carries_the_agents_parameters(pin: list[str]) -> None:
     with ModelServer("openai", [Reply(TEXT)]) as server:
-        config = LiveConfig(
-            wire="openai",
-            base_url=server.base_url,
-            model="m",
-            api_key_env="K",
-            pin=tuple(pin),
-        )
-        live = LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+        live = live_model_on(server, pin=tuple(pin))
         request = ModelRequest((Message("user", "hi"),), api="openai", parameters=CHAT_PARAMS)
         live.complete(request)
     body = server.seen[0].body
@@ -156,18 +147,6 @@ def test_a_command_agents_parameters_reach_the_live_model(tmp_path: Path) -> Non
 # --- an agent's output limit against the token budget (issue 27) ------------------------------
 
 
-def _budgeted(server: ModelServer, pin: tuple[str, ...] = ()) -> LiveModel:
-    config = LiveConfig(
-        wire=server.wire,
-        base_url=server.base_url,
-        model="m",
-        api_key_env="K",
-        max_total_tokens=5000,
-        pin=pin,
-    )
-    return LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
-
-
 @pytest.mark.parametrize(
     ("api", "name", "value"),
     [
@@ -181,7 +160,7 @@ def test_an_output_limit_above_the_whole_budget_is_refused_before_sending(
     api: str, name: str, value: float
 ) -> None:
     with ModelServer("openai", [Reply(TEXT)]) as server:
-        live = _budgeted(server)
+        live = live_model_on(server, max_total_tokens=5000)
         request = ModelRequest((Message("user", "hi"),), api=api, parameters={name: value})
         with pytest.raises(RunError) as caught:
             live.complete(request)
@@ -199,9 +178,9 @@ def test_an_output_limit_within_the_budget_or_pinned_passes() -> None:
     with ModelServer("openai", [Reply(TEXT), Reply(TEXT)]) as server:
         hi = (Message("user", "hi"),)
         within = ModelRequest(hi, api="openai", parameters={"max_tokens": 5000})
-        _budgeted(server).complete(within)
+        live_model_on(server, max_total_tokens=5000).complete(within)
         huge = ModelRequest(hi, api="openai", parameters={"max_tokens": 10**12})
-        _budgeted(server, pin=("max_tokens",)).complete(huge)
+        live_model_on(server, max_total_tokens=5000, pin=("max_tokens",)).complete(huge)
     assert [seen.body["max_tokens"] for seen in server.seen] == [5000, 1024]
 
 
@@ -248,8 +227,7 @@ def test_the_agents_temperature_reaches_the_model_on_every_pair_of_apis(
     agent_api: str, wire: str
 ) -> None:
     with ModelServer(wire, [Reply(TEXT)]) as server:
-        config = LiveConfig(wire=wire, base_url=server.base_url, model="m", api_key_env="K")
-        live = LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+        live = live_model_on(server)
         request = ModelRequest(
             (Message("user", "hi"),), api=agent_api, parameters={"temperature": 0.7}
         )
@@ -260,8 +238,7 @@ def test_the_agents_temperature_reaches_the_model_on_every_pair_of_apis(
 def test_a_parameter_another_api_cannot_carry_is_refused_before_sending() -> None:
     # Before: seed and frequency_penalty were dropped on the way to Anthropic, silently.
     with ModelServer("anthropic", [Reply(TEXT)]) as server:
-        config = LiveConfig(wire="anthropic", base_url=server.base_url, model="m", api_key_env="K")
-        live = LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
+        live = live_model_on(server)
         params = {
             "temperature": 0.7,
             "seed": 1,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from support.live_project import KEY, TEXT, cli, project
+from support.live_project import KEY, TEXT, cli, live_model_on, project
 from support.model_server import ModelServer, Reply
 
 from evalrunner.config import LiveConfig
@@ -26,17 +26,6 @@ from evalrunner.model import Message, ModelRequest, RunError, TextResponse, Tool
 
 REQUEST = ModelRequest(messages=(Message("user", "say hi"),))
 SSE = {"Content-Type": "text/event-stream"}
-
-
-def _model(server: ModelServer, **settings: object) -> LiveModel:
-    config = LiveConfig(
-        wire=server.wire,
-        base_url=server.base_url,
-        model="m",
-        api_key_env="K",
-        **settings,  # type: ignore[arg-type]
-    )
-    return LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
 
 
 def _sse(*events: object, done: bool = True) -> Reply:
@@ -65,7 +54,7 @@ def test_a_streamed_second_choice_is_not_part_of_the_answer() -> None:
         USAGE,
     )
     with ModelServer("openai", [reply]) as server:
-        response = _model(server, stream=True).complete(REQUEST)
+        response = live_model_on(server, stream=True).complete(REQUEST)
     assert response == TextResponse("goodbye", 5, 2)
     assert response.cut_short is None
 
@@ -80,7 +69,7 @@ def test_a_streamed_second_choices_tool_calls_are_not_part_of_the_answer() -> No
         USAGE,
     )
     with ModelServer("openai", [reply]) as server:
-        response = _model(server, stream=True).complete(REQUEST)
+        response = live_model_on(server, stream=True).complete(REQUEST)
     assert isinstance(response, ToolCallsResponse)
     assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
         ("c1", "echo", '{"text":"hi"}')
@@ -90,7 +79,7 @@ def test_a_streamed_second_choices_tool_calls_are_not_part_of_the_answer() -> No
 def test_a_streamed_choice_index_that_is_no_number_is_malformed() -> None:
     reply = _sse({"choices": [_choice("0", {"content": "hello"}, "stop")]}, USAGE)  # type: ignore[arg-type]
     with ModelServer("openai", [reply]) as server, pytest.raises(RunError) as caught:
-        _model(server, stream=True).complete(REQUEST)
+        live_model_on(server, stream=True).complete(REQUEST)
     assert "the answer is malformed" in str(caught.value)
     assert "choice.index must be a whole number" in str(caught.value)
 
@@ -100,7 +89,7 @@ def test_n_other_than_1_is_refused_before_sending(n: object) -> None:
     with ModelServer("openai", [Reply(TextResponse("hello", 1, 1))]) as server:
         request = ModelRequest(REQUEST.messages, api="openai", parameters={"n": n})  # type: ignore[dict-item]
         with pytest.raises(RunError) as caught:
-            _model(server).complete(request)
+            live_model_on(server).complete(request)
         assert server.seen == []
     assert str(caught.value).startswith(
         f"live model: the agent's request asks for n = {json.dumps(n)} answers (choices) per "
@@ -112,7 +101,7 @@ def test_n_other_than_1_is_refused_before_sending(n: object) -> None:
 def test_n_of_1_is_sent() -> None:
     with ModelServer("openai", [Reply(TextResponse("hello", 1, 1))]) as server:
         request = ModelRequest(REQUEST.messages, api="openai", parameters={"n": 1})
-        assert _model(server).complete(request) == TextResponse("hello", 1, 1)
+        assert live_model_on(server).complete(request) == TextResponse("hello", 1, 1)
     assert server.seen[0].body["n"] == 1
 
 
@@ -314,7 +303,7 @@ def _events(events: Sequence[tuple[str, Mapping[str, Any]]]) -> Reply:
 def test_anthropic_cache_tokens_count_as_input_tokens(stream: bool) -> None:
     # Before: 1 input token was counted, though 1401 were billed.
     with ModelServer("anthropic", [_anthropic_answer(stream)]) as server:
-        live = _model(server, stream=stream, max_total_tokens=1000)
+        live = live_model_on(server, stream=stream, max_total_tokens=1000)
         response = live.complete(REQUEST)
     assert (response.input_tokens, response.output_tokens) == (1401, 2)
     assert live.budget.exhausted
@@ -349,7 +338,7 @@ def test_a_failed_response_with_a_server_error_is_retried(stream: bool) -> None:
     # Before: "the stream ended before its response.completed event", never retried.
     answers = [_failed_answer(stream, "server_error"), Reply(TextResponse("hello", 3, 1))]
     with ModelServer("openai-responses", answers) as server:
-        response = _model(server, stream=stream, max_retries=1).complete(REQUEST)
+        response = live_model_on(server, stream=stream, max_retries=1).complete(REQUEST)
         assert len(server.seen) == 2
     assert response == TextResponse("hello", 3, 1)
 
@@ -359,7 +348,7 @@ def test_a_failed_response_names_the_models_error(stream: bool) -> None:
     answers = [_failed_answer(stream, "invalid_prompt")] * 2
     with ModelServer("openai-responses", answers) as server:
         with pytest.raises(RunError) as caught:
-            _model(server, stream=stream, max_retries=1).complete(REQUEST)
+            live_model_on(server, stream=stream, max_retries=1).complete(REQUEST)
         assert len(server.seen) == 1  # not retried: the request is the trouble
     assert str(caught.value) == (
         "live model: the model failed to answer (invalid_prompt): The model crashed"
@@ -369,7 +358,7 @@ def test_a_failed_response_names_the_models_error(stream: bool) -> None:
 def test_server_errors_that_keep_failing_say_so_after_the_retries() -> None:
     answers = [_failed_answer(True, "server_error")] * 2
     with ModelServer("openai-responses", answers) as server, pytest.raises(RunError) as caught:
-        _model(server, stream=True, max_retries=1).complete(REQUEST)
+        live_model_on(server, stream=True, max_retries=1).complete(REQUEST)
     assert str(caught.value) == (
         "live model: the model failed to answer (server_error): The model crashed "
         "(after 2 attempts)"
@@ -394,7 +383,7 @@ def test_a_stream_error_event_with_a_server_error_is_retried(nested: bool) -> No
     # (the same trouble, told another way) was retried.
     answers = [_error_event("server_error", nested), Reply(TextResponse("hello", 3, 1))]
     with ModelServer("openai-responses", answers) as server:
-        response = _model(server, stream=True, max_retries=1).complete(REQUEST)
+        response = live_model_on(server, stream=True, max_retries=1).complete(REQUEST)
         assert len(server.seen) == 2
     assert response == TextResponse("hello", 3, 1)
 
@@ -402,7 +391,7 @@ def test_a_stream_error_event_with_a_server_error_is_retried(nested: bool) -> No
 def test_a_stream_error_event_that_keeps_failing_says_so_after_the_retries() -> None:
     answers = [_error_event("server_error", False)] * 2
     with ModelServer("openai-responses", answers) as server, pytest.raises(RunError) as caught:
-        _model(server, stream=True, max_retries=1).complete(REQUEST)
+        live_model_on(server, stream=True, max_retries=1).complete(REQUEST)
     assert str(caught.value) == (
         "live model: the stream carried an error (server_error): The server had an error "
         "(after 2 attempts)"
@@ -413,7 +402,7 @@ def test_a_stream_error_event_of_the_requests_own_trouble_is_not_retried() -> No
     answers = [_error_event("invalid_prompt", True), Reply(TextResponse("hello", 3, 1))]
     with ModelServer("openai-responses", answers) as server:
         with pytest.raises(RunError) as caught:
-            _model(server, stream=True, max_retries=1).complete(REQUEST)
+            live_model_on(server, stream=True, max_retries=1).complete(REQUEST)
         assert len(server.seen) == 1
     assert str(caught.value) == (
         "live model: the stream carried an error (invalid_prompt): The server had an error"
@@ -429,7 +418,7 @@ def test_a_chat_stream_without_a_finish_reason_is_cut_short() -> None:
     # Before: graded as a whole answer ("hello, the answer is").
     reply = _sse({"choices": [_choice(0, {"content": "hello, the answer is"})]}, USAGE)
     with ModelServer("openai", [reply]) as server:
-        response = _model(server, stream=True).complete(REQUEST)
+        response = live_model_on(server, stream=True).complete(REQUEST)
     assert response == TextResponse("hello, the answer is", 5, 2)
     assert response.cut_short == (
         "no finish_reason in any stream chunk: the stream never said the answer was whole"
@@ -448,7 +437,7 @@ def test_an_anthropic_stream_without_a_stop_reason_is_cut_short() -> None:
         ]
     )
     with ModelServer("anthropic", [reply]) as server:
-        response = _model(server, stream=True).complete(REQUEST)
+        response = live_model_on(server, stream=True).complete(REQUEST)
     assert response == TextResponse("hello", 5, 1)
     assert response.cut_short == (
         "no stop_reason in any stream event: the stream never said the answer was whole"
@@ -470,7 +459,7 @@ def test_a_stream_without_a_finish_reason_is_a_run_error_of_its_case(tmp_path: P
 @pytest.mark.parametrize("wire", ["openai", "anthropic", "openai-responses"])
 def test_a_whole_stream_is_not_cut_short(wire: str) -> None:
     with ModelServer(wire, [Reply(TextResponse("hello", 5, 2))]) as server:
-        response = _model(server, stream=True).complete(REQUEST)
+        response = live_model_on(server, stream=True).complete(REQUEST)
     assert response == TextResponse("hello", 5, 2) and response.cut_short is None
 
 
@@ -533,7 +522,7 @@ def test_a_refusal_is_an_answer_cut_short_naming_it(wire: str, stream: bool) -> 
     # Before: graded as the (empty, or other) text beside it, the refusal dropped.
     reply = _chat_refusal(stream) if wire == "openai" else _responses_refusal(stream)
     with ModelServer(wire, [reply]) as server:
-        response = _model(server, stream=stream).complete(REQUEST)
+        response = live_model_on(server, stream=stream).complete(REQUEST)
     assert isinstance(response, TextResponse)
     assert (response.input_tokens, response.output_tokens) == (5, 2)
     assert response.cut_short == REFUSED_CUT

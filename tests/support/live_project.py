@@ -15,9 +15,12 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from support.model_server import ModelServer
 
+from evalrunner.config import LiveConfig
+from evalrunner.live.provider import LiveModel
 from evalrunner.model import TextResponse, ToolCall, ToolCallsResponse
 
 KEY = "sk-live-KNOWN-SECRET-987654321"
@@ -83,6 +86,16 @@ def project(
     blank when empty), and with no ``cases`` the suite is ``default_case`` as live_echo.yaml."""
     chosen = cases or {"live_echo": default_case}
     return write_project(tmp_path, wire, base_url, chosen, eval_lines=f"{extra}\n")
+
+
+def live_model_on(server: ModelServer, **settings: Any) -> LiveModel:
+    """A :class:`LiveModel` speaking ``server``'s wire at its address, as model ``m`` with the
+    key ``sk-test`` in ``K``, that retries without waiting; ``settings`` are further
+    :class:`LiveConfig` fields (``stream``, ``max_retries``, ``max_total_tokens``, ...)."""
+    config = LiveConfig(
+        wire=server.wire, base_url=server.base_url, model="m", api_key_env="K", **settings
+    )
+    return LiveModel(config, environ={"K": "sk-test"}, sleep=lambda _: None)
 
 
 def clean_env(key: str | None = KEY, **extra: str) -> dict[str, str]:
