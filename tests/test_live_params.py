@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from support.live_project import CALL, TEXT, WIRE_AGENT, cli, live_model_on, project
-from support.model_server import ModelServer, Reply
+from support.model_server import ModelServer, Reply, Seen
 
 from evalrunner.model import Message, ModelRequest, RunError
 from evalrunner.wire.anthropic import AnthropicMessages
@@ -124,10 +124,12 @@ def test_a_live_request_carries_the_agents_parameters(pin: list[str]) -> None:
         assert body[key] == value, key
 
 
-def test_a_command_agents_parameters_reach_the_live_model(tmp_path: Path) -> None:
-    # Before: the model received temperature 0.0 and max_tokens 1024, the rest dropped.
+@pytest.fixture(scope="module")
+def agent_run(tmp_path_factory: pytest.TempPathFactory) -> list[Seen]:
+    """One live run of the wire agent sending every parameter the tests below look for (the
+    chat parameters live mode knows, and others it does not), and what the model received."""
     with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
-        cwd = project(tmp_path, "openai", server.base_url)
+        cwd = project(tmp_path_factory.mktemp("agent_run"), "openai", server.base_url)
         done = cli(
             cwd,
             "run",
@@ -135,13 +137,18 @@ def test_a_command_agents_parameters_reach_the_live_model(tmp_path: Path) -> Non
             "live",
             "--agent-command",
             f"{sys.executable} {WIRE_AGENT} ok",
-            WIRE_AGENT_PARAMS=json.dumps(CHAT_PARAMS),
+            WIRE_AGENT_PARAMS=json.dumps({**CHAT_PARAMS, **EXTRA}),
         )
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(server.seen) == 2
-    for seen in server.seen:
+    return server.seen
+
+
+def test_a_command_agents_parameters_reach_the_live_model(agent_run: list[Seen]) -> None:
+    # Before: the model received temperature 0.0 and max_tokens 1024, the rest dropped.
+    for body in (request.body for request in agent_run):
         for key, value in CHAT_PARAMS.items():
-            assert seen.body[key] == value, key
+            assert body[key] == value, key
 
 
 # --- an agent's output limit against the token budget (issue 27) ------------------------------
@@ -201,24 +208,12 @@ def test_a_request_reads_every_field_the_api_does_not_leave_to_live_mode() -> No
     assert dict(anthropic.request.parameters) == {"max_tokens": 5, "thinking": {"x": 1}}
 
 
-def test_parameters_outside_the_known_list_pass_between_one_api(tmp_path: Path) -> None:
+def test_parameters_outside_the_known_list_pass_between_one_api(agent_run: list[Seen]) -> None:
     # Before: only the known list passed; these were dropped without a word.
-    with ModelServer("openai", [Reply(CALL), Reply(TEXT)]) as server:
-        cwd = project(tmp_path, "openai", server.base_url)
-        done = cli(
-            cwd,
-            "run",
-            "--mode",
-            "live",
-            "--agent-command",
-            f"{sys.executable} {WIRE_AGENT} ok",
-            WIRE_AGENT_PARAMS=json.dumps(EXTRA),
-        )
-    assert done.returncode == 0, done.stdout + done.stderr
-    for seen in server.seen:
+    for body in (request.body for request in agent_run):
         for key, value in EXTRA.items():
-            assert seen.body[key] == value, key
-        assert seen.body["model"] == "local-test" and seen.body["temperature"] == 0.0
+            assert body[key] == value, key
+        assert body["model"] == "local-test"
 
 
 @pytest.mark.parametrize("agent_api", ["openai", "openai-responses", "anthropic"])
