@@ -385,3 +385,59 @@ def test_a_refused_key_met_by_a_case_running_beside_another_is_reported_as_met(
     cases = json.loads((cwd / "out.json").read_text(encoding="utf-8"))["cases"]
     met = [case for case in cases if case["error"] and "(HTTP 401)" in case["error"]]
     assert len(met) == 1 and met[0]["skipped"] is None
+
+
+WAITING_AGENT = """\
+import threading
+
+from evalrunner.agents.reference import reference_agent
+
+MET = threading.Event()  # the other case's request was answered (with a 401)
+
+
+class Agent:
+    def __init__(self, context):
+        self.inner = reference_agent(context)
+
+    def respond(self, user_input):
+        if "again" not in user_input:
+            try:
+                return self.inner.respond(user_input)
+            finally:
+                MET.set()
+        MET.wait(10)  # asks only once the refused key has stopped the run
+        return self.inner.respond(user_input)
+
+
+def make(context):
+    return Agent(context)
+"""
+
+
+def test_a_request_made_after_a_refused_key_stopped_the_run_is_not_sent(tmp_path: Path) -> None:
+    # Case a (first in suite order) runs beside case b and asks the model only after b's
+    # request was refused with a 401: every request would meet it alike, so a's is not sent.
+    # Sent, it would be answered (the server holds an answer for it), and a reported passed.
+    refused = Reply(status=401, raw=b'{"error": {"message": "invalid key"}}')
+    with ModelServer("openai", [refused, Reply(TEXT)]) as server:
+        cwd = project(
+            tmp_path,
+            "openai",
+            server.base_url,
+            'agent = "waiting_agent:make"',
+            a=SECOND_CASE,
+            b=FIRST_CASE,
+        )
+        (cwd / "waiting_agent.py").write_text(WAITING_AGENT, encoding="utf-8")
+        toml = cwd / "evalrunner.toml"
+        toml.write_text(toml.read_text("utf-8") + "max_concurrency = 2\n", "utf-8")
+        done = cli(cwd, "run", "--mode", "live", "--json", "out.json")
+        assert len(server.seen) == 1
+    assert done.returncode == 2, done.stdout + done.stderr
+    report = json.loads((cwd / "out.json").read_text(encoding="utf-8"))
+    waited = report["cases"][0]
+    assert waited["name"] == "live_echo_again"
+    assert waited["passed"] is False
+    assert "live model: not sent, since an earlier answer stopped the run: " in waited["error"]
+    assert "(HTTP 401)" in waited["error"]
+    assert report["passed"] == 0 and report["all_passed"] is False
