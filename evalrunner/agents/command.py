@@ -159,17 +159,13 @@ def _when(phrase: str, problem: str) -> str:
     return problem if problem.startswith(STRAY_REQUESTS) else f"{phrase}, {problem}"
 
 
-def split_command(command: str) -> list[str]:
-    """Split a command line like a POSIX shell would, without running a shell."""
-    return shlex.split(command)
-
-
 def command_agent_factory(
     command: str | Sequence[str], *, cwd: Path, exit_grace: float = STOP_GRACE_SECS
 ) -> CommandAgentFactory:
     """A factory that runs ``command`` (from ``cwd``) as the agent of each case; it gets
     ``exit_grace`` seconds to exit once its stdin is closed (``agent_exit_grace_secs``)."""
-    argv = split_command(command) if isinstance(command, str) else list(command)
+    # Split as a POSIX shell would, without running a shell.
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
     if not argv:
         raise ValueError("agent_command is empty")
     program = argv[0]
