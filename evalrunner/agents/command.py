@@ -297,19 +297,16 @@ class CommandAgent:
         proc = self._proc
         # Turn 1's line lists the case's tool doubles, for the command to serve.
         doubles = {"tools": self._doubles} if self._doubles and self._turn == 1 else {}
-        if proc.protocol is None:
-            # The opening line: a turn line of protocol 1, which a command taking up protocol
-            # 2 answers with the handshake (and otherwise ignores) instead of a reply.
+        if proc.protocol != PERSISTENT:
+            # A turn line of protocol 1. The first (the opening line) a command taking up
+            # protocol 2 answers with the handshake (and otherwise ignores) instead of a reply.
             answer = self._exchange({"turn": self._turn, "user_input": user_input, **doubles})
             message = _strict_json(answer)
-            if not (isinstance(message, dict) and "evalrunner" in message):
+            if proc.protocol == 1 or not (isinstance(message, dict) and "evalrunner" in message):
                 proc.protocol = 1
                 return self._reply(answer, message)
             self._accept_handshake(message)
             proc.protocol = PERSISTENT
-        if proc.protocol == 1:
-            answer = self._exchange({"turn": self._turn, "user_input": user_input, **doubles})
-            return self._reply(answer, _strict_json(answer))
         line = {
             "case": self._case,
             "turn": self._turn,
