@@ -411,10 +411,8 @@ class CommandAgent:
 
     def _reply(self, answer: str, message: object, *, case: str | None = None) -> str:
         if not isinstance(message, dict):
-            shown = answer.strip()
-            shown = shown if len(shown) <= 200 else shown[:197] + "..."
             raise self._failure(
-                f"printed {shown!r} for turn {self._turn}, not a reply line; stdout is for one "
+                f"printed {_shown_bytes(answer.encode())} for turn {self._turn}, not a reply line; stdout is for one "
                 'JSON object per turn, {"reply": "..."} (log to stderr instead; see '
                 "schemas/agent-command/reply.schema.json)"
             )
@@ -925,9 +923,7 @@ class _AgentProcess:
         _untrack(self)
 
 
-def _end_together(
-    processes: Sequence[_AgentProcess], when: str = "at the end of the run"
-) -> None:
+def _end_together(processes: Sequence[_AgentProcess], when: str = "at the end of the run") -> None:
     """The end of the run for processes waiting between cases: their stdin is closed (they
     should exit), then after at most the longest of their exit graces for them all, their
     process groups are killed. How each ended settles its held verdict."""
@@ -1036,9 +1032,9 @@ def _shown(value: object, limit: int = 60) -> str:
 
 
 def _shown_bytes(data: bytes) -> str:
+    """What a command printed, quoted for an error: stripped, cut short."""
     shown = data.decode("utf-8", "replace").strip()
-    shown = shown if len(shown) <= 200 else shown[:197] + "..."
-    return repr(shown)
+    return repr(shown if len(shown) <= 200 else shown[:197] + "...")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
