@@ -957,10 +957,9 @@ class _Pool:
         with self._lock:
             return self._idle.pop() if self._idle else None
 
-    def give_back(self, proc: _AgentProcess) -> bool:
+    def give_back(self, proc: _AgentProcess) -> None:
         with self._lock:
             self._idle.append(proc)
-        return True
 
     def close(self) -> None:
         with self._lock:
