@@ -412,9 +412,9 @@ class CommandAgent:
     def _reply(self, answer: str, message: object, *, case: str | None = None) -> str:
         if not isinstance(message, dict):
             raise self._failure(
-                f"printed {_shown_bytes(answer.encode())} for turn {self._turn}, not a reply line; stdout is for one "
-                'JSON object per turn, {"reply": "..."} (log to stderr instead; see '
-                "schemas/agent-command/reply.schema.json)"
+                f"printed {_shown_bytes(answer.encode())} for turn {self._turn}, not a reply "
+                'line; stdout is for one JSON object per turn, {"reply": "..."} (log to stderr '
+                "instead; see schemas/agent-command/reply.schema.json)"
             )
         if case is not None:
             message = dict(message)
