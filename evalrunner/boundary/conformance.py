@@ -34,7 +34,13 @@ from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
 from evalrunner.boundary.provider import ModelProvider
-from evalrunner.boundary.tools import InvocationLog, ToolInvocation, answer, unanswered_message
+from evalrunner.boundary.tools import (
+    InvocationLog,
+    ToolInvocation,
+    answer,
+    parse_arguments,
+    unanswered_message,
+)
 from evalrunner.model import (
     MESSAGE_ROLES,
     AnswerNotPassed,
@@ -707,20 +713,9 @@ _TRIM_HINT = (
 
 def _json_or_none(text: str) -> object:
     try:
-        if isinstance(text, str) and not text.startswith("\ufeff"):
-            return _STRICT_JSON.decode(text)
-        # What json.loads treats apart (a byte-order mark, bytes), as it treats it.
-        return json.loads(text, parse_constant=_no_constant)
+        return parse_arguments(text)
     except (ValueError, RecursionError):
         return _NOT_JSON
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(name)
-
-
-# One decoder for every call: json.loads with an option builds a new one each time.
-_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _describe(message: Message) -> str:

@@ -97,15 +97,9 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
     tool = tools.get(call.name)
     if tool is None:
         return _record(call, f"Unknown tool: {call.name}", success=False)
+    text = call.arguments
     try:
-        text = call.arguments
-        # json.loads itself for what it treats apart (bytes, a leading byte-order mark), so
-        # that every message stays its own.
-        arguments = (
-            _STRICT_JSON.decode(text)
-            if isinstance(text, str) and not text.startswith("\ufeff")
-            else json.loads(text, parse_constant=_reject_constant)
-        )
+        arguments = parse_arguments(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         reason = getattr(exc, "msg", None) or "nesting too deep"
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
@@ -151,8 +145,18 @@ def _reject_constant(name: str) -> NoReturn:
     raise _NotJSON(f"{name} is not valid JSON")
 
 
-# One decoder for every dispatch: json.loads with an option builds a new one each time.
+# One decoder for every call: json.loads with an option builds a new one each time.
 _STRICT_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def parse_arguments(text: str) -> object:
+    """Argument text as a JSON value, strictly (no ``NaN``), or ``ValueError`` or
+    ``RecursionError``: what tools are called with, and what the monitor compares by."""
+    if isinstance(text, str) and not text.startswith("\ufeff"):
+        return _STRICT_JSON.decode(text)
+    # json.loads itself for what it treats apart (bytes, a leading byte-order mark), so that
+    # every message stays its own.
+    return json.loads(text, parse_constant=_reject_constant)
 
 
 def _has_lone_surrogate(value: object) -> bool:
@@ -496,6 +500,4 @@ def double_from_json(data: Mapping[str, Any]) -> ToolDouble:
         DoubleRule(rule.get("when"), rule.get("returns"), rule.get("error"))
         for rule in data["results"]
     )
-    return ToolDouble(
-        data["name"], rules, data.get("description", ""), data.get("parameters", {})
-    )
+    return ToolDouble(data["name"], rules, data.get("description", ""), data.get("parameters", {}))
