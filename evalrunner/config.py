@@ -177,14 +177,16 @@ def parse_mode(raw: str, origin: str) -> str:
     return mode
 
 
-def parse_repeat(raw: str) -> int:
-    """A repeat count as written on the command line or in the environment: a plain whole
-    number from 1 to :data:`MAX_REPEAT`, spaces around it allowed; anything else (``1_0``,
-    ``1e3``, ``²``, ``5.0``) is a ``ValueError`` saying what would be right."""
+def parse_repeat(raw: str, most: int = MAX_REPEAT) -> int:
+    """A repeat count (or, with ``most``, another count) as written on the command line or in
+    the environment: a plain whole number from 1 to ``most``, spaces around it allowed;
+    anything else (``1_0``, ``1e3``, ``²``, ``5.0``) is a ``ValueError`` saying what would be
+    right."""
     text = raw.strip()
-    if text.isascii() and text.isdecimal() and len(text) <= 4 and 1 <= int(text) <= MAX_REPEAT:
+    digits = text.isascii() and text.isdecimal() and len(text) <= len(str(most))
+    if digits and 1 <= int(text) <= most:
         return int(text)
-    raise ValueError(f"must be a whole number from 1 to {MAX_REPEAT}, got {printable(raw[:40])!r}")
+    raise ValueError(f"must be a whole number from 1 to {most}, got {printable(raw[:40])!r}")
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -465,15 +467,10 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
         shown = printable(raw[:60])
         if "\x00" in raw:
             problems.append(f"{name}: holds a NUL character (\\x00), which no value can contain")
-        elif key == "max_tool_iterations":
-            text = raw.strip()
-            if text.isascii() and text.isdecimal() and len(text) <= 5 and 1 <= int(text) <= 10000:
-                values[key] = int(text)
-            else:
-                problems.append(f"{name}: must be a whole number from 1 to 10000, got {shown!r}")
-        elif key == "repeat":
+        elif key in ("max_tool_iterations", "repeat"):
+            most = MAX_TOOL_ITERATIONS if key == "max_tool_iterations" else MAX_REPEAT
             try:
-                values[key] = parse_repeat(raw)
+                values[key] = parse_repeat(raw, most)
             except ValueError as exc:
                 problems.append(f"{name}: {exc}")
         elif key in _SECONDS_LIMITS:
