@@ -569,10 +569,10 @@ class _EvalTable:
     document: RawDocument | None = None
     prefix: JSONPath = ()
 
-    def _where(self, key: str, *, at_key: bool) -> str:
+    def _where(self, *path: str | int, at_key: bool = False) -> str:
         if self.document is None:
             return "default"
-        return _position(self.document.error("", self.prefix + ("eval", key), key=at_key))
+        return _position(self.document.error("", self.prefix + ("eval", *path), key=at_key))
 
     def source(self, key: str, *, within: str | None = None) -> str:
         """``file:line`` of the key when the file sets it, else ``default`` (for ``config``);
@@ -586,9 +586,7 @@ class _EvalTable:
 
     def item_at(self, key: str, index: int) -> str:
         """``file:line:col`` of the key's array item ``index``, for messages about it."""
-        if self.document is None:
-            return "default"
-        return _position(self.document.error("", self.prefix + ("eval", key, index)))
+        return self._where(key, index)
 
     def key_at(self, key: str) -> str:
         """``file:line:col`` of the key, for messages about it."""
@@ -596,7 +594,7 @@ class _EvalTable:
 
     def value_at(self, key: str) -> str:
         """``file:line:col`` of the key's value, for messages about the value."""
-        return self._where(key, at_key=False)
+        return self._where(key)
 
 
 def _position(error: AdmissionError) -> str:
