@@ -748,7 +748,7 @@ class _Boundary:
 
     unoffered: Mapping[str, tuple[str, ...]]
     """Call id -> the names its request offered, for each call to a name it did not offer."""
-    framed: bool = False
+    framed: bool
     """``framed_results``: the agent frames or truncates results on purpose."""
 
 
@@ -757,9 +757,9 @@ def _reconcile(
     fed: list[tuple[ToolCall, Message]],
     reports: Sequence[ToolCallRecord] | None,
     tools: InvocationLog | None,
-    api: str | None = None,
-    handed: Mapping[str, int] | None = None,
-    boundary: _Boundary | None = None,
+    api: str | None,
+    handed: Mapping[str, int],
+    boundary: _Boundary,
 ) -> list[Dispatch]:
     """The turn's dispatch records: results fed back, with the agent's reports laid over them.
 
@@ -770,7 +770,6 @@ def _reconcile(
     name its request did not offer must have been answered as a failed call.
     """
     where = f"turn {turn + 1}"
-    boundary = boundary or _Boundary({})
     if reports is None:
         plain = [
             Dispatch(call, message.content, None, _success_flag(message)) for call, message in fed
@@ -788,7 +787,7 @@ def _reconcile(
             key = next((k for k, (c, _) in unmatched.items() if c.name == report.name), None)
         if key is None or key not in by_id:
             shown = f"{_quote(report.id)} " if report.id is not None else ""
-            other_turn = (handed or {}).get(report.id or "")
+            other_turn = handed.get(report.id or "")
             if other_turn is not None and other_turn != turn:
                 why = f" in this turn (the model handed it out in turn {other_turn + 1})"
             elif other_turn is None and report.id is not None:
@@ -906,7 +905,7 @@ def _check_invocations(
     dispatches: list[Dispatch],
     invocations: Sequence[ToolInvocation],
     tool_names: frozenset[str],
-    boundary: _Boundary | None = None,
+    boundary: _Boundary,
 ) -> None:
     """Every call a tool received was reported, with the arguments the tool received; and a
     dispatch reported as a success of one of the case's tools reached that tool.
@@ -915,7 +914,6 @@ def _check_invocations(
     arguments of the model's call (as JSON values), ran only if its request offered it, and
     what it returned (or the message it raised) is what was fed back for that call.
     """
-    boundary = boundary or _Boundary({})
     open_dispatches = list(dispatches)
     last = -1  # the report matched last: the tools must have been called in report order
     for invocation in invocations:
