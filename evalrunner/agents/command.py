@@ -773,10 +773,7 @@ class _AgentProcess:
         stdout = self.process.stdout
         if stdout is None or stdout.closed:
             return b""
-        data = self.pending
-        with contextlib.suppress(OSError, ValueError):  # nothing more to read is no error
-            os.set_blocking(stdout.fileno(), False)
-            data += os.read(stdout.fileno(), 64 * 1024)
+        data = self.read_available()
         with contextlib.suppress(OSError):
             stdout.close()
         return data
