@@ -421,8 +421,11 @@ class CommandAgent:
             self._check_case(message.pop("case", None), "reply line", case)
             if "error" in message:
                 raise self._reported_error(message)
-        problem = None if agent_reply_validator().is_valid(message) else _reply_error(message)
-        if problem is not None:
+        validator = agent_reply_validator()
+        if not validator.is_valid(message):
+            from jsonschema.exceptions import best_match  # the most telling error, in its words
+
+            problem: ValidationError = best_match(validator.iter_errors(message))
             where = render_json_path(tuple(problem.absolute_path))
             raise self._failure(
                 f"printed a reply line for turn {self._turn} that is not valid: at {where}: "
@@ -1054,14 +1057,6 @@ def _exit_status(code: int | None) -> str:
             name = f"signal {-code}"
         return f"was killed by {name}"
     return f"exited with code {code}"
-
-
-def _reply_error(message: object) -> ValidationError | None:
-    """The most telling thing wrong with a reply line, as jsonschema words it."""
-    from jsonschema.exceptions import best_match
-
-    found: ValidationError | None = best_match(agent_reply_validator().iter_errors(message))
-    return found
 
 
 def _reply_problem(error: ValidationError) -> str:
