@@ -363,7 +363,9 @@ def load_config(
         )
 
     live = _live_config(eval_table, sources)
-    record = _record_config(eval_table, sources)
+    # [eval.record] as the schema and _bad_redactions checked it
+    record = RecordConfig(redact=tuple(eval_table.values.get("record", {}).get("redact", ())))
+    sources["record.redact"] = eval_table.source("redact", within="record")
     written_at: dict[str, str] = {}
     if "agent" in table:
         written_at["agent"] = (
@@ -425,13 +427,6 @@ def _live_config(table: _EvalTable, sources: dict[str, str]) -> LiveConfig:
     if "pin" in values:
         values["pin"] = tuple(values["pin"])
     return LiveConfig(**values)
-
-
-def _record_config(table: _EvalTable, sources: dict[str, str]) -> RecordConfig:
-    """``[eval.record]`` as checked by the schema and :func:`_bad_redactions`."""
-    raw = table.values.get("record", {})
-    sources["record.redact"] = table.source("redact", within="record")
-    return RecordConfig(redact=tuple(raw.get("redact", ())))
 
 
 ENV_VARIABLES: dict[str, str] = {
