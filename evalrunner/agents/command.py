@@ -864,10 +864,11 @@ class _AgentProcess:
 
     # --- ending -----------------------------------------------------------------------------
 
-    def exits_soon(self) -> bool:
-        """After its stdout ended: is the command exiting (its end is not reaped at once)?"""
+    def exits_soon(self, timeout: float | None = None) -> bool:
+        """Whether the command exits within ``timeout`` seconds; by default its exit grace
+        (after its stdout ended: is it exiting? its end is not reaped at once)."""
         try:
-            self.process.wait(timeout=self.exit_grace)
+            self.process.wait(timeout=self.exit_grace if timeout is None else timeout)
         except subprocess.TimeoutExpired:
             return False
         return True
@@ -884,11 +885,7 @@ class _AgentProcess:
         """Close stdin and wait up to ``grace`` seconds; kill the process group if it lingers.
         True when the process exited by itself."""
         self.close_stdin()
-        exited = True
-        try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            exited = False
+        exited = self.exits_soon(grace)
         self.kill_group()
         if not exited:
             self.process.wait()
@@ -933,14 +930,9 @@ def _end_together(processes: Sequence[_AgentProcess], when: str = "at the end of
     grace = max((proc.exit_grace for proc in processes), default=0.0)
     deadline = time.monotonic() + grace
     for proc in processes:
-        exited = True
-        try:
-            proc.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            exited = False
+        exited = proc.exits_soon(max(0.0, deadline - time.monotonic()))
         proc.kill_group()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.process.wait(timeout=1.0)
+        proc.exits_soon(1.0)
         proc.end_of_run(exited, when)
         proc.release()
 
