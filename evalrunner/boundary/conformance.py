@@ -992,23 +992,22 @@ def _check_doubles(
                         "but the agent fed it back as a failed call"
                     )
                 continue
-            never_served = _never_served(call, fed, unoffered)
-            if never_served is not None:
-                raise RunError(f"{where}: {never_served}")
+        elif text in fed and dispatch.success is not True:
+            continue
+        never_served = _never_served(call, fed, unoffered)
+        if never_served is not None:
+            raise RunError(f"{where}: {never_served}")
+        if kind == "returns":
             raise RunError(
                 f"{where}: the tool double {call.name} returns {_quote(wanted)} for {named}, "
                 f"but the agent fed back {_quote(fed)}; the result fed back must be what the "
                 "tool returned"
             )
-        if text not in fed or dispatch.success is True:
-            never_served = _never_served(call, fed, unoffered)
-            if never_served is not None:
-                raise RunError(f"{where}: {never_served}")
-            how = "as a success" if dispatch.success is True else f"as {_quote(fed)}"
-            raise RunError(
-                f"{where}: the tool double {call.name} fails {named} with {_quote(text)}, "
-                f"but the agent fed it back {how}; a failed call's result must say why it failed"
-            )
+        how = "as a success" if dispatch.success is True else f"as {_quote(fed)}"
+        raise RunError(
+            f"{where}: the tool double {call.name} fails {named} with {_quote(text)}, "
+            f"but the agent fed it back {how}; a failed call's result must say why it failed"
+        )
 
 
 def _never_served(call: ToolCall, fed: str, unoffered: Mapping[str, tuple[str, ...]]) -> str | None:
