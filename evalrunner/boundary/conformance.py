@@ -295,16 +295,15 @@ class ConversationMonitor:
         # Beyond the script (an unscripted turn, or one more request after the turn's final
         # reply), the script's own error says what happened: ask it first. A live model has
         # no script to say it, and must not be paid for an answer no agent should ask for.
-        scripted = self._script is not None
-        if not scripted and (self._turn >= len(self._inputs) or self._replied):
+        beyond = self._turn >= len(self._inputs) or self._replied
+        if self._script is None and beyond:
             raise RunError(
                 f"{where}: the model already gave this turn's final reply (text), so the turn "
                 "is over; an agent must not ask the model again before the next user input"
                 if self._replied
                 else f"{where}: the case has only {len(self._inputs)} turn(s)"
             )
-        scripted_first = self._turn >= len(self._inputs) or self._replied
-        response = self._ask(request, where) if scripted_first else None
+        response = self._ask(request, where) if beyond else None
         if self._turn < len(self._inputs):
             problem = self._mismatch(messages)
             if problem is not None:
