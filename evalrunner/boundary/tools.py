@@ -103,9 +103,7 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
     except (json.JSONDecodeError, RecursionError) as exc:
         reason = getattr(exc, "msg", None) or "nesting too deep"
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
-    except _NotJSON as exc:
-        return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
-    except ValueError as exc:  # an integer of more digits than Python converts
+    except ValueError as exc:  # NaN or Infinity; an integer of more digits than Python converts
         return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__ if arguments is not None else "null"
@@ -137,12 +135,9 @@ _JSON_NAMES = {
 }
 
 
-class _NotJSON(ValueError):
-    """Argument text that Python's ``json`` accepts but JSON (RFC 8259) does not."""
-
-
 def _reject_constant(name: str) -> NoReturn:
-    raise _NotJSON(f"{name} is not valid JSON")
+    # What Python's json accepts but JSON (RFC 8259) does not.
+    raise ValueError(f"{name} is not valid JSON")
 
 
 # One decoder for every call: json.loads with an option builds a new one each time.
