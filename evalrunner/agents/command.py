@@ -86,6 +86,7 @@ from evalrunner.boundary.conformance import ConversationMonitor
 from evalrunner.boundary.tools import double_json
 from evalrunner.config import DEFAULT_AGENT_EXIT_GRACE_SECS
 from evalrunner.fixture.admit import argument_text
+from evalrunner.fixture.load import unique_keys
 from evalrunner.fixture.schemas import agent_reply_validator
 from evalrunner.model import RunError, ToolCallRecord, render_json_path
 from evalrunner.wire.endpoint import ReplayEndpoint
@@ -1008,7 +1009,7 @@ os.register_at_fork(after_in_child=_forget_the_parents_agents)
 def _strict_json(text: str) -> object:
     """The JSON value of a line, or None when it is not strict JSON (duplicate keys, NaN)."""
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError):
         return None
 
@@ -1026,13 +1027,6 @@ def _shown_bytes(data: bytes) -> str:
     """What a command printed, quoted for an error: stripped, cut short."""
     shown = data.decode("utf-8", "replace").strip()
     return repr(shown if len(shown) <= 200 else shown[:197] + "...")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) != len(pairs):  # {"reply": "a", "reply": "b"} must not grade either one
-        raise ValueError("a key appears twice")
-    return value
 
 
 def _no_constant(name: str) -> object:
