@@ -83,7 +83,7 @@ if TYPE_CHECKING:
 
 from evalrunner.agents.reference import AgentContext
 from evalrunner.boundary.conformance import ConversationMonitor
-from evalrunner.boundary.tools import double_json
+from evalrunner.boundary.tools import double_json, reject_constant
 from evalrunner.config import DEFAULT_AGENT_EXIT_GRACE_SECS
 from evalrunner.fixture.admit import argument_text
 from evalrunner.fixture.load import unique_keys
@@ -1009,7 +1009,7 @@ os.register_at_fork(after_in_child=_forget_the_parents_agents)
 def _strict_json(text: str) -> object:
     """The JSON value of a line, or None when it is not strict JSON (duplicate keys, NaN)."""
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
+        return json.loads(text, parse_constant=reject_constant, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError):
         return None
 
@@ -1027,10 +1027,6 @@ def _shown_bytes(data: bytes) -> str:
     """What a command printed, quoted for an error: stripped, cut short."""
     shown = data.decode("utf-8", "replace").strip()
     return repr(shown if len(shown) <= 200 else shown[:197] + "...")
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _exit_status(code: int | None) -> str:

@@ -135,13 +135,14 @@ _JSON_NAMES = {
 }
 
 
-def _reject_constant(name: str) -> NoReturn:
-    # What Python's json accepts but JSON (RFC 8259) does not.
+def reject_constant(name: str) -> NoReturn:
+    """JSON's ``parse_constant`` hook for strict JSON: ``NaN`` and ``Infinity``, which
+    Python's json accepts but JSON (RFC 8259) does not, are a ``ValueError``."""
     raise ValueError(f"{name} is not valid JSON")
 
 
 # One decoder for every call: json.loads with an option builds a new one each time.
-_STRICT_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+_STRICT_JSON = json.JSONDecoder(parse_constant=reject_constant)
 
 
 def parse_arguments(text: str) -> object:
@@ -151,7 +152,7 @@ def parse_arguments(text: str) -> object:
         return _STRICT_JSON.decode(text)
     # json.loads itself for what it treats apart (bytes, a leading byte-order mark), so that
     # every message stays its own.
-    return json.loads(text, parse_constant=_reject_constant)
+    return json.loads(text, parse_constant=reject_constant)
 
 
 def _has_lone_surrogate(value: object) -> bool:
