@@ -384,10 +384,7 @@ REFERENCE = Mutant("reference", "nothing", "", ReferenceAgent)
 
 def mutant(name: str) -> Mutant:
     """The mutant called ``name``; :class:`KeyError` if there is none."""
-    for candidate in MUTANTS:
-        if candidate.name == name:
-            return candidate
-    raise KeyError(name)
+    return {candidate.name: candidate for candidate in MUTANTS}[name]
 
 
 # --- as a command agent ---------------------------------------------------------------------------
