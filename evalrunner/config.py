@@ -679,6 +679,8 @@ _EXPECTED = {
     "number": "a number",
 }
 
+_BOUNDS = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "above"}
+
 _PATTERN_WORDS = {
     "^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$": (
         'must name a Python object as "package.module:name" '
@@ -778,12 +780,8 @@ def _explain(
     elif keyword == "pattern":
         words = _PATTERN_WORDS.get(str(limit), f"must match the pattern {limit}")
         message = f"{name} {words}, got {_shown(instance)}"
-    elif keyword == "minimum":
-        message = f"{name} must be at least {limit}, got {_shown(instance)}"
-    elif keyword == "maximum":
-        message = f"{name} must be at most {limit}, got {_shown(instance)}"
-    elif keyword == "exclusiveMinimum":
-        message = f"{name} must be above {limit}, got {_shown(instance)}"
+    elif keyword in _BOUNDS:
+        message = f"{name} must be {_BOUNDS[keyword]} {limit}, got {_shown(instance)}"
     else:  # a keyword this schema does not use yet: still say where, and jsonschema's words
         message = f"{name}: {error.message}"
     return [document.error(message, where)]
