@@ -204,13 +204,12 @@ class CommandAgentFactory:
         )
 
     def close(self) -> None:
-        """End the processes waiting for a next case (idempotent; the factory stays usable)."""
+        """End the processes waiting for a next case, which settles the verdicts they hold
+        (:class:`HeldVerdict`): the end of a run. Idempotent; the factory stays usable."""
         self._pool.close()
 
-    def settle_cases(self) -> None:
-        """The end of a run: end the processes waiting for a next case, which settles the
-        verdicts they hold (:class:`HeldVerdict`); the factory stays usable."""
-        self._pool.close()
+    settle_cases = close
+    """What the executor calls at the end of a run (:func:`close`)."""
 
     def __enter__(self) -> CommandAgentFactory:
         return self
