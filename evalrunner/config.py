@@ -177,14 +177,16 @@ def parse_mode(raw: str, origin: str) -> str:
     return mode
 
 
-def parse_repeat(raw: str) -> int:
-    """A repeat count as written on the command line or in the environment: a plain whole
-    number from 1 to :data:`MAX_REPEAT`, spaces around it allowed; anything else (``1_0``,
-    ``1e3``, ``²``, ``5.0``) is a ``ValueError`` saying what would be right."""
+def parse_repeat(raw: str, most: int = MAX_REPEAT) -> int:
+    """A repeat count (or, with ``most``, another count) as written on the command line or in
+    the environment: a plain whole number from 1 to ``most``, spaces around it allowed;
+    anything else (``1_0``, ``1e3``, ``²``, ``5.0``) is a ``ValueError`` saying what would be
+    right."""
     text = raw.strip()
-    if text.isascii() and text.isdecimal() and len(text) <= 4 and 1 <= int(text) <= MAX_REPEAT:
+    digits = text.isascii() and text.isdecimal() and len(text) <= len(str(most))
+    if digits and 1 <= int(text) <= most:
         return int(text)
-    raise ValueError(f"must be a whole number from 1 to {MAX_REPEAT}, got {printable(raw[:40])!r}")
+    raise ValueError(f"must be a whole number from 1 to {most}, got {printable(raw[:40])!r}")
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -361,7 +363,9 @@ def load_config(
         )
 
     live = _live_config(eval_table, sources)
-    record = _record_config(eval_table, sources)
+    # [eval.record] as the schema and _bad_redactions checked it
+    record = RecordConfig(redact=tuple(eval_table.values.get("record", {}).get("redact", ())))
+    sources["record.redact"] = eval_table.source("redact", within="record")
     written_at: dict[str, str] = {}
     if "agent" in table:
         written_at["agent"] = (
@@ -425,13 +429,6 @@ def _live_config(table: _EvalTable, sources: dict[str, str]) -> LiveConfig:
     return LiveConfig(**values)
 
 
-def _record_config(table: _EvalTable, sources: dict[str, str]) -> RecordConfig:
-    """``[eval.record]`` as checked by the schema and :func:`_bad_redactions`."""
-    raw = table.values.get("record", {})
-    sources["record.redact"] = table.source("redact", within="record")
-    return RecordConfig(redact=tuple(raw.get("redact", ())))
-
-
 ENV_VARIABLES: dict[str, str] = {
     "suite_dir": ENV_SUITE_DIR,
     "mode": ENV_MODE,
@@ -465,15 +462,10 @@ def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
         shown = printable(raw[:60])
         if "\x00" in raw:
             problems.append(f"{name}: holds a NUL character (\\x00), which no value can contain")
-        elif key == "max_tool_iterations":
-            text = raw.strip()
-            if text.isascii() and text.isdecimal() and len(text) <= 5 and 1 <= int(text) <= 10000:
-                values[key] = int(text)
-            else:
-                problems.append(f"{name}: must be a whole number from 1 to 10000, got {shown!r}")
-        elif key == "repeat":
+        elif key in ("max_tool_iterations", "repeat"):
+            most = MAX_TOOL_ITERATIONS if key == "max_tool_iterations" else MAX_REPEAT
             try:
-                values[key] = parse_repeat(raw)
+                values[key] = parse_repeat(raw, most)
             except ValueError as exc:
                 problems.append(f"{name}: {exc}")
         elif key in _SECONDS_LIMITS:
@@ -572,10 +564,10 @@ class _EvalTable:
     document: RawDocument | None = None
     prefix: JSONPath = ()
 
-    def _where(self, key: str, *, at_key: bool) -> str:
+    def _where(self, *path: str | int, at_key: bool = False) -> str:
         if self.document is None:
             return "default"
-        return _position(self.document.error("", self.prefix + ("eval", key), key=at_key))
+        return _position(self.document.error("", self.prefix + ("eval", *path), key=at_key))
 
     def source(self, key: str, *, within: str | None = None) -> str:
         """``file:line`` of the key when the file sets it, else ``default`` (for ``config``);
@@ -589,9 +581,7 @@ class _EvalTable:
 
     def item_at(self, key: str, index: int) -> str:
         """``file:line:col`` of the key's array item ``index``, for messages about it."""
-        if self.document is None:
-            return "default"
-        return _position(self.document.error("", self.prefix + ("eval", key, index)))
+        return self._where(key, index)
 
     def key_at(self, key: str) -> str:
         """``file:line:col`` of the key, for messages about it."""
@@ -599,7 +589,7 @@ class _EvalTable:
 
     def value_at(self, key: str) -> str:
         """``file:line:col`` of the key's value, for messages about the value."""
-        return self._where(key, at_key=False)
+        return self._where(key)
 
 
 def _position(error: AdmissionError) -> str:
@@ -688,6 +678,8 @@ _EXPECTED = {
     "integer": "a whole number (written without a decimal point)",
     "number": "a number",
 }
+
+_BOUNDS = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "above"}
 
 _PATTERN_WORDS = {
     "^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$": (
@@ -788,12 +780,8 @@ def _explain(
     elif keyword == "pattern":
         words = _PATTERN_WORDS.get(str(limit), f"must match the pattern {limit}")
         message = f"{name} {words}, got {_shown(instance)}"
-    elif keyword == "minimum":
-        message = f"{name} must be at least {limit}, got {_shown(instance)}"
-    elif keyword == "maximum":
-        message = f"{name} must be at most {limit}, got {_shown(instance)}"
-    elif keyword == "exclusiveMinimum":
-        message = f"{name} must be above {limit}, got {_shown(instance)}"
+    elif keyword in _BOUNDS:
+        message = f"{name} must be {_BOUNDS[keyword]} {limit}, got {_shown(instance)}"
     else:  # a keyword this schema does not use yet: still say where, and jsonschema's words
         message = f"{name}: {error.message}"
     return [document.error(message, where)]

@@ -174,18 +174,8 @@ class Redactor:
         if self._first is not None:
             value = self._first(value)
         for regex in self._compiled:
-            pieces: list[str] = []
-            last = 0
-            for match in regex.finditer(value):
-                start, end = match.span()
-                if start == end:
-                    continue
-                pieces.append(value[last:start])
-                pieces.append(REDACTED)
-                last = end
-            if pieces:
-                pieces.append(value[last:])
-                value = "".join(pieces)
+            # A match of the empty string is replaced by itself: nothing.
+            value = regex.sub(lambda match: REDACTED if match.group() else "", value)
         return value
 
     def value(self, value: JSONValue, *, keys: bool = False) -> JSONValue:

@@ -83,9 +83,10 @@ if TYPE_CHECKING:
 
 from evalrunner.agents.reference import AgentContext
 from evalrunner.boundary.conformance import ConversationMonitor
-from evalrunner.boundary.tools import double_json
+from evalrunner.boundary.tools import double_json, reject_constant
 from evalrunner.config import DEFAULT_AGENT_EXIT_GRACE_SECS
 from evalrunner.fixture.admit import argument_text
+from evalrunner.fixture.load import unique_keys
 from evalrunner.fixture.schemas import agent_reply_validator
 from evalrunner.model import RunError, ToolCallRecord, render_json_path
 from evalrunner.wire.endpoint import ReplayEndpoint
@@ -159,17 +160,13 @@ def _when(phrase: str, problem: str) -> str:
     return problem if problem.startswith(STRAY_REQUESTS) else f"{phrase}, {problem}"
 
 
-def split_command(command: str) -> list[str]:
-    """Split a command line like a POSIX shell would, without running a shell."""
-    return shlex.split(command)
-
-
 def command_agent_factory(
     command: str | Sequence[str], *, cwd: Path, exit_grace: float = STOP_GRACE_SECS
 ) -> CommandAgentFactory:
     """A factory that runs ``command`` (from ``cwd``) as the agent of each case; it gets
     ``exit_grace`` seconds to exit once its stdin is closed (``agent_exit_grace_secs``)."""
-    argv = split_command(command) if isinstance(command, str) else list(command)
+    # Split as a POSIX shell would, without running a shell.
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
     if not argv:
         raise ValueError("agent_command is empty")
     program = argv[0]
@@ -207,13 +204,12 @@ class CommandAgentFactory:
         )
 
     def close(self) -> None:
-        """End the processes waiting for a next case (idempotent; the factory stays usable)."""
+        """End the processes waiting for a next case, which settles the verdicts they hold
+        (:class:`HeldVerdict`): the end of a run. Idempotent; the factory stays usable."""
         self._pool.close()
 
-    def settle_cases(self) -> None:
-        """The end of a run: end the processes waiting for a next case, which settles the
-        verdicts they hold (:class:`HeldVerdict`); the factory stays usable."""
-        self._pool.close()
+    settle_cases = close
+    """What the executor calls at the end of a run (:func:`close`)."""
 
     def __enter__(self) -> CommandAgentFactory:
         return self
@@ -301,19 +297,16 @@ class CommandAgent:
         proc = self._proc
         # Turn 1's line lists the case's tool doubles, for the command to serve.
         doubles = {"tools": self._doubles} if self._doubles and self._turn == 1 else {}
-        if proc.protocol is None:
-            # The opening line: a turn line of protocol 1, which a command taking up protocol
-            # 2 answers with the handshake (and otherwise ignores) instead of a reply.
+        if proc.protocol != PERSISTENT:
+            # A turn line of protocol 1. The first (the opening line) a command taking up
+            # protocol 2 answers with the handshake (and otherwise ignores) instead of a reply.
             answer = self._exchange({"turn": self._turn, "user_input": user_input, **doubles})
             message = _strict_json(answer)
-            if not (isinstance(message, dict) and "evalrunner" in message):
+            if proc.protocol == 1 or not (isinstance(message, dict) and "evalrunner" in message):
                 proc.protocol = 1
                 return self._reply(answer, message)
             self._accept_handshake(message)
             proc.protocol = PERSISTENT
-        if proc.protocol == 1:
-            answer = self._exchange({"turn": self._turn, "user_input": user_input, **doubles})
-            return self._reply(answer, _strict_json(answer))
         line = {
             "case": self._case,
             "turn": self._turn,
@@ -418,20 +411,21 @@ class CommandAgent:
 
     def _reply(self, answer: str, message: object, *, case: str | None = None) -> str:
         if not isinstance(message, dict):
-            shown = answer.strip()
-            shown = shown if len(shown) <= 200 else shown[:197] + "..."
             raise self._failure(
-                f"printed {shown!r} for turn {self._turn}, not a reply line; stdout is for one "
-                'JSON object per turn, {"reply": "..."} (log to stderr instead; see '
-                "schemas/agent-command/reply.schema.json)"
+                f"printed {_shown_bytes(answer.encode())} for turn {self._turn}, not a reply "
+                'line; stdout is for one JSON object per turn, {"reply": "..."} (log to stderr '
+                "instead; see schemas/agent-command/reply.schema.json)"
             )
         if case is not None:
             message = dict(message)
             self._check_case(message.pop("case", None), "reply line", case)
             if "error" in message:
                 raise self._reported_error(message)
-        problem = None if agent_reply_validator().is_valid(message) else _reply_error(message)
-        if problem is not None:
+        validator = agent_reply_validator()
+        if not validator.is_valid(message):
+            from jsonschema.exceptions import best_match  # the most telling error, in its words
+
+            problem: ValidationError = best_match(validator.iter_errors(message))
             where = render_json_path(tuple(problem.absolute_path))
             raise self._failure(
                 f"printed a reply line for turn {self._turn} that is not valid: at {where}: "
@@ -782,10 +776,7 @@ class _AgentProcess:
         stdout = self.process.stdout
         if stdout is None or stdout.closed:
             return b""
-        data = self.pending
-        with contextlib.suppress(OSError, ValueError):  # nothing more to read is no error
-            os.set_blocking(stdout.fileno(), False)
-            data += os.read(stdout.fileno(), 64 * 1024)
+        data = self.read_available()
         with contextlib.suppress(OSError):
             stdout.close()
         return data
@@ -873,10 +864,11 @@ class _AgentProcess:
 
     # --- ending -----------------------------------------------------------------------------
 
-    def exits_soon(self) -> bool:
-        """After its stdout ended: is the command exiting (its end is not reaped at once)?"""
+    def exits_soon(self, timeout: float | None = None) -> bool:
+        """Whether the command exits within ``timeout`` seconds; by default its exit grace
+        (after its stdout ended: is it exiting? its end is not reaped at once)."""
         try:
-            self.process.wait(timeout=self.exit_grace)
+            self.process.wait(timeout=self.exit_grace if timeout is None else timeout)
         except subprocess.TimeoutExpired:
             return False
         return True
@@ -893,11 +885,7 @@ class _AgentProcess:
         """Close stdin and wait up to ``grace`` seconds; kill the process group if it lingers.
         True when the process exited by itself."""
         self.close_stdin()
-        exited = True
-        try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            exited = False
+        exited = self.exits_soon(grace)
         self.kill_group()
         if not exited:
             self.process.wait()
@@ -942,14 +930,9 @@ def _end_together(processes: Sequence[_AgentProcess], when: str = "at the end of
     grace = max((proc.exit_grace for proc in processes), default=0.0)
     deadline = time.monotonic() + grace
     for proc in processes:
-        exited = True
-        try:
-            proc.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            exited = False
+        exited = proc.exits_soon(max(0.0, deadline - time.monotonic()))
         proc.kill_group()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.process.wait(timeout=1.0)
+        proc.exits_soon(1.0)
         proc.end_of_run(exited, when)
         proc.release()
 
@@ -966,10 +949,9 @@ class _Pool:
         with self._lock:
             return self._idle.pop() if self._idle else None
 
-    def give_back(self, proc: _AgentProcess) -> bool:
+    def give_back(self, proc: _AgentProcess) -> None:
         with self._lock:
             self._idle.append(proc)
-        return True
 
     def close(self) -> None:
         with self._lock:
@@ -1026,7 +1008,7 @@ os.register_at_fork(after_in_child=_forget_the_parents_agents)
 def _strict_json(text: str) -> object:
     """The JSON value of a line, or None when it is not strict JSON (duplicate keys, NaN)."""
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=reject_constant, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError):
         return None
 
@@ -1041,20 +1023,9 @@ def _shown(value: object, limit: int = 60) -> str:
 
 
 def _shown_bytes(data: bytes) -> str:
+    """What a command printed, quoted for an error: stripped, cut short."""
     shown = data.decode("utf-8", "replace").strip()
-    shown = shown if len(shown) <= 200 else shown[:197] + "..."
-    return repr(shown)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) != len(pairs):  # {"reply": "a", "reply": "b"} must not grade either one
-        raise ValueError("a key appears twice")
-    return value
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
+    return repr(shown if len(shown) <= 200 else shown[:197] + "...")
 
 
 def _exit_status(code: int | None) -> str:
@@ -1067,14 +1038,6 @@ def _exit_status(code: int | None) -> str:
             name = f"signal {-code}"
         return f"was killed by {name}"
     return f"exited with code {code}"
-
-
-def _reply_error(message: object) -> ValidationError | None:
-    """The most telling thing wrong with a reply line, as jsonschema words it."""
-    from jsonschema.exceptions import best_match
-
-    found: ValidationError | None = best_match(agent_reply_validator().iter_errors(message))
-    return found
 
 
 def _reply_problem(error: ValidationError) -> str:

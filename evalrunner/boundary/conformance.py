@@ -34,7 +34,13 @@ from dataclasses import dataclass, replace
 from typing import Protocol, cast, runtime_checkable
 
 from evalrunner.boundary.provider import ModelProvider
-from evalrunner.boundary.tools import InvocationLog, ToolInvocation, answer, unanswered_message
+from evalrunner.boundary.tools import (
+    InvocationLog,
+    ToolInvocation,
+    answer,
+    parse_arguments,
+    unanswered_message,
+)
 from evalrunner.model import (
     MESSAGE_ROLES,
     AnswerNotPassed,
@@ -289,16 +295,15 @@ class ConversationMonitor(ModelProvider):
         # Beyond the script (an unscripted turn, or one more request after the turn's final
         # reply), the script's own error says what happened: ask it first. A live model has
         # no script to say it, and must not be paid for an answer no agent should ask for.
-        scripted = self._script is not None
-        if not scripted and (self._turn >= len(self._inputs) or self._replied):
+        beyond = self._turn >= len(self._inputs) or self._replied
+        if self._script is None and beyond:
             raise RunError(
                 f"{where}: the model already gave this turn's final reply (text), so the turn "
                 "is over; an agent must not ask the model again before the next user input"
                 if self._replied
                 else f"{where}: the case has only {len(self._inputs)} turn(s)"
             )
-        scripted_first = self._turn >= len(self._inputs) or self._replied
-        response = self._ask(request, where) if scripted_first else None
+        response = self._ask(request, where) if beyond else None
         if self._turn < len(self._inputs):
             problem = self._mismatch(messages)
             if problem is not None:
@@ -706,20 +711,9 @@ _TRIM_HINT = (
 
 def _json_or_none(text: str) -> object:
     try:
-        if isinstance(text, str) and not text.startswith("\ufeff"):
-            return _STRICT_JSON.decode(text)
-        # What json.loads treats apart (a byte-order mark, bytes), as it treats it.
-        return json.loads(text, parse_constant=_no_constant)
+        return parse_arguments(text)
     except (ValueError, RecursionError):
         return _NOT_JSON
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(name)
-
-
-# One decoder for every call: json.loads with an option builds a new one each time.
-_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _describe(message: Message) -> str:
@@ -752,7 +746,7 @@ class _Boundary:
 
     unoffered: Mapping[str, tuple[str, ...]]
     """Call id -> the names its request offered, for each call to a name it did not offer."""
-    framed: bool = False
+    framed: bool
     """``framed_results``: the agent frames or truncates results on purpose."""
 
 
@@ -761,9 +755,9 @@ def _reconcile(
     fed: list[tuple[ToolCall, Message]],
     reports: Sequence[ToolCallRecord] | None,
     tools: InvocationLog | None,
-    api: str | None = None,
-    handed: Mapping[str, int] | None = None,
-    boundary: _Boundary | None = None,
+    api: str | None,
+    handed: Mapping[str, int],
+    boundary: _Boundary,
 ) -> list[Dispatch]:
     """The turn's dispatch records: results fed back, with the agent's reports laid over them.
 
@@ -774,7 +768,6 @@ def _reconcile(
     name its request did not offer must have been answered as a failed call.
     """
     where = f"turn {turn + 1}"
-    boundary = boundary or _Boundary({})
     if reports is None:
         plain = [
             Dispatch(call, message.content, None, _success_flag(message)) for call, message in fed
@@ -792,7 +785,7 @@ def _reconcile(
             key = next((k for k, (c, _) in unmatched.items() if c.name == report.name), None)
         if key is None or key not in by_id:
             shown = f"{_quote(report.id)} " if report.id is not None else ""
-            other_turn = (handed or {}).get(report.id or "")
+            other_turn = handed.get(report.id or "")
             if other_turn is not None and other_turn != turn:
                 why = f" in this turn (the model handed it out in turn {other_turn + 1})"
             elif other_turn is None and report.id is not None:
@@ -910,7 +903,7 @@ def _check_invocations(
     dispatches: list[Dispatch],
     invocations: Sequence[ToolInvocation],
     tool_names: frozenset[str],
-    boundary: _Boundary | None = None,
+    boundary: _Boundary,
 ) -> None:
     """Every call a tool received was reported, with the arguments the tool received; and a
     dispatch reported as a success of one of the case's tools reached that tool.
@@ -919,7 +912,6 @@ def _check_invocations(
     arguments of the model's call (as JSON values), ran only if its request offered it, and
     what it returned (or the message it raised) is what was fed back for that call.
     """
-    boundary = boundary or _Boundary({})
     open_dispatches = list(dispatches)
     last = -1  # the report matched last: the tools must have been called in report order
     for invocation in invocations:
@@ -998,23 +990,22 @@ def _check_doubles(
                         "but the agent fed it back as a failed call"
                     )
                 continue
-            never_served = _never_served(call, fed, unoffered)
-            if never_served is not None:
-                raise RunError(f"{where}: {never_served}")
+        elif text in fed and dispatch.success is not True:
+            continue
+        never_served = _never_served(call, fed, unoffered)
+        if never_served is not None:
+            raise RunError(f"{where}: {never_served}")
+        if kind == "returns":
             raise RunError(
                 f"{where}: the tool double {call.name} returns {_quote(wanted)} for {named}, "
                 f"but the agent fed back {_quote(fed)}; the result fed back must be what the "
                 "tool returned"
             )
-        if text not in fed or dispatch.success is True:
-            never_served = _never_served(call, fed, unoffered)
-            if never_served is not None:
-                raise RunError(f"{where}: {never_served}")
-            how = "as a success" if dispatch.success is True else f"as {_quote(fed)}"
-            raise RunError(
-                f"{where}: the tool double {call.name} fails {named} with {_quote(text)}, "
-                f"but the agent fed it back {how}; a failed call's result must say why it failed"
-            )
+        how = "as a success" if dispatch.success is True else f"as {_quote(fed)}"
+        raise RunError(
+            f"{where}: the tool double {call.name} fails {named} with {_quote(text)}, "
+            f"but the agent fed it back {how}; a failed call's result must say why it failed"
+        )
 
 
 def _never_served(call: ToolCall, fed: str, unoffered: Mapping[str, tuple[str, ...]]) -> str | None:

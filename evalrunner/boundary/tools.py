@@ -97,21 +97,13 @@ def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolCallRecord:
     tool = tools.get(call.name)
     if tool is None:
         return _record(call, f"Unknown tool: {call.name}", success=False)
+    text = call.arguments
     try:
-        text = call.arguments
-        # json.loads itself for what it treats apart (bytes, a leading byte-order mark), so
-        # that every message stays its own.
-        arguments = (
-            _STRICT_JSON.decode(text)
-            if isinstance(text, str) and not text.startswith("\ufeff")
-            else json.loads(text, parse_constant=_reject_constant)
-        )
+        arguments = parse_arguments(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         reason = getattr(exc, "msg", None) or "nesting too deep"
         return _record(call, f"Invalid arguments for {call.name}: {reason}", success=False)
-    except _NotJSON as exc:
-        return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
-    except ValueError as exc:  # an integer of more digits than Python converts
+    except ValueError as exc:  # NaN or Infinity; an integer of more digits than Python converts
         return _record(call, f"Invalid arguments for {call.name}: {exc}", success=False)
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__ if arguments is not None else "null"
@@ -143,16 +135,24 @@ _JSON_NAMES = {
 }
 
 
-class _NotJSON(ValueError):
-    """Argument text that Python's ``json`` accepts but JSON (RFC 8259) does not."""
+def reject_constant(name: str) -> NoReturn:
+    """JSON's ``parse_constant`` hook for strict JSON: ``NaN`` and ``Infinity``, which
+    Python's json accepts but JSON (RFC 8259) does not, are a ``ValueError``."""
+    raise ValueError(f"{name} is not valid JSON")
 
 
-def _reject_constant(name: str) -> NoReturn:
-    raise _NotJSON(f"{name} is not valid JSON")
+# One decoder for every call: json.loads with an option builds a new one each time.
+_STRICT_JSON = json.JSONDecoder(parse_constant=reject_constant)
 
 
-# One decoder for every dispatch: json.loads with an option builds a new one each time.
-_STRICT_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+def parse_arguments(text: str) -> object:
+    """Argument text as a JSON value, strictly (no ``NaN``), or ``ValueError`` or
+    ``RecursionError``: what tools are called with, and what the monitor compares by."""
+    if isinstance(text, str) and not text.startswith("\ufeff"):
+        return _STRICT_JSON.decode(text)
+    # json.loads itself for what it treats apart (bytes, a leading byte-order mark), so that
+    # every message stays its own.
+    return json.loads(text, parse_constant=reject_constant)
 
 
 def _has_lone_surrogate(value: object) -> bool:

@@ -384,10 +384,7 @@ REFERENCE = Mutant("reference", "nothing", "", ReferenceAgent)
 
 def mutant(name: str) -> Mutant:
     """The mutant called ``name``; :class:`KeyError` if there is none."""
-    for candidate in MUTANTS:
-        if candidate.name == name:
-            return candidate
-    raise KeyError(name)
+    return {candidate.name: candidate for candidate in MUTANTS}[name]
 
 
 # --- as a command agent ---------------------------------------------------------------------------
@@ -445,13 +442,14 @@ def _serve_command(
 
 def _serve_one_case(chosen: Mutant, client: ModelProvider, tools: dict[str, Tool] | None) -> int:
     """Protocol 1: the turns of one case, until stdin closes."""
+    workspace = Path(os.environ.get("EVALRUNNER_WORKSPACE", "."))
     observer = RecordingObserver()
     agent: Agent | None = None
     for line in sys.stdin:
         message = json.loads(line)
         if agent is None:  # turn 1's line lists the case's tool doubles
             agent = chosen.factory(
-                _context(client, observer, _with_doubles(tools, message), _workspace())
+                _context(client, observer, _with_doubles(tools, message), workspace)
             )
         reply = _respond(chosen, agent, message["user_input"])
         if isinstance(reply, BaseException):
@@ -511,10 +509,6 @@ def _after_final_reply(agent: Agent | None, client: ModelProvider) -> int | None
 
 def _emit(line: dict[str, object]) -> None:
     print(json.dumps(line), flush=True)
-
-
-def _workspace() -> Path:
-    return Path(os.environ.get("EVALRUNNER_WORKSPACE", "."))
 
 
 def _reported(record: ToolCallRecord) -> dict[str, object]:

@@ -154,26 +154,16 @@ def _to_json(data: JSONValue, reference: str | None) -> str:
 # --- TOML --------------------------------------------------------------------------------------
 
 
-def _strings(node: object) -> Iterator[str]:
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
+def _walk(node: object) -> Iterator[object]:
+    """``node`` and everything in it: keys, values and items, at every depth."""
+    yield node
+    if isinstance(node, dict):
         for key, value in node.items():
             yield key
-            yield from _strings(value)
+            yield from _walk(value)
     elif isinstance(node, list):
         for item in node:
-            yield from _strings(item)
-
-
-def _holds_null(node: object) -> bool:
-    if node is None:
-        return True
-    if isinstance(node, dict):
-        return any(_holds_null(v) for v in node.values())
-    if isinstance(node, list):
-        return any(_holds_null(v) for v in node)
-    return False
+            yield from _walk(item)
 
 
 def _toml_nulls(document: RawDocument) -> list[AdmissionError]:
@@ -210,7 +200,7 @@ def _toml_ready(data: dict[str, Any]) -> dict[str, Any]:
             if "tool_calls" in response:
                 response["tool_calls"] = [
                     {**call, "arguments": argument_text(call["arguments"])}
-                    if _holds_null(call["arguments"])
+                    if any(value is None for value in _walk(call["arguments"]))
                     else call
                     for call in response["tool_calls"]
                 ]
@@ -221,7 +211,7 @@ def _toml_ready(data: dict[str, Any]) -> dict[str, Any]:
 
 def _to_toml(data: JSONValue, reference: str | None) -> str:
     body = _toml_ready(_without_schema_key(data))
-    multiline = not any("\r" in s for s in _strings(body))
+    multiline = not any(isinstance(s, str) and "\r" in s for s in _walk(body))
     # tomli-w writes each step's response as its own [turns.steps.response] table: the turns
     # are written here instead, a step per line as an inline table, the way people write them.
     head = {k: v for k, v in body.items() if k not in ("turns", "expects")}
