@@ -47,6 +47,7 @@ import contextlib
 import signal
 import time
 from collections import deque
+from functools import partial
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -64,7 +65,7 @@ from evalrunner.expectations import grade_case
 from evalrunner.fixture.admit import Admission
 from evalrunner.fixture.load import Fixture
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
-from evalrunner.process_exit import note_unexplained_death
+from evalrunner.process_exit import note_unexplained_death, own_refusal, unclaimed
 from evalrunner.repeats import expanded, grouped
 from evalrunner.replay import run_case
 
@@ -119,6 +120,10 @@ class RunSettings:
     """Live mode: the run's model (each case gets a provider on it); ``None`` replays."""
     repeat: int = 1
     """How many times each case runs (``--repeat``; :mod:`evalrunner.repeats`)."""
+    supervised: bool = False
+    """Run a replay's cases, serially too, in a forked worker process that this one
+    supervises (:func:`execute`): for an agent or tools of the user's, which may end the
+    process in ways no refusal stops. Where the platform cannot fork it has no effect."""
 
     def replay(self, case: Case, provider: ModelProvider | None = None) -> RunRecord:
         """One run of ``case`` (:func:`~evalrunner.replay.run_case`) with this agent, these
@@ -353,6 +358,9 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
 
 def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
     live = settings.live
+    if settings.supervised and live is None and settings.jobs <= 1 and cases and can_fork():
+        yield from _supervised(cases, settings)
+        return
     if live is not None and live.config.max_concurrency > 1 and len(cases) > 1:
         yield from _on_threads(cases, settings, live)
         return
@@ -361,6 +369,56 @@ def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport,
             yield report
         return
     yield from _in_pool(cases, settings)
+
+
+def _supervised(
+    cases: Sequence[Case], settings: RunSettings
+) -> Generator[CaseReport, None, None]:
+    """A serial run's cases, run in order by one forked worker that inherits them
+    (:meth:`ForkedWorkers.over_cases`): a case that ends the worker's process is its run
+    error, and the cases after it still run, each in a process of its own."""
+    workers = ForkedWorkers.over_cases(cases, settings)
+    try:
+        yield from workers.run(range(len(cases)))
+    except BaseException:  # an interrupt, or the reader left: stop the worker now
+        workers.close(at_once=True)
+        raise
+    workers.close()
+
+
+class Supervised:
+    """The supervised worker of a front end that runs one case at a time (the pytest
+    plugin): one forked worker over every case it may be asked for, which runs them in the
+    order asked, in one process while none ends it (a process that died is replaced for
+    the next case). :func:`evalrunner.session.case_verdict` takes its verdicts from it."""
+
+    def __init__(self, cases: Sequence[Case], settings: RunSettings) -> None:
+        self._index = {id(case): index for index, case in enumerate(cases)}
+        self._workers = ForkedWorkers.over_cases(list(cases), settings)
+        self._closed = False
+
+    def holds(self, case: Case) -> bool:
+        """Whether ``case`` is one of the cases this worker was made over (and it is open)."""
+        return not self._closed and id(case) in self._index
+
+    def runs(self, case: Case, settings: RunSettings) -> Generator[CaseReport, None, None]:
+        """The reports of the ``settings.repeat`` runs of ``case``, one after another; each
+        run settles its agents' held verdicts before its report, as a one-case run does."""
+        index = self._index[id(case)]
+        try:
+            for _ in range(max(1, settings.repeat)):
+                yield from self._workers.run([index])
+        except GeneratorExit:
+            raise  # the reader has what it wanted: the worker waits for the next case
+        except BaseException:  # an interrupt: the worker stops now
+            self.close(at_once=True)
+            raise
+
+    def close(self, *, at_once: bool = False) -> None:
+        """End the worker (:meth:`ForkedWorkers.close`); later cases run in this process."""
+        if not self._closed:
+            self._closed = True
+            self._workers.close(at_once=at_once)
 
 
 def _on_threads(
@@ -566,14 +624,19 @@ def _pool(
 
 
 def run_in_own_process(
-    case: Case, context: multiprocessing.context.BaseContext, settings: RunSettings
+    case: Case,
+    context: multiprocessing.context.BaseContext,
+    settings: RunSettings,
+    *,
+    supervising: bool = False,
 ) -> CaseReport:
     """One case in a worker process of its own; a run error, naming how the process ended,
     when it dies before it reports (its own process, not a pool's, so that its exit status
-    is known for certain)."""
+    is known for certain). ``supervising``: it refuses ``os._exit`` as a supervised worker
+    does (:meth:`ForkedWorkers.over_cases`)."""
     reader, writer = context.Pipe(duplex=False)
     process = context.Process(  # type: ignore[attr-defined]
-        target=_run_in_own_process, args=(settings, case, writer), daemon=True
+        target=_run_in_own_process, args=(settings, case, writer, supervising), daemon=True
     )
     try:
         process.start()
@@ -584,7 +647,11 @@ def run_in_own_process(
             while not reader.poll(DEATH_CHECK_SECS):
                 if process.exitcode is not None and not reader.poll():
                     raise EOFError
-            report: CaseReport = reader.recv()
+            report: CaseReport
+            late: list[str]
+            report, late = reader.recv()
+            for attempt in late:
+                note_unexplained_death(attempt)
         except EOFError:  # died without a word
             process.join()
             return report_without_run(case, error=worker_died(process.exitcode))
@@ -631,14 +698,17 @@ _EXIT_REFUSED = "which would have ended the whole run"
 """The end of :mod:`evalrunner.replay`'s run error for an ``os._exit`` it refused."""
 
 
-def _run_in_own_process(settings: RunSettings, case: Case, writer: Any) -> None:
-    _start_worker(settings)
-    try:
-        ((_, report),) = _run_in_worker([(0, case)])
-    except RunInterrupted:
-        return  # stopped by the parent, which reports the interrupt: nothing to say
-    writer.send(report)
-    writer.close()
+def _run_in_own_process(
+    settings: RunSettings, case: Case, writer: Any, supervising: bool = False
+) -> None:
+    with own_refusal() if supervising else contextlib.nullcontext():
+        _start_worker(settings)
+        try:
+            ((_, report),) = _run_in_worker([(0, case)])
+        except RunInterrupted:
+            return  # stopped by the parent, which reports the interrupt: nothing to say
+        writer.send((report, unclaimed()))
+        writer.close()
 
 
 def _ending(code: int | None) -> str:
@@ -701,15 +771,22 @@ class _Worker:
     share: list[int]
     pending: dict[int, None] = field(default_factory=dict)
     """The cases it was asked to run and has not reported yet."""
+    slot: int = 0
+    admitted: bool = False
+    """Whether its first message (what it admitted) was read."""
 
 
 def _keep(
     worker: _Worker,
-    reports: list[tuple[int, CaseReport]],
+    message: tuple[list[tuple[int, CaseReport]], list[str]],
     wanted: set[int],
     done: dict[int, CaseReport],
 ) -> None:
-    """File a worker's message: each report of a wanted case, no longer pending."""
+    """File a worker's message: each report of a wanted case, no longer pending, and the
+    ``os._exit`` calls it refused outside every case, which fail the run here."""
+    reports, late = message
+    for attempt in late:
+        note_unexplained_death(attempt)
     for index, report in reports:
         if index in wanted:
             done[index] = report
@@ -722,15 +799,26 @@ class ForkedWorkers:
 
     Each worker admits its share with ``admit`` and runs its cases with :func:`evaluate` on
     ``settings`` (built again in the worker by ``settings.in_worker``). A worker that dies
-    has its unreported cases run again, each in a process of its own.
+    has its unreported cases run again, each in a process of its own. A worker serves one
+    :meth:`run` after another until :meth:`close`; one that died is replaced by the next
+    :meth:`run` (:class:`Supervised` runs one case at a time so).
+
+    :meth:`over_cases` makes one worker over cases admitted here, which it inherits: the
+    supervisor of a serial run (:func:`execute`).
     """
 
     def __init__(
-        self, fixtures: Sequence[Fixture], *, admit: Admitter, settings: RunSettings
+        self,
+        fixtures: Sequence[Fixture],
+        *,
+        admit: Admitter,
+        settings: RunSettings,
     ) -> None:
         self._fixtures = fixtures
         self._admit = admit
         self._settings = settings
+        self._supervising = False
+        self._cases: Sequence[Case] | None = None
         self._workers: list[_Worker] = []
         import multiprocessing
 
@@ -739,23 +827,54 @@ class ForkedWorkers:
         jobs = max(1, min(settings.jobs, len(fixtures)))
         try:
             for slot in range(jobs):
-                share = list(range(slot, len(fixtures), jobs))
-                ours, theirs = context.Pipe()
-                # The parent's ends, this one's and the earlier workers', are closed in the
-                # child: a worker holding one open would never see the parent hang up.
-                parents = [ours, *(worker.connection for worker in self._workers)]
-                process = context.Process(
-                    target=_serve,
-                    args=(theirs, parents, [fixtures[i] for i in share], share, admit, settings),
-                    daemon=True,
-                    name=f"evalrunner worker {slot + 1}",
-                )
-                process.start()
-                theirs.close()
-                self._workers.append(_Worker(process, ours, share))
+                self._workers.append(self._start(slot, list(range(slot, len(fixtures), jobs))))
         except BaseException:
             self.close()
             raise
+
+    @classmethod
+    def over_cases(cls, cases: Sequence[Case], settings: RunSettings) -> ForkedWorkers:
+        """One worker over ``cases``, admitted here (the worker inherits them: nothing is
+        admitted again, nor sent); it refuses ``os._exit`` as this process does
+        (:func:`evalrunner.process_exit.own_refusal`), so that a call of it reads as it reads
+        serially, and tells this process of the calls it refused outside every case."""
+        workers = cls.__new__(cls)
+        workers._fixtures = ()
+        workers._admit = _nothing_to_admit
+        workers._settings = replace(settings, jobs=1)
+        workers._supervising = True
+        workers._cases = cases
+        workers._workers = []
+        import multiprocessing
+
+        workers._context = multiprocessing.get_context("fork")
+        try:
+            workers._workers.append(workers._start(0, list(range(len(cases)))))
+        except BaseException:
+            workers.close()
+            raise
+        return workers
+
+    def _start(self, slot: int, share: list[int]) -> _Worker:
+        """Fork the worker of ``share``."""
+        ours, theirs = self._context.Pipe()
+        # The parent's ends, this one's and the earlier workers', are closed in the child: a
+        # worker holding one open would never see the parent hang up.
+        parents = [ours, *(worker.connection for worker in self._workers)]
+        load: Callable[[], tuple[bool, dict[int, Case]]]
+        if self._cases is not None:
+            load = partial(_given_share, self._cases, share)
+        else:
+            load = partial(_admitted_share, [self._fixtures[i] for i in share], share, self._admit)
+        process = self._context.Process(
+            target=_serve,
+            args=(theirs, parents, load, self._settings, self._supervising),
+            daemon=True,
+            name=f"evalrunner worker {slot + 1}",
+        )
+        process.start()
+        theirs.close()
+        return _Worker(process, ours, share, slot=slot)
 
     def admitted(self) -> list[CaseSummary] | None:
         """Every admitted case, in fixture order; ``None`` when some file was refused or a
@@ -766,6 +885,7 @@ class ForkedWorkers:
                 clean, cases = worker.connection.recv()
             except (EOFError, OSError):
                 return None
+            worker.admitted = True
             if not clean:
                 return None
             found.extend(CaseSummary(*case) for case in cases)
@@ -777,6 +897,7 @@ class ForkedWorkers:
         Interrupted (:class:`RunInterrupted`), it stops the workers, takes the reports they
         had finished, yields those that follow in order, and re-raises."""
         wanted = set(order)
+        self._replace_the_dead()
         owner = {index: worker for worker in self._workers for index in worker.share}
         for worker in self._workers:
             share = [index for index in order if owner[index] is worker]
@@ -800,6 +921,20 @@ class ForkedWorkers:
                 position[0] += 1
                 yield done.pop(order[position[0] - 1])
             raise
+
+    def _replace_the_dead(self) -> None:
+        """A worker that died (its cases were run again, each alone) is replaced by a fresh
+        one over the same share, for the next :meth:`run`; a worker's first message (what it
+        admitted) is read here, unless :meth:`admitted` read it."""
+        for position, worker in enumerate(self._workers):
+            if worker.process.exitcode is not None:
+                with contextlib.suppress(OSError):
+                    worker.connection.close()
+                worker = self._workers[position] = self._start(worker.slot, worker.share)
+            if not worker.admitted:
+                with contextlib.suppress(EOFError, OSError):
+                    worker.connection.recv()  # a death now shows as the run's
+                worker.admitted = True
 
     def _gather(
         self, running: list[_Worker], wanted: set[int], done: dict[int, CaseReport]
@@ -832,19 +967,19 @@ class ForkedWorkers:
                         if worker.process.exitcode is not None:
                             break
                         continue
-                    reports: list[tuple[int, CaseReport]] = worker.connection.recv()
+                    message = worker.connection.recv()
                 except Exception:  # the end, or a message cut by the stop: nothing more
                     break
-                _keep(worker, reports, wanted, done)
+                _keep(worker, message, wanted, done)
 
     def _take(self, worker: _Worker, wanted: set[int], done: dict[int, CaseReport]) -> None:
         """Read one message of ``worker``'s; at the pipe's end, it died."""
         try:
-            reports: list[tuple[int, CaseReport]] = worker.connection.recv()
+            message = worker.connection.recv()
         except (EOFError, OSError):
             self._rerun_after_death(worker, done)
             return
-        _keep(worker, reports, wanted, done)
+        _keep(worker, message, wanted, done)
 
     def _rerun_after_death(self, worker: _Worker, done: dict[int, CaseReport]) -> None:
         # The worker died with cases unreported: the one it was running killed it, and which
@@ -859,6 +994,10 @@ class ForkedWorkers:
         _explained(reran, f"{worker.process.name} ({ending})")
 
     def _in_own_process(self, index: int) -> CaseReport:
+        if self._cases is not None:
+            return run_in_own_process(
+                self._cases[index], self._context, self._settings, supervising=True
+            )
         fixture = self._fixtures[index]
         admission = self._admit([fixture])
         if admission.cases:
@@ -874,6 +1013,20 @@ class ForkedWorkers:
             path=str(fixture.path),
         )
 
+    @staticmethod
+    def _say_goodbye(worker: _Worker) -> None:
+        """Tell a worker waiting for its orders that the run is over, and take what it
+        refused outside every case since its last report (a thread that outlived its case)."""
+        try:
+            if not worker.admitted:
+                worker.connection.recv()  # what it admitted: no one asked
+                worker.admitted = True
+            worker.connection.send(None)
+            if worker.connection.poll(STOP_GRACE_SECS):
+                _keep(worker, worker.connection.recv(), set(), {})
+        except (EOFError, OSError):
+            pass  # it left already (stood down, or dead): nothing to take
+
     def close(self, *, at_once: bool = False) -> None:
         """Let every worker finish and reap it; ``at_once`` (an interrupt) tells each to
         stop its case first (SIGTERM).
@@ -881,6 +1034,9 @@ class ForkedWorkers:
         A worker that finishes runs its exit hooks, which end the agent processes it started
         (a persistent command agent); one still running after a grace period is killed.
         """
+        if not at_once:
+            for worker in self._workers:
+                self._say_goodbye(worker)
         for worker in self._workers:
             with contextlib.suppress(OSError):
                 worker.connection.close()  # a worker waiting for its orders leaves
@@ -897,17 +1053,49 @@ class ForkedWorkers:
         self._workers = []
 
 
+def _admitted_share(
+    fixtures: Sequence[Fixture], share: Sequence[int], admit: Admitter
+) -> tuple[bool, dict[int, Case]]:
+    """In a worker: its share admitted, each case by its fixture's index; and whether every
+    file was admitted."""
+    admission = admit(fixtures)
+    index_of = {str(f.path): index for f, index in zip(fixtures, share, strict=True)}
+    return not admission.errors, {index_of[str(case.source)]: case for case in admission.cases}
+
+
+def _given_share(cases: Sequence[Case], share: Sequence[int]) -> tuple[bool, dict[int, Case]]:
+    """In a worker over cases admitted by its parent: its share, by index."""
+    return True, {index: cases[index] for index in share}
+
+
+def _nothing_to_admit(fixtures: Sequence[Fixture]) -> Admission:
+    raise AssertionError("a worker over admitted cases admits nothing")
+
+
 def _serve(
     connection: Connection,
     parents: Sequence[Connection],
-    fixtures: Sequence[Fixture],
-    share: Sequence[int],
-    admit: Admitter,
+    load: Callable[[], tuple[bool, dict[int, Case]]],
     settings: RunSettings,
+    supervising: bool,
 ) -> None:
-    """A forked worker: admit the share, say what was admitted, run what the parent asks."""
+    """A forked worker: load (admit) the share, say what it holds, then run each list of
+    cases the parent sends, until the parent hangs up.
+
+    Each message to the parent is a batch of reports and what this process refused outside
+    every case (``os._exit`` from a thread that outlived its case: see
+    :func:`evalrunner.process_exit.own_refusal`), which the parent holds against the run."""
     for inherited in parents:
         inherited.close()
+    with own_refusal() if supervising else contextlib.nullcontext():
+        _serve_orders(connection, load, settings)
+
+
+def _serve_orders(
+    connection: Connection,
+    load: Callable[[], tuple[bool, dict[int, Case]]],
+    settings: RunSettings,
+) -> None:
     _start_worker(settings)
     built = _WORKER_SETTINGS
     assert built is not None
@@ -915,15 +1103,28 @@ def _serve(
     # ends as an interrupted case does serially (its agent, a command's process group, is
     # stopped), and the worker's exit hooks end the agents it started.
     signal.signal(signal.SIGTERM, _interrupted)
-    admission = admit(fixtures)
-    index_of = {str(f.path): index for f, index in zip(fixtures, share, strict=True)}
-    cases = {index_of[str(case.source)]: case for case in admission.cases}
+    clean, cases = load()
     summary = [(index, case.name, case.case_class) for index, case in sorted(cases.items())]
     with contextlib.suppress(OSError):
-        connection.send((not admission.errors, summary))
+        connection.send((clean, summary))
+    while True:
+        try:
+            order: list[int] | None = connection.recv()
+            if order is None:  # the run is over: what was refused since, then leave
+                connection.send(([], unclaimed()))
+                return
+        except (EOFError, OSError):
+            return  # the parent stood the workers down
+        if not _serve_order(connection, order, cases, built):
+            return
+
+
+def _serve_order(
+    connection: Connection, order: Sequence[int], cases: dict[int, Case], built: RunSettings
+) -> bool:
+    """Run the cases of ``order`` and send their reports; whether to wait for more."""
     batch: list[tuple[int, CaseReport]] = []
     try:
-        order: list[int] = connection.recv()
         sent = time.monotonic()
         # Held verdicts settle here: the worker's agent processes end before its last reports.
         for index, report in _in_order_settled(((i, cases[i]) for i in order), built):
@@ -931,18 +1132,17 @@ def _serve(
             # Batched, since each message wakes the parent; but never held back long, so
             # that progress flows.
             if len(batch) >= BATCH or time.monotonic() - sent >= BATCH_SECS:
-                connection.send(batch)
+                connection.send((batch, unclaimed()))
                 batch, sent = [], time.monotonic()
-        if batch:
-            connection.send(batch)
+        connection.send((batch, unclaimed()))
     except (EOFError, OSError):
-        return  # the parent stood the workers down, or stopped listening: nothing to say
+        return False  # the parent stood the workers down, or stopped listening
     except RunInterrupted:
         # Stopped by the parent (an interrupt): what finished is still the parent's to report.
         with contextlib.suppress(OSError):
-            if batch:
-                connection.send(batch)
-        return
+            connection.send((batch, unclaimed()))
+        return False
+    return True
 
 
 def _interrupted(signum: int, frame: object) -> None:

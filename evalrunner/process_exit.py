@@ -249,6 +249,27 @@ def late_exit_problem(attempts: list[str]) -> str:
     )
 
 
+@contextmanager
+def own_refusal() -> Iterator[None]:
+    """In a process forked to run cases for a front end that refuses ``os._exit`` (the
+    supervised worker of a serial run, :mod:`evalrunner.execution`): while inside, the
+    refusal is this process's own, so that a case's call reads as it reads serially and a
+    call outside every case is kept for :func:`unclaimed` (which the worker hands to its
+    parent). On the way out the process may exit again (multiprocessing ends a worker with
+    ``os._exit``)."""
+    guard = _GUARD
+    with guard.lock:
+        owned = guard.real is not None
+        if owned:
+            guard.owner = os.getpid()
+    try:
+        yield
+    finally:
+        if owned:
+            with guard.lock:
+                guard.owner = 0  # no process's: every call passes (see _refused)
+
+
 def _after_fork_in_child() -> None:
     # The lock may have been held by another thread at the fork; the watches and attempts
     # are the parent's cases'.

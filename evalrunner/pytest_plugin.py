@@ -45,7 +45,7 @@ import pytest
 
 if TYPE_CHECKING:
     from evalrunner.config import Config
-    from evalrunner.execution import RunSettings
+    from evalrunner.execution import RunSettings, Supervised
     from evalrunner.live.provider import LiveModel
     from evalrunner.model import Case, CaseReport
 
@@ -196,6 +196,30 @@ class EvalrunnerSession:
         self.late_exits: list[str] = []
         # threading.excepthook as the session found it, and the plugin's own put on top.
         self.thread_hooks: tuple[Callable[[threading.ExceptHookArgs], object], ...] = ()
+        # The forked worker that runs the cases when the project's own code would run here
+        # (RunSettings.supervised), made at the first case if at all.
+        self.supervised: Supervised | None = None
+        self.supervision_decided = False
+
+    def supervisor(self, session: pytest.Session) -> Supervised | None:
+        """The worker that runs this session's cases (:class:`evalrunner.execution.Supervised`):
+        an agent or tool that ends its process (``ctypes``' ``_exit``, ``exec``, a signal, a
+        crash) fails its case, and pytest still writes its summary and ``--junitxml``. None
+        when the cases run here: evalrunner's own code only, live mode, or no fork."""
+        if not self.supervision_decided:
+            from evalrunner.execution import Supervised, can_fork
+
+            self.supervision_decided = True
+            if self.settings.supervised and self.settings.live is None and can_fork():
+                cases = [item.case for item in session.items if isinstance(item, EvalItem)]
+                self.supervised = Supervised(cases, self.settings)
+        return self.supervised
+
+    def close_supervisor(self) -> None:
+        """End the worker, taking what it refused outside every case (before the run's
+        verdict, which that fails)."""
+        if self.supervised is not None:
+            self.supervised.close()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A thread that ends on a refused ``os._exit`` says so in one line, as under
@@ -244,6 +268,7 @@ class EvalrunnerSession:
         worker leaves the verdict to the controller, which hears every case."""
         from evalrunner.process_exit import unclaimed
 
+        self.close_supervisor()
         if self.thread_hooks and threading.excepthook is self.thread_hooks[1]:
             threading.excepthook = self.thread_hooks[0]  # for pytest's cleanup to undo its own
         # An os._exit refused outside every case (a thread that outlived its case): no item
@@ -534,7 +559,8 @@ class EvalItem(pytest.Item):
         from evalrunner.execution import BUDGET_SKIPS
         from evalrunner.session import case_verdict
 
-        report = case_verdict(self.case, self.config.stash[_SESSION].settings)
+        plugin = self.config.stash[_SESSION]
+        report = case_verdict(self.case, plugin.settings, plugin.supervisor(self.session))
         if report.skipped in BUDGET_SKIPS:
             pytest.fail(report.skipped, pytrace=False)  # not run is not a pass, nor a skip
         if report.skipped is not None:
