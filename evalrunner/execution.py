@@ -232,9 +232,7 @@ class PendingVerdict(Protocol):
     def error(self) -> str | None: ...
 
 
-def evaluate_held(
-    case: Case, settings: RunSettings
-) -> tuple[CaseReport, PendingVerdict | None]:
+def evaluate_held(case: Case, settings: RunSettings) -> tuple[CaseReport, PendingVerdict | None]:
     """:func:`evaluate`, and the verdict its agent holds open (``held_verdict``), if any.
 
     Only a factory that can settle held verdicts (``settle_cases``) has its agents looked
@@ -371,9 +369,7 @@ def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport,
     yield from _in_pool(cases, settings)
 
 
-def _supervised(
-    cases: Sequence[Case], settings: RunSettings
-) -> Generator[CaseReport, None, None]:
+def _supervised(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
     """A serial run's cases, run in order by one forked worker that inherits them
     (:meth:`ForkedWorkers.over_cases`): a case that ends the worker's process is its run
     error, and the cases after it still run, each in a process of its own."""
@@ -680,7 +676,7 @@ def worker_died(code: int | None) -> str:
     """The run error of a case whose worker process died while running it."""
     return (
         f"{_DIED} ({_ending(code)}): the agent or a tool "
-        "ended the process (os._exit, a crash in native code)"
+        "ended the process (os._exit, exec, a signal, a crash in native code)"
     )
 
 
