@@ -28,6 +28,26 @@ stand down and the caller admits serially, so every refusal reads exactly as in 
 A worker that dies (``os._exit``, a crash in native code), in the pool or forked, fails only
 the case it was running: its cases not yet reported run again, each in a process of its own.
 
+Supervision. ``os._exit`` is refused in this process (:mod:`evalrunner.process_exit`), but
+``ctypes``' ``_exit``, ``os.execv``, a signal the agent sends itself or a crash in native code
+would end it with the agent's status (0 reads as a green run, with no report). So when the
+project's own code runs here (:attr:`RunSettings.supervised`, set by
+:func:`evalrunner.session.settings_from_config` for a Python agent or project tools), a
+serial replay runs its cases in one :class:`ForkedWorkers` worker over the cases admitted
+here (:meth:`ForkedWorkers.over_cases`; it inherits them, nothing is sent), which this
+process supervises as it does ``-j`` workers: the case that ends the worker is its run error
+(:func:`worker_died`), the cases after it run each in a process of its own, and the run's
+verdict and exit code are the core's. Nothing else changes: one process runs the cases in
+suite order (state an agent keeps across cases is there), repeats, ``case_timeout``, held
+verdicts and an interrupt (the worker is stopped with SIGTERM, as ``-j`` workers are, and the
+cases that finished are reported) behave as serially. The worker refuses ``os._exit`` as
+this process does (:func:`evalrunner.process_exit.own_refusal`), so such a call reads as it
+reads serially, and it hands the calls it refused outside every case to this process. Front
+ends that run case by case (the pytest plugin) keep one such worker for the session
+(:class:`Supervised`). Only what needs it pays for the fork: the reference agent, or a
+command agent, with the built-in tools runs only evalrunner's code here and is not
+supervised; nor is live mode (its cases share one token budget, on threads of this process).
+
 Held verdicts. A persistent agent process (agent-command protocol 2) serves many cases, and
 what it does after it ended a case (a model request, a non-zero exit, a traceback, at the
 end of the run a hang once its stdin closes) fails that case, not the next one. So the
@@ -47,9 +67,9 @@ import contextlib
 import signal
 import time
 from collections import deque
-from functools import partial
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from evalrunner.agents.reference import (

@@ -31,6 +31,12 @@ death is noted here (:func:`note_unexplained_death`) to fail the run as an uncla
 A pytest-xdist worker refuses for its life as any pytest session running cases does, and
 hands what it did not claim to the controller, which decides the exit code.
 
+The supervised worker of a serial run (:mod:`evalrunner.execution`) is forked too, but there
+the refusal is the worker's own (:func:`own_refusal`): a case's ``os._exit`` fails the case as
+it does serially, and what the worker refused outside every case it hands to its parent,
+which fails the run for it. What no refusal stops (``ctypes``' ``_exit``, ``exec``, a signal)
+ends the worker, which the parent sees.
+
 Outside a watch, a non-zero status is let through: it cannot read as a pass, and foreign code
 in the process (pytest-xdist's worker gives up on a hung session with ``os._exit(1)``) relies
 on it. A process forked meanwhile (an agent's own child, a ``--jobs`` worker) exits when it

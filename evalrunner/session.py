@@ -425,6 +425,13 @@ def run_suite(
     as by default for library use, nothing is written. With ``repeat`` above 1 each case
     runs that many times and its report combines the runs (:mod:`evalrunner.repeats`). An
     agent or tool that calls ``os._exit`` fails its case instead of ending the process.
+
+    The cases run in this process unless ``settings.supervised`` (the front ends' settings,
+    :func:`settings_from_config`, ask for it when the project's code runs): a library
+    caller's factory may be a closure that watches what its agents do, which a worker
+    process would hide from it. Supervised, a serial replay runs in one forked worker that an
+    end no refusal stops (``ctypes``' ``_exit``, ``exec``, a signal) cannot take the caller
+    with it (:mod:`evalrunner.execution`).
     """
     if settings is None:
         settings = RunSettings(
