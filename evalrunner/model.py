@@ -292,6 +292,7 @@ DEFAULT_MAX_TOOL_ITERATIONS = 10
 """Model calls per turn the reference agent makes before it gives up (``max_tool_iterations``)."""
 
 
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """What the agent offers the model about one tool."""

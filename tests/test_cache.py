@@ -65,10 +65,8 @@ def test_the_directory_is_tagged_and_ignored_by_git(tmp_path: Path) -> None:
     store = AdmissionCache(tmp_path / "c")
     store.store(store.key("a", b""), [AdmissionError("a", "bad")])
     store.save()
-    assert (
-        (tmp_path / "c" / "CACHEDIR.TAG")
-        .read_text()
-        .startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    assert (tmp_path / "c" / "CACHEDIR.TAG").read_text().startswith(
+        "Signature: 8a477f597d28d172789f06886806bc55"
     )
     assert (tmp_path / "c" / ".gitignore").read_text().splitlines()[-1] == "*"
 

@@ -130,7 +130,9 @@ def verdicts(reports: tuple[CaseReport, ...]) -> dict[str, tuple[bool, str | Non
 
 
 @pytest.mark.parametrize("protocol", ["1", "2"])
-def test_turn_one_lists_the_doubles_as_the_turn_schema_says(tmp_path: Path, protocol: str) -> None:
+def test_turn_one_lists_the_doubles_as_the_turn_schema_says(
+    tmp_path: Path, protocol: str
+) -> None:
     log = tmp_path / "lines.jsonl"
     root = tmp_path / "evals"
     root.mkdir()

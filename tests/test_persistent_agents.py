@@ -335,7 +335,7 @@ def test_not_ending_the_case_in_time_kills_the_process(run: object) -> None:
 # begins, or once the process has read the next case's first line.
 AFTER_STRAY = [
     ("stray-request", "sent a model request"),
-    ("print-between", '\'{"stray": "between cases"}\''),
+    ("print-between", "'{\"stray\": \"between cases\"}'"),
     # Its exit and the end of its traceback, or the traceback caught while it is written.
     ("crash-between", "crashing on purpose after the case ended|printed a traceback on stderr"),
 ]
@@ -498,7 +498,9 @@ def test_an_exit_0_after_ending_a_case_is_clean_and_the_next_case_gets_a_fresh_p
 
 
 @pytest.mark.parametrize("front_end", first_by_default(FRONT_ENDS))
-def test_a_clean_exit_at_the_end_of_the_run_stays_green(front_ends: object, front_end: str) -> None:
+def test_a_clean_exit_at_the_end_of_the_run_stays_green(
+    front_ends: object, front_end: str
+) -> None:
     errors = front_ends(front_end, "ok")  # type: ignore[operator]
     assert errors and all(error is None for error in errors.values()), errors
 
@@ -629,26 +631,9 @@ def test_the_command_line_ends_every_process_at_the_end_of_the_run(
     marker = f"ignore-eof-jobs-{jobs}"
     command = shlex.join(argv("openai", "ignore-eof")) + f" {marker}"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evalrunner",
-            "run",
-            "--suite",
-            str(suite),
-            "--agent-command",
-            command,
-            "--jobs",
-            jobs,
-            "--format",
-            "json",
-            "--agent-exit-grace-secs",
-            "0.3",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
+        [sys.executable, "-m", "evalrunner", "run", "--suite", str(suite), "--agent-command",
+         command, "--jobs", jobs, "--format", "json", "--agent-exit-grace-secs", "0.3"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**os.environ, "PERSISTENT_AGENT_LOG": str(log)},
     )
     # The processes ignore their stdin closing: each one's last case fails, and the run.

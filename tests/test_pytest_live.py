@@ -49,6 +49,7 @@ def _the_pipeline_imported_once() -> None:
     import ruamel.yaml  # noqa: F401
 
 
+
 def pytest_run(
     pytester: pytest.Pytester, *args: str, mode: str | None = None
 ) -> subprocess.CompletedProcess[str]:

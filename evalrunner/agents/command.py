@@ -932,7 +932,9 @@ class _AgentProcess:
         _untrack(self)
 
 
-def _end_together(processes: Sequence[_AgentProcess], when: str = "at the end of the run") -> None:
+def _end_together(
+    processes: Sequence[_AgentProcess], when: str = "at the end of the run"
+) -> None:
     """The end of the run for processes waiting between cases: their stdin is closed (they
     should exit), then after at most the longest of their exit graces for them all, their
     process groups are killed. How each ended settles its held verdict."""

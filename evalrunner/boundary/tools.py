@@ -496,4 +496,6 @@ def double_from_json(data: Mapping[str, Any]) -> ToolDouble:
         DoubleRule(rule.get("when"), rule.get("returns"), rule.get("error"))
         for rule in data["results"]
     )
-    return ToolDouble(data["name"], rules, data.get("description", ""), data.get("parameters", {}))
+    return ToolDouble(
+        data["name"], rules, data.get("description", ""), data.get("parameters", {})
+    )

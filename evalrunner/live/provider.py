@@ -233,7 +233,9 @@ class TokenBudget:
     def exhausted(self) -> bool:
         """Whether no further request may be sent."""
         with self._lock:
-            return self.limit is not None and (self._blind is not None or self._spent >= self.limit)
+            return self.limit is not None and (
+                self._blind is not None or self._spent >= self.limit
+            )
 
     def check(self) -> None:
         """Raise :class:`BudgetSpent` when the budget is spent."""
@@ -535,7 +537,7 @@ class LiveModel:
                 raise RunError(
                     f"live model: {problem.text}: nothing was sent; {problem.fix} in the "
                     "agent, or pin "
-                    'it in [eval.live] (pin = ["max_tokens"]) to send [eval.live]\'s '
+                    "it in [eval.live] (pin = [\"max_tokens\"]) to send [eval.live]'s "
                     "max_tokens instead"
                 )
         return live_options(

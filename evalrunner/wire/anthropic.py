@@ -415,7 +415,9 @@ CUT_SHORT = {
 """The ``stop_reason`` values that end an answer before it is whole, and what they mean."""
 
 
-NO_STOP_REASON = "no stop_reason in any stream event: the stream never said the answer was whole"
+NO_STOP_REASON = (
+    "no stop_reason in any stream event: the stream never said the answer was whole"
+)
 
 
 def _cut_short(reason: JSONValue) -> str | None:

@@ -563,7 +563,9 @@ def read_response(answer: JSONValue, where: str = "the response") -> ModelRespon
                         )
                     elif piece.get("type") == "refusal":
                         refusal.append(
-                            require_string(piece.get("refusal"), f"{at}.content[{number}].refusal")
+                            require_string(
+                                piece.get("refusal"), f"{at}.content[{number}].refusal"
+                            )
                         )
             elif kind == "function_call":
                 calls.append(_function_call(item, at))

@@ -163,7 +163,9 @@ class ModelServer:
             return
         wire = WIRES[self.wire]
         if isinstance(body, dict) and body.get("stream"):
-            frames = wire.stream_events(reply.response, response_id="r1", model="m", usage=True)
+            frames = wire.stream_events(
+                reply.response, response_id="r1", model="m", usage=True
+            )
             # Sized, so that the connection stays open for the next request (keep-alive).
             self._send(
                 handler, 200, {"Content-Type": "text/event-stream"}, "".join(frames).encode()
@@ -180,7 +182,8 @@ class ModelServer:
             opening = b"HTTP/1.1 200 OK\r\nX-Slow: "
         else:
             opening = (
-                b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\nContent-Length: 1000000\r\n\r\n"
+                b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\n"
+                b"Content-Length: 1000000\r\n\r\n"
             )
         try:
             handler.wfile.write(opening)
