@@ -527,8 +527,9 @@ def _start_worker(settings: RunSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _told_to_stop)
     built = settings.in_worker() if settings.in_worker is not None else settings
-    # A worker runs one run of a case per call: the parent expanded the repeats already.
-    _WORKER_SETTINGS = replace(built, repeat=1)
+    # A worker runs one run of a case per call: the parent expanded the repeats already. It
+    # is the supervised process itself: it forks no worker of its own.
+    _WORKER_SETTINGS = replace(built, repeat=1, supervised=False)
 
 
 def _told_to_stop(signum: int, frame: object) -> None:

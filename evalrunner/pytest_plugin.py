@@ -27,7 +27,10 @@ With the flag:
 Each item's outcome is the run core's verdict for its case
 (:func:`evalrunner.session.case_verdict`), never one of the plugin's own: ``repeat`` from the
 config runs it that many times (a flaky case fails), an agent or tool that calls ``os._exit``
-fails its case as a run error (pytest still writes its summary and ``--junitxml``), and a run
+fails its case as a run error (pytest still writes its summary and ``--junitxml``), as does
+one that ends its process in a way no refusal stops (``ctypes``' ``_exit``, ``exec``, a
+signal: the project's own agent and tools run in one forked worker that the session
+supervises, :class:`evalrunner.execution.Supervised`), and a run
 whose every case was skipped fails (exit 1), since it graded nothing, as ``run`` fails it.
 """
 
@@ -36,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -215,11 +218,15 @@ class EvalrunnerSession:
                 self.supervised = Supervised(cases, self.settings)
         return self.supervised
 
-    def close_supervisor(self) -> None:
-        """End the worker, taking what it refused outside every case (before the run's
-        verdict, which that fails)."""
-        if self.supervised is not None:
-            self.supervised.close()
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, None, None]:
+        """Once the items ran (or were stopped), end the worker that ran them, taking what it
+        refused outside every case: before the session's verdict, which that fails."""
+        try:
+            yield
+        finally:
+            if self.supervised is not None:
+                self.supervised.close()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A thread that ends on a refused ``os._exit`` says so in one line, as under
@@ -268,7 +275,6 @@ class EvalrunnerSession:
         worker leaves the verdict to the controller, which hears every case."""
         from evalrunner.process_exit import unclaimed
 
-        self.close_supervisor()
         if self.thread_hooks and threading.excepthook is self.thread_hooks[1]:
             threading.excepthook = self.thread_hooks[0]  # for pytest's cleanup to undo its own
         # An os._exit refused outside every case (a thread that outlived its case): no item
