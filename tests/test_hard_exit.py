@@ -268,6 +268,40 @@ def test_the_agent_keeps_its_state_across_cases_in_the_supervised_worker(tmp_pat
     assert seen == ["1 1 True", "2 1 True", "3 1 True"]
 
 
+def test_a_command_agents_project_tool_that_ends_the_process_as_it_is_built(
+    tmp_path: Path,
+) -> None:
+    """A command agent runs its own tools, but the project's tools are still built here for
+    every case: one whose construction ends the process (the second, the first being the
+    check at start-up) fails the cases instead of ending the run with exit 0."""
+    project(tmp_path)
+    (tmp_path / "built_tool.py").write_text(
+        "import ctypes\n"
+        "BUILT = []\n"
+        "class Shout:\n"
+        "    name = 'shout'\n"
+        "    description = 'Says it loudly.'\n"
+        "    parameters = {'type': 'object', 'properties': {}}\n"
+        "    def __init__(self):\n"
+        "        BUILT.append(1)\n"
+        "        if len(BUILT) == 2:\n"
+        "            ctypes.CDLL(None)._exit(0)\n"
+        "    def call(self, arguments):\n"
+        "        return 'HEY'\n",
+        encoding="utf-8",
+    )
+    command = f"{sys.executable} -m evalrunner.mutation.mutants --wire openai reference"
+    (tmp_path / "evalrunner.toml").write_text(
+        f'[eval]\nsuite_dir = "suite"\ntools = ["built_tool:Shout"]\n'
+        f"agent_command = {json.dumps(command)}\n",
+        encoding="utf-8",
+    )
+    cases = run(tmp_path, "none")
+    assert sorted(cases) == list(NAMES)
+    for case in cases.values():
+        assert str(case["error"]).startswith(f"{DIED} (exit code 0)"), case
+
+
 # --- every way of ending, on every front end ----------------------------------------------------
 
 
