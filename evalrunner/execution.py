@@ -791,6 +791,8 @@ class _Worker:
     slot: int = 0
     admitted: bool = False
     """Whether its first message (what it admitted) was read."""
+    death_known: bool = False
+    """Whether its death was seen while it had cases to report (and those ran again)."""
 
 
 def _keep(
@@ -945,6 +947,7 @@ class ForkedWorkers:
         admitted) is read here, unless :meth:`admitted` read it."""
         for position, worker in enumerate(self._workers):
             if worker.process.exitcode is not None:
+                _died_between_cases(worker, "between cases")
                 with contextlib.suppress(OSError):
                     worker.connection.close()
                 worker = self._workers[position] = self._start(worker.slot, worker.share)
@@ -1002,6 +1005,7 @@ class ForkedWorkers:
         # The worker died with cases unreported: the one it was running killed it, and which
         # one that was is found by running each in a process of its own.
         worker.process.join()
+        worker.death_known = True
         reran = []
         for index in worker.pending:
             done[index] = self._in_own_process(index)
@@ -1033,7 +1037,9 @@ class ForkedWorkers:
     @staticmethod
     def _say_goodbye(worker: _Worker) -> None:
         """Tell a worker waiting for its orders that the run is over, and take what it
-        refused outside every case since its last report (a thread that outlived its case)."""
+        refused outside every case since its last report (a thread that outlived its case).
+        One that was serving and died without an answer died after its last case."""
+        serving = worker.admitted
         try:
             if not worker.admitted:
                 worker.connection.recv()  # what it admitted: no one asked
@@ -1041,8 +1047,12 @@ class ForkedWorkers:
             worker.connection.send(None)
             if worker.connection.poll(STOP_GRACE_SECS):
                 _keep(worker, worker.connection.recv(), set(), {})
+                return
         except (EOFError, OSError):
             pass  # it left already (stood down, or dead): nothing to take
+        if serving:
+            worker.process.join(STOP_GRACE_SECS)
+            _died_between_cases(worker, "after its last case")
 
     def close(self, *, at_once: bool = False) -> None:
         """Let every worker finish and reap it; ``at_once`` (an interrupt) tells each to
@@ -1068,6 +1078,18 @@ class ForkedWorkers:
                     worker.process.kill()
                 worker.process.join()
         self._workers = []
+
+
+def _died_between_cases(worker: _Worker, when: str) -> None:
+    """A worker that was serving cases died while it ran none (a thread of an earlier case,
+    say, ending it with ``ctypes``' ``_exit``): no case carries that, so the run fails for it
+    (:func:`evalrunner.process_exit.note_unexplained_death`), as for an ``os._exit`` refused
+    outside every case."""
+    code = worker.process.exitcode
+    if code is None or worker.death_known or not worker.admitted:
+        return
+    worker.death_known = True
+    note_unexplained_death(f"{worker.process.name} ended {when} ({_ending(code)})")
 
 
 def _admitted_share(

@@ -302,6 +302,83 @@ def test_a_command_agents_project_tool_that_ends_the_process_as_it_is_built(
         assert str(case["error"]).startswith(f"{DIED} (exit code 0)"), case
 
 
+BETWEEN_AGENT = """\
+import ctypes
+import os
+import threading
+import time
+from pathlib import Path
+
+from evalrunner.agents.reference import ReferenceAgent
+
+HERE = Path(__file__).parent
+STARTED = []
+
+
+def late():
+    while not (HERE / "fire").exists():
+        time.sleep(0.001)
+    ctypes.CDLL(None)._exit(0)
+
+
+class Agent(ReferenceAgent):
+    def respond(self, user_input):
+        if not STARTED and not (HERE / "fire").exists():  # the first worker's first case
+            (HERE / "worker.pid").write_text(str(os.getpid()))
+            STARTED.append(threading.Thread(target=late, daemon=True))
+            STARTED[-1].start()
+        return super().respond(user_input)
+"""
+
+BETWEEN_CONFTEST = """\
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def pytest_runtest_teardown(item):
+    if (HERE / "fire").exists():
+        return
+    (HERE / "fire").touch()
+    stat = Path("/proc", (HERE / "worker.pid").read_text(), "stat")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if stat.read_text().split(")")[-1].split()[0] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.001)
+"""
+
+
+def test_pytest_fails_the_run_when_a_thread_of_a_case_ends_the_worker_between_cases(
+    tmp_path: Path,
+) -> None:
+    """A passing case whose thread ends the worker's process after the case (as pytest tears
+    the item down), where no case is running to carry it: the next case runs in a new
+    worker, and the run fails, naming what ended the last."""
+    project(tmp_path)
+    (tmp_path / "between_agent.py").write_text(BETWEEN_AGENT, encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(BETWEEN_CONFTEST, encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        '[eval]\nsuite_dir = "suite"\nagent = "between_agent:Agent"\n', encoding="utf-8"
+    )
+    done = launch(
+        tmp_path, "none", "-m", "pytest", "-p", "evalrunner.pytest_plugin", "-q",
+        "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "--evalrunner",
+        "--junitxml", str(tmp_path / "report.xml"),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "4 passed" in done.stdout
+    assert (
+        "evalrunner: an agent or tool ended, or tried to end, a process of the run outside any "
+        "case (evalrunner worker 1 ended between cases (exit code 0))"
+    ) in done.stdout, done.stdout
+    assert (tmp_path / "report.xml").exists()
+
+
 # --- every way of ending, on every front end ----------------------------------------------------
 
 
