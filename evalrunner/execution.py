@@ -42,7 +42,9 @@ suite order (state an agent keeps across cases is there), repeats, ``case_timeou
 verdicts and an interrupt (the worker is stopped with SIGTERM, as ``-j`` workers are, and the
 cases that finished are reported) behave as serially. The worker refuses ``os._exit`` as
 this process does (:func:`evalrunner.process_exit.own_refusal`), so such a call reads as it
-reads serially, and it hands the calls it refused outside every case to this process. Front
+reads serially, and it hands the calls it refused outside every case to this process; a
+worker that dies while it runs no case (between two, or after its last) fails the run for
+the same reason (:func:`_died_between_cases`). Front
 ends that run case by case (the pytest plugin) keep one such worker for the session
 (:class:`Supervised`). Only what needs it pays for the fork: the reference agent, or a
 command agent, with the built-in tools runs only evalrunner's code here and is not
