@@ -341,11 +341,14 @@ def pytest_runtest_teardown(item):
     if (HERE / "fire").exists():
         return
     (HERE / "fire").touch()
-    stat = Path("/proc", (HERE / "worker.pid").read_text(), "stat")
+    # Until the worker is dead and waits to be reaped: a zombie whose threads are all gone
+    # (its main thread shows as one before the thread that ended the process is gone).
+    process = Path("/proc", (HERE / "worker.pid").read_text())
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            if stat.read_text().split(")")[-1].split()[0] == "Z":
+            state = (process / "stat").read_text().split(")")[-1].split()[0]
+            if state == "Z" and len(list((process / "task").iterdir())) <= 1:
                 return
         except OSError:
             return
