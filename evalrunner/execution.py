@@ -829,11 +829,7 @@ class ForkedWorkers:
     """
 
     def __init__(
-        self,
-        fixtures: Sequence[Fixture],
-        *,
-        admit: Admitter,
-        settings: RunSettings,
+        self, fixtures: Sequence[Fixture], *, admit: Admitter, settings: RunSettings
     ) -> None:
         self._fixtures = fixtures
         self._admit = admit
@@ -922,7 +918,8 @@ class ForkedWorkers:
         owner = {index: worker for worker in self._workers for index in worker.share}
         for worker in self._workers:
             share = [index for index in order if owner[index] is worker]
-            worker.connection.send(share)
+            with contextlib.suppress(OSError):  # died already: its cases run again, alone
+                worker.connection.send(share)
             # A dict, not a list: each report takes its case off in constant time (a list's
             # remove is linear, and a large suite's reports would make it quadratic).
             worker.pending = dict.fromkeys(share)
