@@ -28,6 +28,28 @@ stand down and the caller admits serially, so every refusal reads exactly as in 
 A worker that dies (``os._exit``, a crash in native code), in the pool or forked, fails only
 the case it was running: its cases not yet reported run again, each in a process of its own.
 
+Supervision. ``os._exit`` is refused in this process (:mod:`evalrunner.process_exit`), but
+``ctypes``' ``_exit``, ``os.execv``, a signal the agent sends itself or a crash in native code
+would end it with the agent's status (0 reads as a green run, with no report). So when the
+project's own code runs here (:attr:`RunSettings.supervised`, set by
+:func:`evalrunner.session.settings_from_config` for a Python agent or project tools), a
+serial replay runs its cases in one :class:`ForkedWorkers` worker over the cases admitted
+here (:meth:`ForkedWorkers.over_cases`; it inherits them, nothing is sent), which this
+process supervises as it does ``-j`` workers: the case that ends the worker is its run error
+(:func:`worker_died`), the cases after it run each in a process of its own, and the run's
+verdict and exit code are the core's. Nothing else changes: one process runs the cases in
+suite order (state an agent keeps across cases is there), repeats, ``case_timeout``, held
+verdicts and an interrupt (the worker is stopped with SIGTERM, as ``-j`` workers are, and the
+cases that finished are reported) behave as serially. The worker refuses ``os._exit`` as
+this process does (:func:`evalrunner.process_exit.own_refusal`), so such a call reads as it
+reads serially, and it hands the calls it refused outside every case to this process; a
+worker that dies while it runs no case (between two, or after its last) fails the run for
+the same reason (:func:`_died_between_cases`). Front
+ends that run case by case (the pytest plugin) keep one such worker for the session
+(:class:`Supervised`). Only what needs it pays for the fork: the reference agent, or a
+command agent, with the built-in tools runs only evalrunner's code here and is not
+supervised; nor is live mode (its cases share one token budget, on threads of this process).
+
 Held verdicts. A persistent agent process (agent-command protocol 2) serves many cases, and
 what it does after it ended a case (a model request, a non-zero exit, a traceback, at the
 end of the run a hang once its stdin closes) fails that case, not the next one. So the
@@ -49,6 +71,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from evalrunner.agents.reference import (
@@ -64,7 +87,7 @@ from evalrunner.expectations import grade_case
 from evalrunner.fixture.admit import Admission
 from evalrunner.fixture.load import Fixture
 from evalrunner.model import Case, CaseClass, CaseReport, RunInterrupted, RunRecord
-from evalrunner.process_exit import note_unexplained_death
+from evalrunner.process_exit import note_unexplained_death, own_refusal, unclaimed
 from evalrunner.repeats import expanded, grouped
 from evalrunner.replay import run_case
 
@@ -119,6 +142,10 @@ class RunSettings:
     """Live mode: the run's model (each case gets a provider on it); ``None`` replays."""
     repeat: int = 1
     """How many times each case runs (``--repeat``; :mod:`evalrunner.repeats`)."""
+    supervised: bool = False
+    """Run a replay's cases, serially too, in a forked worker process that this one
+    supervises (:func:`execute`): for an agent or tools of the user's, which may end the
+    process in ways no refusal stops. Where the platform cannot fork it has no effect."""
 
     def replay(self, case: Case, provider: ModelProvider | None = None) -> RunRecord:
         """One run of ``case`` (:func:`~evalrunner.replay.run_case`) with this agent, these
@@ -227,9 +254,7 @@ class PendingVerdict(Protocol):
     def error(self) -> str | None: ...
 
 
-def evaluate_held(
-    case: Case, settings: RunSettings
-) -> tuple[CaseReport, PendingVerdict | None]:
+def evaluate_held(case: Case, settings: RunSettings) -> tuple[CaseReport, PendingVerdict | None]:
     """:func:`evaluate`, and the verdict its agent holds open (``held_verdict``), if any.
 
     Only a factory that can settle held verdicts (``settle_cases``) has its agents looked
@@ -353,6 +378,9 @@ def execute(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseRepor
 
 def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
     live = settings.live
+    if settings.supervised and live is None and settings.jobs <= 1 and cases and can_fork():
+        yield from _supervised(cases, settings)
+        return
     if live is not None and live.config.max_concurrency > 1 and len(cases) > 1:
         yield from _on_threads(cases, settings, live)
         return
@@ -361,6 +389,54 @@ def _each(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport,
             yield report
         return
     yield from _in_pool(cases, settings)
+
+
+def _supervised(cases: Sequence[Case], settings: RunSettings) -> Generator[CaseReport, None, None]:
+    """A serial run's cases, run in order by one forked worker that inherits them
+    (:meth:`ForkedWorkers.over_cases`): a case that ends the worker's process is its run
+    error, and the cases after it still run, each in a process of its own."""
+    workers = ForkedWorkers.over_cases(cases, settings)
+    try:
+        yield from workers.run(range(len(cases)))
+    except BaseException:  # an interrupt, or the reader left: stop the worker now
+        workers.close(at_once=True)
+        raise
+    workers.close()
+
+
+class Supervised:
+    """The supervised worker of a front end that runs one case at a time (the pytest
+    plugin): one forked worker over every case it may be asked for, which runs them in the
+    order asked, in one process while none ends it (a process that died is replaced for
+    the next case). :func:`evalrunner.session.case_verdict` takes its verdicts from it."""
+
+    def __init__(self, cases: Sequence[Case], settings: RunSettings) -> None:
+        self._index = {id(case): index for index, case in enumerate(cases)}
+        self._workers = ForkedWorkers.over_cases(list(cases), settings)
+        self._closed = False
+
+    def holds(self, case: Case) -> bool:
+        """Whether ``case`` is one of the cases this worker was made over (and it is open)."""
+        return not self._closed and id(case) in self._index
+
+    def runs(self, case: Case, settings: RunSettings) -> Generator[CaseReport, None, None]:
+        """The reports of the ``settings.repeat`` runs of ``case``, one after another; each
+        run settles its agents' held verdicts before its report, as a one-case run does."""
+        index = self._index[id(case)]
+        try:
+            for _ in range(max(1, settings.repeat)):
+                yield from self._workers.run([index])
+        except GeneratorExit:
+            raise  # the reader has what it wanted: the worker waits for the next case
+        except BaseException:  # an interrupt: the worker stops now
+            self.close(at_once=True)
+            raise
+
+    def close(self, *, at_once: bool = False) -> None:
+        """End the worker (:meth:`ForkedWorkers.close`); later cases run in this process."""
+        if not self._closed:
+            self._closed = True
+            self._workers.close(at_once=at_once)
 
 
 def _on_threads(
@@ -453,8 +529,9 @@ def _start_worker(settings: RunSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _told_to_stop)
     built = settings.in_worker() if settings.in_worker is not None else settings
-    # A worker runs one run of a case per call: the parent expanded the repeats already.
-    _WORKER_SETTINGS = replace(built, repeat=1)
+    # A worker runs one run of a case per call: the parent expanded the repeats already. It
+    # is the supervised process itself: it forks no worker of its own.
+    _WORKER_SETTINGS = replace(built, repeat=1, supervised=False)
 
 
 def _told_to_stop(signum: int, frame: object) -> None:
@@ -566,14 +643,19 @@ def _pool(
 
 
 def run_in_own_process(
-    case: Case, context: multiprocessing.context.BaseContext, settings: RunSettings
+    case: Case,
+    context: multiprocessing.context.BaseContext,
+    settings: RunSettings,
+    *,
+    supervising: bool = False,
 ) -> CaseReport:
     """One case in a worker process of its own; a run error, naming how the process ended,
     when it dies before it reports (its own process, not a pool's, so that its exit status
-    is known for certain)."""
+    is known for certain). ``supervising``: it refuses ``os._exit`` as a supervised worker
+    does (:meth:`ForkedWorkers.over_cases`)."""
     reader, writer = context.Pipe(duplex=False)
     process = context.Process(  # type: ignore[attr-defined]
-        target=_run_in_own_process, args=(settings, case, writer), daemon=True
+        target=_run_in_own_process, args=(settings, case, writer, supervising), daemon=True
     )
     try:
         process.start()
@@ -584,7 +666,11 @@ def run_in_own_process(
             while not reader.poll(DEATH_CHECK_SECS):
                 if process.exitcode is not None and not reader.poll():
                     raise EOFError
-            report: CaseReport = reader.recv()
+            report: CaseReport
+            late: list[str]
+            report, late = reader.recv()
+            for attempt in late:
+                note_unexplained_death(attempt)
         except EOFError:  # died without a word
             process.join()
             return report_without_run(case, error=worker_died(process.exitcode))
@@ -613,7 +699,7 @@ def worker_died(code: int | None) -> str:
     """The run error of a case whose worker process died while running it."""
     return (
         f"{_DIED} ({_ending(code)}): the agent or a tool "
-        "ended the process (os._exit, a crash in native code)"
+        "ended the process (os._exit, exec, a signal, a crash in native code)"
     )
 
 
@@ -631,14 +717,17 @@ _EXIT_REFUSED = "which would have ended the whole run"
 """The end of :mod:`evalrunner.replay`'s run error for an ``os._exit`` it refused."""
 
 
-def _run_in_own_process(settings: RunSettings, case: Case, writer: Any) -> None:
-    _start_worker(settings)
-    try:
-        ((_, report),) = _run_in_worker([(0, case)])
-    except RunInterrupted:
-        return  # stopped by the parent, which reports the interrupt: nothing to say
-    writer.send(report)
-    writer.close()
+def _run_in_own_process(
+    settings: RunSettings, case: Case, writer: Any, supervising: bool = False
+) -> None:
+    with own_refusal() if supervising else contextlib.nullcontext():
+        _start_worker(settings)
+        try:
+            ((_, report),) = _run_in_worker([(0, case)])
+        except RunInterrupted:
+            return  # stopped by the parent, which reports the interrupt: nothing to say
+        writer.send((report, unclaimed()))
+        writer.close()
 
 
 def _ending(code: int | None) -> str:
@@ -701,15 +790,24 @@ class _Worker:
     share: list[int]
     pending: dict[int, None] = field(default_factory=dict)
     """The cases it was asked to run and has not reported yet."""
+    slot: int = 0
+    admitted: bool = False
+    """Whether its first message (what it admitted) was read."""
+    death_known: bool = False
+    """Whether its death was seen while it had cases to report (and those ran again)."""
 
 
 def _keep(
     worker: _Worker,
-    reports: list[tuple[int, CaseReport]],
+    message: tuple[list[tuple[int, CaseReport]], list[str]],
     wanted: set[int],
     done: dict[int, CaseReport],
 ) -> None:
-    """File a worker's message: each report of a wanted case, no longer pending."""
+    """File a worker's message: each report of a wanted case, no longer pending, and the
+    ``os._exit`` calls it refused outside every case, which fail the run here."""
+    reports, late = message
+    for attempt in late:
+        note_unexplained_death(attempt)
     for index, report in reports:
         if index in wanted:
             done[index] = report
@@ -722,7 +820,12 @@ class ForkedWorkers:
 
     Each worker admits its share with ``admit`` and runs its cases with :func:`evaluate` on
     ``settings`` (built again in the worker by ``settings.in_worker``). A worker that dies
-    has its unreported cases run again, each in a process of its own.
+    has its unreported cases run again, each in a process of its own. A worker serves one
+    :meth:`run` after another until :meth:`close`; one that died is replaced by the next
+    :meth:`run` (:class:`Supervised` runs one case at a time so).
+
+    :meth:`over_cases` makes one worker over cases admitted here, which it inherits: the
+    supervisor of a serial run (:func:`execute`).
     """
 
     def __init__(
@@ -731,6 +834,8 @@ class ForkedWorkers:
         self._fixtures = fixtures
         self._admit = admit
         self._settings = settings
+        self._supervising = False
+        self._cases: Sequence[Case] | None = None
         self._workers: list[_Worker] = []
         import multiprocessing
 
@@ -739,23 +844,54 @@ class ForkedWorkers:
         jobs = max(1, min(settings.jobs, len(fixtures)))
         try:
             for slot in range(jobs):
-                share = list(range(slot, len(fixtures), jobs))
-                ours, theirs = context.Pipe()
-                # The parent's ends, this one's and the earlier workers', are closed in the
-                # child: a worker holding one open would never see the parent hang up.
-                parents = [ours, *(worker.connection for worker in self._workers)]
-                process = context.Process(
-                    target=_serve,
-                    args=(theirs, parents, [fixtures[i] for i in share], share, admit, settings),
-                    daemon=True,
-                    name=f"evalrunner worker {slot + 1}",
-                )
-                process.start()
-                theirs.close()
-                self._workers.append(_Worker(process, ours, share))
+                self._workers.append(self._start(slot, list(range(slot, len(fixtures), jobs))))
         except BaseException:
             self.close()
             raise
+
+    @classmethod
+    def over_cases(cls, cases: Sequence[Case], settings: RunSettings) -> ForkedWorkers:
+        """One worker over ``cases``, admitted here (the worker inherits them: nothing is
+        admitted again, nor sent); it refuses ``os._exit`` as this process does
+        (:func:`evalrunner.process_exit.own_refusal`), so that a call of it reads as it reads
+        serially, and tells this process of the calls it refused outside every case."""
+        workers = cls.__new__(cls)
+        workers._fixtures = ()
+        workers._admit = _nothing_to_admit
+        workers._settings = replace(settings, jobs=1)
+        workers._supervising = True
+        workers._cases = cases
+        workers._workers = []
+        import multiprocessing
+
+        workers._context = multiprocessing.get_context("fork")
+        try:
+            workers._workers.append(workers._start(0, list(range(len(cases)))))
+        except BaseException:
+            workers.close()
+            raise
+        return workers
+
+    def _start(self, slot: int, share: list[int]) -> _Worker:
+        """Fork the worker of ``share``."""
+        ours, theirs = self._context.Pipe()
+        # The parent's ends, this one's and the earlier workers', are closed in the child: a
+        # worker holding one open would never see the parent hang up.
+        parents = [ours, *(worker.connection for worker in self._workers)]
+        load: Callable[[], tuple[bool, dict[int, Case]]]
+        if self._cases is not None:
+            load = partial(_given_share, self._cases, share)
+        else:
+            load = partial(_admitted_share, [self._fixtures[i] for i in share], share, self._admit)
+        process = self._context.Process(
+            target=_serve,
+            args=(theirs, parents, load, self._settings, self._supervising),
+            daemon=True,
+            name=f"evalrunner worker {slot + 1}",
+        )
+        process.start()
+        theirs.close()
+        return _Worker(process, ours, share, slot=slot)
 
     def admitted(self) -> list[CaseSummary] | None:
         """Every admitted case, in fixture order; ``None`` when some file was refused or a
@@ -766,6 +902,7 @@ class ForkedWorkers:
                 clean, cases = worker.connection.recv()
             except (EOFError, OSError):
                 return None
+            worker.admitted = True
             if not clean:
                 return None
             found.extend(CaseSummary(*case) for case in cases)
@@ -777,10 +914,12 @@ class ForkedWorkers:
         Interrupted (:class:`RunInterrupted`), it stops the workers, takes the reports they
         had finished, yields those that follow in order, and re-raises."""
         wanted = set(order)
+        self._replace_the_dead()
         owner = {index: worker for worker in self._workers for index in worker.share}
         for worker in self._workers:
             share = [index for index in order if owner[index] is worker]
-            worker.connection.send(share)
+            with contextlib.suppress(OSError):  # died already: its cases run again, alone
+                worker.connection.send(share)
             # A dict, not a list: each report takes its case off in constant time (a list's
             # remove is linear, and a large suite's reports would make it quadratic).
             worker.pending = dict.fromkeys(share)
@@ -800,6 +939,21 @@ class ForkedWorkers:
                 position[0] += 1
                 yield done.pop(order[position[0] - 1])
             raise
+
+    def _replace_the_dead(self) -> None:
+        """A worker that died (its cases were run again, each alone) is replaced by a fresh
+        one over the same share, for the next :meth:`run`; a worker's first message (what it
+        admitted) is read here, unless :meth:`admitted` read it."""
+        for position, worker in enumerate(self._workers):
+            if worker.process.exitcode is not None:
+                _died_between_cases(worker, "between cases")
+                with contextlib.suppress(OSError):
+                    worker.connection.close()
+                worker = self._workers[position] = self._start(worker.slot, worker.share)
+            if not worker.admitted:
+                with contextlib.suppress(EOFError, OSError):
+                    worker.connection.recv()  # a death now shows as the run's
+                worker.admitted = True
 
     def _gather(
         self, running: list[_Worker], wanted: set[int], done: dict[int, CaseReport]
@@ -832,24 +986,25 @@ class ForkedWorkers:
                         if worker.process.exitcode is not None:
                             break
                         continue
-                    reports: list[tuple[int, CaseReport]] = worker.connection.recv()
+                    message = worker.connection.recv()
                 except Exception:  # the end, or a message cut by the stop: nothing more
                     break
-                _keep(worker, reports, wanted, done)
+                _keep(worker, message, wanted, done)
 
     def _take(self, worker: _Worker, wanted: set[int], done: dict[int, CaseReport]) -> None:
         """Read one message of ``worker``'s; at the pipe's end, it died."""
         try:
-            reports: list[tuple[int, CaseReport]] = worker.connection.recv()
+            message = worker.connection.recv()
         except (EOFError, OSError):
             self._rerun_after_death(worker, done)
             return
-        _keep(worker, reports, wanted, done)
+        _keep(worker, message, wanted, done)
 
     def _rerun_after_death(self, worker: _Worker, done: dict[int, CaseReport]) -> None:
         # The worker died with cases unreported: the one it was running killed it, and which
         # one that was is found by running each in a process of its own.
         worker.process.join()
+        worker.death_known = True
         reran = []
         for index in worker.pending:
             done[index] = self._in_own_process(index)
@@ -859,6 +1014,10 @@ class ForkedWorkers:
         _explained(reran, f"{worker.process.name} ({ending})")
 
     def _in_own_process(self, index: int) -> CaseReport:
+        if self._cases is not None:
+            return run_in_own_process(
+                self._cases[index], self._context, self._settings, supervising=True
+            )
         fixture = self._fixtures[index]
         admission = self._admit([fixture])
         if admission.cases:
@@ -874,6 +1033,26 @@ class ForkedWorkers:
             path=str(fixture.path),
         )
 
+    @staticmethod
+    def _say_goodbye(worker: _Worker) -> None:
+        """Tell a worker waiting for its orders that the run is over, and take what it
+        refused outside every case since its last report (a thread that outlived its case).
+        One that was serving and died without an answer died after its last case."""
+        serving = worker.admitted
+        try:
+            if not worker.admitted:
+                worker.connection.recv()  # what it admitted: no one asked
+                worker.admitted = True
+            worker.connection.send(None)
+            if worker.connection.poll(STOP_GRACE_SECS):
+                _keep(worker, worker.connection.recv(), set(), {})
+                return
+        except (EOFError, OSError):
+            pass  # it left already (stood down, or dead): nothing to take
+        if serving:
+            worker.process.join(STOP_GRACE_SECS)
+            _died_between_cases(worker, "after its last case")
+
     def close(self, *, at_once: bool = False) -> None:
         """Let every worker finish and reap it; ``at_once`` (an interrupt) tells each to
         stop its case first (SIGTERM).
@@ -881,6 +1060,9 @@ class ForkedWorkers:
         A worker that finishes runs its exit hooks, which end the agent processes it started
         (a persistent command agent); one still running after a grace period is killed.
         """
+        if not at_once:
+            for worker in self._workers:
+                self._say_goodbye(worker)
         for worker in self._workers:
             with contextlib.suppress(OSError):
                 worker.connection.close()  # a worker waiting for its orders leaves
@@ -897,17 +1079,61 @@ class ForkedWorkers:
         self._workers = []
 
 
+def _died_between_cases(worker: _Worker, when: str) -> None:
+    """A worker that was serving cases died while it ran none (a thread of an earlier case,
+    say, ending it with ``ctypes``' ``_exit``): no case carries that, so the run fails for it
+    (:func:`evalrunner.process_exit.note_unexplained_death`), as for an ``os._exit`` refused
+    outside every case."""
+    code = worker.process.exitcode
+    if code is None or worker.death_known or not worker.admitted:
+        return
+    worker.death_known = True
+    note_unexplained_death(f"{worker.process.name} ended {when} ({_ending(code)})")
+
+
+def _admitted_share(
+    fixtures: Sequence[Fixture], share: Sequence[int], admit: Admitter
+) -> tuple[bool, dict[int, Case]]:
+    """In a worker: its share admitted, each case by its fixture's index; and whether every
+    file was admitted."""
+    admission = admit(fixtures)
+    index_of = {str(f.path): index for f, index in zip(fixtures, share, strict=True)}
+    return not admission.errors, {index_of[str(case.source)]: case for case in admission.cases}
+
+
+def _given_share(cases: Sequence[Case], share: Sequence[int]) -> tuple[bool, dict[int, Case]]:
+    """In a worker over cases admitted by its parent: its share, by index."""
+    return True, {index: cases[index] for index in share}
+
+
+def _nothing_to_admit(fixtures: Sequence[Fixture]) -> Admission:
+    raise AssertionError("a worker over admitted cases admits nothing")
+
+
 def _serve(
     connection: Connection,
     parents: Sequence[Connection],
-    fixtures: Sequence[Fixture],
-    share: Sequence[int],
-    admit: Admitter,
+    load: Callable[[], tuple[bool, dict[int, Case]]],
     settings: RunSettings,
+    supervising: bool,
 ) -> None:
-    """A forked worker: admit the share, say what was admitted, run what the parent asks."""
+    """A forked worker: load (admit) the share, say what it holds, then run each list of
+    cases the parent sends, until the parent hangs up.
+
+    Each message to the parent is a batch of reports and what this process refused outside
+    every case (``os._exit`` from a thread that outlived its case: see
+    :func:`evalrunner.process_exit.own_refusal`), which the parent holds against the run."""
     for inherited in parents:
         inherited.close()
+    with own_refusal() if supervising else contextlib.nullcontext():
+        _serve_orders(connection, load, settings)
+
+
+def _serve_orders(
+    connection: Connection,
+    load: Callable[[], tuple[bool, dict[int, Case]]],
+    settings: RunSettings,
+) -> None:
     _start_worker(settings)
     built = _WORKER_SETTINGS
     assert built is not None
@@ -915,15 +1141,28 @@ def _serve(
     # ends as an interrupted case does serially (its agent, a command's process group, is
     # stopped), and the worker's exit hooks end the agents it started.
     signal.signal(signal.SIGTERM, _interrupted)
-    admission = admit(fixtures)
-    index_of = {str(f.path): index for f, index in zip(fixtures, share, strict=True)}
-    cases = {index_of[str(case.source)]: case for case in admission.cases}
+    clean, cases = load()
     summary = [(index, case.name, case.case_class) for index, case in sorted(cases.items())]
     with contextlib.suppress(OSError):
-        connection.send((not admission.errors, summary))
+        connection.send((clean, summary))
+    while True:
+        try:
+            order: list[int] | None = connection.recv()
+            if order is None:  # the run is over: what was refused since, then leave
+                connection.send(([], unclaimed()))
+                return
+        except (EOFError, OSError):
+            return  # the parent stood the workers down
+        if not _serve_order(connection, order, cases, built):
+            return
+
+
+def _serve_order(
+    connection: Connection, order: Sequence[int], cases: dict[int, Case], built: RunSettings
+) -> bool:
+    """Run the cases of ``order`` and send their reports; whether to wait for more."""
     batch: list[tuple[int, CaseReport]] = []
     try:
-        order: list[int] = connection.recv()
         sent = time.monotonic()
         # Held verdicts settle here: the worker's agent processes end before its last reports.
         for index, report in _in_order_settled(((i, cases[i]) for i in order), built):
@@ -931,18 +1170,17 @@ def _serve(
             # Batched, since each message wakes the parent; but never held back long, so
             # that progress flows.
             if len(batch) >= BATCH or time.monotonic() - sent >= BATCH_SECS:
-                connection.send(batch)
+                connection.send((batch, unclaimed()))
                 batch, sent = [], time.monotonic()
-        if batch:
-            connection.send(batch)
+        connection.send((batch, unclaimed()))
     except (EOFError, OSError):
-        return  # the parent stood the workers down, or stopped listening: nothing to say
+        return False  # the parent stood the workers down, or stopped listening
     except RunInterrupted:
         # Stopped by the parent (an interrupt): what finished is still the parent's to report.
         with contextlib.suppress(OSError):
-            if batch:
-                connection.send(batch)
-        return
+            connection.send((batch, unclaimed()))
+        return False
+    return True
 
 
 def _interrupted(signum: int, frame: object) -> None:

@@ -31,6 +31,12 @@ death is noted here (:func:`note_unexplained_death`) to fail the run as an uncla
 A pytest-xdist worker refuses for its life as any pytest session running cases does, and
 hands what it did not claim to the controller, which decides the exit code.
 
+The supervised worker of a serial run (:mod:`evalrunner.execution`) is forked too, but there
+the refusal is the worker's own (:func:`own_refusal`): a case's ``os._exit`` fails the case as
+it does serially, and what the worker refused outside every case it hands to its parent,
+which fails the run for it. What no refusal stops (``ctypes``' ``_exit``, ``exec``, a signal)
+ends the worker, which the parent sees.
+
 Outside a watch, a non-zero status is let through: it cannot read as a pass, and foreign code
 in the process (pytest-xdist's worker gives up on a hung session with ``os._exit(1)``) relies
 on it. A process forked meanwhile (an agent's own child, a ``--jobs`` worker) exits when it
@@ -247,6 +253,27 @@ def late_exit_problem(attempts: list[str]) -> str:
         f"({'; '.join(attempts)}), from a thread that outlived its case or between cases; "
         "the run is not a pass"
     )
+
+
+@contextmanager
+def own_refusal() -> Iterator[None]:
+    """In a process forked to run cases for a front end that refuses ``os._exit`` (the
+    supervised worker of a serial run, :mod:`evalrunner.execution`): while inside, the
+    refusal is this process's own, so that a case's call reads as it reads serially and a
+    call outside every case is kept for :func:`unclaimed` (which the worker hands to its
+    parent). On the way out the process may exit again (multiprocessing ends a worker with
+    ``os._exit``)."""
+    guard = _GUARD
+    with guard.lock:
+        owned = guard.real is not None
+        if owned:
+            guard.owner = os.getpid()
+    try:
+        yield
+    finally:
+        if owned:
+            with guard.lock:
+                guard.owner = 0  # no process's: every call passes (see _refused)
 
 
 def _after_fork_in_child() -> None:

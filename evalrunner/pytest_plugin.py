@@ -27,7 +27,10 @@ With the flag:
 Each item's outcome is the run core's verdict for its case
 (:func:`evalrunner.session.case_verdict`), never one of the plugin's own: ``repeat`` from the
 config runs it that many times (a flaky case fails), an agent or tool that calls ``os._exit``
-fails its case as a run error (pytest still writes its summary and ``--junitxml``), and a run
+fails its case as a run error (pytest still writes its summary and ``--junitxml``), as does
+one that ends its process in a way no refusal stops (``ctypes``' ``_exit``, ``exec``, a
+signal: the project's own agent and tools run in one forked worker that the session
+supervises, :class:`evalrunner.execution.Supervised`), and a run
 whose every case was skipped fails (exit 1), since it graded nothing, as ``run`` fails it.
 """
 
@@ -36,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -45,7 +48,7 @@ import pytest
 
 if TYPE_CHECKING:
     from evalrunner.config import Config
-    from evalrunner.execution import RunSettings
+    from evalrunner.execution import RunSettings, Supervised
     from evalrunner.live.provider import LiveModel
     from evalrunner.model import Case, CaseReport
 
@@ -196,6 +199,34 @@ class EvalrunnerSession:
         self.late_exits: list[str] = []
         # threading.excepthook as the session found it, and the plugin's own put on top.
         self.thread_hooks: tuple[Callable[[threading.ExceptHookArgs], object], ...] = ()
+        # The forked worker that runs the cases when the project's own code would run here
+        # (RunSettings.supervised), made at the first case if at all.
+        self.supervised: Supervised | None = None
+        self.supervision_decided = False
+
+    def supervisor(self, session: pytest.Session) -> Supervised | None:
+        """The worker that runs this session's cases (:class:`evalrunner.execution.Supervised`):
+        an agent or tool that ends its process (``ctypes``' ``_exit``, ``exec``, a signal, a
+        crash) fails its case, and pytest still writes its summary and ``--junitxml``. None
+        when the cases run here: evalrunner's own code only, live mode, or no fork."""
+        if not self.supervision_decided:
+            from evalrunner.execution import Supervised, can_fork
+
+            self.supervision_decided = True
+            if self.settings.supervised and self.settings.live is None and can_fork():
+                cases = [item.case for item in session.items if isinstance(item, EvalItem)]
+                self.supervised = Supervised(cases, self.settings)
+        return self.supervised
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, None, None]:
+        """Once the items ran (or were stopped), end the worker that ran them, taking what it
+        refused outside every case: before the session's verdict, which that fails."""
+        try:
+            yield
+        finally:
+            if self.supervised is not None:
+                self.supervised.close()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A thread that ends on a refused ``os._exit`` says so in one line, as under
@@ -534,7 +565,8 @@ class EvalItem(pytest.Item):
         from evalrunner.execution import BUDGET_SKIPS
         from evalrunner.session import case_verdict
 
-        report = case_verdict(self.case, self.config.stash[_SESSION].settings)
+        plugin = self.config.stash[_SESSION]
+        report = case_verdict(self.case, plugin.settings, plugin.supervisor(self.session))
         if report.skipped in BUDGET_SKIPS:
             pytest.fail(report.skipped, pytrace=False)  # not run is not a pass, nor a skip
         if report.skipped is not None:

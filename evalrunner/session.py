@@ -29,6 +29,7 @@ from evalrunner.execution import (
     SKIP_HALTED,
     ForkedWorkers,
     RunSettings,
+    Supervised,
     can_fork,
     evaluate,
     execute,
@@ -59,7 +60,7 @@ from evalrunner.model import (
     SuiteFingerprint,
     SuiteReport,
 )
-from evalrunner.repeats import budget_cut, combine_runs
+from evalrunner.repeats import budget_cut, combine_runs, grouped
 from evalrunner.replay import process_exit_refused
 from evalrunner.selection.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
@@ -83,7 +84,12 @@ def settings_from_config(config: Config, *, jobs: int = 1) -> RunSettings:
     """The run settings ``config`` selects (agent, tools, limits, ``trimmed_history``,
     ``repeat``); with jobs, each worker builds them again from ``config`` (a configured
     factory or tool need not be picklable). :class:`~evalrunner.plugins.PluginError` when
-    the configured agent or tools cannot be used."""
+    the configured agent or tools cannot be used.
+
+    Supervised (:attr:`RunSettings.supervised`) when the project's own code runs in this
+    process: a Python ``agent``, or ``tools`` (built for every case, a command agent's
+    too). The reference agent, or a command agent, with the built-in tools alone runs
+    evalrunner's code only here, which ends no process, and pays no fork."""
     from evalrunner.plugins import configured_agent
 
     agent_factory, tools = configured_agent(config)
@@ -97,17 +103,33 @@ def settings_from_config(config: Config, *, jobs: int = 1) -> RunSettings:
         jobs=jobs,
         in_worker=partial(settings_from_config, config) if jobs > 1 else None,
         repeat=config.repeat,
+        supervised=config.agent is not None or bool(config.tools),
     )
 
 
-def case_verdict(case: Case, settings: RunSettings) -> CaseReport:
+def case_verdict(
+    case: Case, settings: RunSettings, supervised: Supervised | None = None
+) -> CaseReport:
     """One case's report as a run gives it: run ``settings.repeat`` times and combined, and
     a run error (not the end of this process) when the agent or a tool calls ``os._exit``.
     Front ends that run case by case (the pytest plugin, ``mutate``) take their verdict
     from it. A persistent agent process that served the case is ended before the verdict is
-    given, so that what it does after the case ended counts (:mod:`evalrunner.execution`)."""
-    with process_exit_refused(), contextlib.closing(execute([case], settings)) as reports:
-        return next(reports)
+    given, so that what it does after the case ended counts (:mod:`evalrunner.execution`).
+
+    With ``supervised`` (which holds ``case``), the runs are its worker's: one process runs
+    the cases one after another, and a run that ends it (``ctypes``' ``_exit``, ``exec``, a
+    signal, a crash) is the case's run error, as under ``evalrunner run``."""
+    with process_exit_refused():
+        if supervised is not None and supervised.holds(case):
+            runs = supervised.runs(case, settings)
+            if settings.repeat <= 1:
+                with contextlib.closing(runs):
+                    return next(runs)
+            reports = grouped(runs, settings.repeat)
+        else:
+            reports = execute([case], settings)
+        with contextlib.closing(reports):
+            return next(reports)
 
 
 def run_exit_code(outcome: SuiteReport | RunRefused) -> int:
@@ -403,6 +425,13 @@ def run_suite(
     as by default for library use, nothing is written. With ``repeat`` above 1 each case
     runs that many times and its report combines the runs (:mod:`evalrunner.repeats`). An
     agent or tool that calls ``os._exit`` fails its case instead of ending the process.
+
+    The cases run in this process unless ``settings.supervised`` (the front ends' settings,
+    :func:`settings_from_config`, ask for it when the project's code runs): a library
+    caller's factory may be a closure that watches what its agents do, which a worker
+    process would hide from it. Supervised, a serial replay runs in one forked worker that an
+    end no refusal stops (``ctypes``' ``_exit``, ``exec``, a signal) cannot take the caller
+    with it (:mod:`evalrunner.execution`).
     """
     if settings is None:
         settings = RunSettings(

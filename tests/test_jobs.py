@@ -320,7 +320,7 @@ def test_a_case_that_kills_its_worker_errors_alone_and_the_run_reports(
     errored = {case["name"]: case["error"] for case in report["cases"] if case["error"]}
     assert errored == {
         "echo-token-roundtrip": f"the worker process running this case died ({ending}): the "
-        "agent or a tool ended the process (os._exit, a crash in native code)"
+        "agent or a tool ended the process (os._exit, exec, a signal, a crash in native code)"
     }
     assert report["passed"] == len(report["cases"]) - 1 == 17
 
@@ -363,5 +363,5 @@ def test_an_agent_calling_os_exit_fails_its_case_and_never_passes_the_run(
         "the agent called os._exit(0), which would have ended the whole run"
         if jobs == "1"
         else "the worker process running this case died (exit code 0): the agent or a tool "
-        "ended the process (os._exit, a crash in native code)"
+        "ended the process (os._exit, exec, a signal, a crash in native code)"
     )

@@ -70,6 +70,9 @@ class Loop:
 
     def close(self):
         closed.append(True)
+        # Seen from the test too: the run's worker process, not the test's, runs the agent.
+        with open(__file__ + ".closed", "w"):
+            pass
 
 
 class Silent(Loop):
@@ -143,7 +146,9 @@ def test_a_configured_factory_runs_the_suite(project: Path) -> None:
     code, out, err = run_cli(configure(project, 'agent = "my_agents:make"\n'))
     assert (code, err) == (0, "")
     assert "✓ echo-once (echo_once.yaml)  2/2 checks" in out
-    assert sys.modules["my_agents"].closed  # close() was called after the case
+    # close() was called after the case, in the worker process that ran it (the agent is the
+    # project's code, so the run is supervised).
+    assert (project / "my_agents.py.closed").exists()
 
 
 def test_an_async_agent_runs(project: Path) -> None:

@@ -405,38 +405,47 @@ def test_a_daemon_thread_of_an_earlier_case_ending_the_process_fails_the_run(
 BETWEEN_CASES_AGENT = """\
 import os
 import threading
+import time
+from pathlib import Path
 
 from evalrunner.agents.reference import ReferenceAgent
 
-FIRE = threading.Event()
-THREADS = []
+HERE = Path(__file__).parent
+STARTED = []
 
 
 def late():
-    FIRE.wait()
-    os._exit(0)
-
-
-def fire():
-    '''Called by the project's conftest as pytest tears the item down: after the case.'''
-    FIRE.set()
-    for thread in THREADS:
-        thread.join()
+    # The case runs in a worker process the front end supervises (its agent is the
+    # project's code): the project's conftest, in pytest's own process, says when the case
+    # is over with a file, and hears with another that the attempt was made.
+    while not (HERE / "fire").exists():
+        time.sleep(0.001)
+    try:
+        os._exit(0)
+    finally:
+        (HERE / "fired").touch()
 
 
 class Agent(ReferenceAgent):
     def respond(self, user_input):
-        THREADS.append(threading.Thread(target=late, daemon=True))
-        THREADS[-1].start()
+        if not STARTED:
+            STARTED.append(threading.Thread(target=late, daemon=True))
+            STARTED[-1].start()
         return super().respond(user_input)
 """
 
 BETWEEN_CASES_CONFTEST = """\
-import between_agent
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
 
 
 def pytest_runtest_teardown(item):
-    between_agent.fire()
+    (HERE / "fire").touch()
+    deadline = time.monotonic() + 30
+    while not (HERE / "fired").exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
 """
 
 

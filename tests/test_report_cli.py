@@ -151,6 +151,8 @@ expects:
   tools_used: [stop]
 """
 STOPPER = """
+import multiprocessing
+import os
 import signal
 import threading
 
@@ -161,9 +163,14 @@ class Stop:
     parameters = {"type": "object"}
 
     def call(self, arguments):
-        # At the main thread, which waits for this case: it stops the run now, whatever the
-        # scheduler does; the case never finishes (its daemon thread gives up later).
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        # The project's tools run in the worker process the run supervises: Ctrl-C reaches
+        # the run's own process, which stops the worker. (Run here, the tool signals this
+        # process, whose main thread waits for this case.) The case never finishes.
+        parent = multiprocessing.parent_process()
+        if parent is not None:
+            os.kill(parent.pid, signal.SIGINT)
+        else:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
         threading.Event().wait(10)
         return "stopped"
 """

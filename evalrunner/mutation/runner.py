@@ -144,13 +144,20 @@ def run_mutants(
         max_tool_iterations=max_tool_iterations,
         case_timeout=case_timeout,
         trimmed_history=trimmed_history,
+        # The project's tools are its own code, built here for every case on every path:
+        # one that ends the process (ctypes' _exit, exec, a signal) is its case's run error.
+        supervised=tools is not None and bool(tools.references),
     )
 
     def verdicts(on: Sequence[Case], factory: AgentFactory) -> Generator[CaseReport, None, None]:
         # One run of the cases, as `run` executes a suite: a command mutant that takes up
         # protocol 2 serves them all from one process, and what it does after a case ended
         # still counts against that case (the executor holds its verdict until then).
-        settings = replace(project, agent_factory=factory)
+        # Not from the threads that run command mutants side by side (--jobs): a fork there
+        # would copy one thread of a busy process. The baseline, which runs first and alone
+        # on every path, is what finds a tool that ends its process.
+        here = threading.current_thread() is threading.main_thread()
+        settings = replace(project, agent_factory=factory, supervised=project.supervised and here)
         try:
             with contextlib.closing(execute(on, settings)) as reports:
                 yield from reports
