@@ -292,7 +292,6 @@ DEFAULT_MAX_TOOL_ITERATIONS = 10
 """Model calls per turn the reference agent makes before it gives up (``max_tool_iterations``)."""
 
 
-
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """What the agent offers the model about one tool."""
@@ -549,6 +548,11 @@ class SuiteReport:
     :attr:`CaseReport.runs` and passes only when every run passed."""
     fingerprint: SuiteFingerprint | None = None
     """With a shard: the suite it was dealt from (``merge`` refuses shards of two versions)."""
+    late_exits: tuple[str, ...] = ()
+    """What ended, or tried to end, a process of the run outside every case: an ``os._exit``
+    no case held (a daemon thread that outlived its case), a ``--jobs`` worker death no case
+    explains (:func:`evalrunner.process_exit.unclaimed`). No case carries them, so the run
+    itself is not a pass."""
 
     @property
     def passed(self) -> int:
@@ -568,13 +572,14 @@ class SuiteReport:
     @property
     def all_passed(self) -> bool:
         """True when the run finished (no signal, no budget stop), no file was refused, no
-        case failed, and some case ran if any was selected: a run that graded nothing is not
-        green."""
+        case failed, nothing ended a process of the run outside its cases, and some case ran
+        if any was selected: a run that graded nothing is not green."""
         return (
             self.failed == 0
             and self.interrupted is None
             and self.budget_spent is None
             and self.live_stopped is None
+            and not self.late_exits
             and not self.admission_errors
             and (self.passed > 0 or not self.cases)
         )

@@ -35,6 +35,8 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "budget_spent": report.budget_spent,
         # Only when set, as framed_results below.
         **({"live_stopped": report.live_stopped} if report.live_stopped else {}),
+        # Only when something happened: reports of runs without keep their shape.
+        **({"late_exits": list(report.late_exits)} if report.late_exits else {}),
         "trimmed_history": report.trimmed_history,
         # Only when set: reports of runs that hold every result to the tool's own keep
         # their shape.

@@ -144,6 +144,8 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
         keyword=data.get("keyword"),
         budget_spent=data.get("budget_spent"),
         live_stopped=data.get("live_stopped"),
+        # Absent from the reports of runs without any, and of earlier versions.
+        late_exits=tuple(data.get("late_exits", ())),
         shard=None if shard is None else Shard(shard["index"], shard["count"]),
         selected=None if shard is None else shard["selected"],
         admission_errors=tuple(
@@ -314,6 +316,8 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
         # A shard stopped by its token budget leaves the merged run incomplete too.
         budget_spent=next((s.report.budget_spent for s in shards if s.report.budget_spent), None),
         live_stopped=next((s.report.live_stopped for s in shards if s.report.live_stopped), None),
+        # A shard's process ended outside its cases: the whole run did, as run whole it would.
+        late_exits=tuple(late for s in shards for late in s.report.late_exits),
         repeat=template.repeat,
     )
 
