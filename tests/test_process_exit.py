@@ -258,9 +258,7 @@ def test_every_front_end_refuses_a_tool_whose_import_or_construction_calls_os_ex
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_os_exit_from_a_thread_the_agent_started_fails_its_case(
-    tmp_path: Path, jobs: str
-) -> None:
+def test_os_exit_from_a_thread_the_agent_started_fails_its_case(tmp_path: Path, jobs: str) -> None:
     project(tmp_path, FAILING, PASSING)
     done = run_suite(tmp_path, "thread", "-j", jobs)
     assert done.returncode == 1, done.stdout + done.stderr

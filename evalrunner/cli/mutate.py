@@ -60,10 +60,11 @@ def mutate(
             "--jobs",
             "-j",
             metavar="N",
-            help="Run N command mutants at once (auto: one per CPU). The report and the exit "
-            "code are those of a serial run.",
+            help="Run N command mutants at once (default and auto: one per CPU; they run the "
+            "bundled reference agent, never yours). The report and the exit code are those "
+            "of a serial run.",
         ),
-    ] = "1",
+    ] = "auto",
     config: ConfigOption = None,
 ) -> None:
     """Does the suite catch broken agents? Runs it against every mutant; exit 1 if one survives.
@@ -72,7 +73,8 @@ def mutate(
     result dropped, a call dispatched twice, an earlier turn forgotten, ...). A case that
     fails against it kills it. Cases the unmutated reference agent does not pass on a path
     kill nothing there. The configured agent and agent_command are not used: mutate tests
-    the suite, not the agent.
+    the suite, not the agent. Exit 2 when the baseline cannot run, or a mutant could not be
+    judged (something ended the process outside every case while it ran).
     """
     from evalrunner.cli.run import parse_jobs
     from evalrunner.mutation.mutants import PATHS
