@@ -469,6 +469,13 @@ class CaseReport:
     skipped: str | None = None
     """Why the case was not run (a live case in replay mode, a scripted case in live mode,
     the token budget spent); ``None`` for a case that ran. A skipped case is not a pass."""
+    budget_cut: bool = field(default=False, compare=False)
+    """Live mode: the token budget stopped this run, refusing one of its requests (its
+    ``error`` then says so) or the case before it started (its ``skipped`` does). Set where
+    the budget refused, never read back from a message's text (an agent's own error may quote
+    one); the run core reads it (:mod:`evalrunner.repeats`, ``budget_spent``). Not in the
+    JSON report, whose ``skipped`` and ``budget_spent`` say it; compared as the cause behind
+    the verdict, not a verdict, so not in equality."""
     runs: tuple[CaseReport, ...] = ()
     """With ``--repeat K`` above 1: every run of the case, in order (each without runs of its
     own). The case's grades and error are then those of its first failed run (its first run

@@ -24,8 +24,6 @@ from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactor
 from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import ToolSource
 from evalrunner.execution import (
-    BUDGET_ERROR,
-    BUDGET_SKIPS,
     SKIP_HALTED,
     ForkedWorkers,
     RunSettings,
@@ -60,7 +58,7 @@ from evalrunner.model import (
     SuiteReport,
 )
 from evalrunner.process_exit import unclaimed
-from evalrunner.repeats import budget_cut, combine_runs
+from evalrunner.repeats import combine_runs
 from evalrunner.replay import process_exit_refused
 from evalrunner.selection.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
@@ -646,13 +644,6 @@ def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | 
     """The budget's sentence when it stopped something (a request refused, a case unrun)."""
     if settings.live is None or not settings.live.budget.exhausted:
         return None
+    stopped = any(run.budget_cut for report in reports for run in (report, *report.runs))
     # The budget's own sentence: "spent", or that answers carry no usage to count.
-    said = settings.live.budget.message()
-    stopped = any(
-        run.skipped in BUDGET_SKIPS
-        or budget_cut(run.skipped)  # a repeated run the budget cut short (repeats.py)
-        or (run.error is not None and (BUDGET_ERROR in run.error or said in run.error))
-        for report in reports
-        for run in (report, *report.runs)
-    )
-    return said if stopped else None
+    return settings.live.budget.message() if stopped else None
