@@ -33,6 +33,7 @@ from evalrunner.model import (
     SuiteReport,
     render_json_path,
 )
+from evalrunner.report.outcome import position_key
 from evalrunner.report.stats import case_stats
 from evalrunner.selection.select import case_identity, suite_order, take_shard
 from evalrunner.text import printable, printable_path
@@ -175,6 +176,7 @@ def _json_path(raw: list[str | int] | None) -> JSONPath:
 
 def _case_report(data: dict[str, Any], case: dict[str, Any] | None = None) -> CaseReport:
     """A case's report; or, given its ``case``, one of its runs (which carries no name)."""
+    positions = _positions(data) if case is None else {}
     case = data if case is None else case
     return CaseReport(
         name=case["name"],
@@ -190,7 +192,20 @@ def _case_report(data: dict[str, Any], case: dict[str, Any] | None = None) -> Ca
         skipped=data.get("skipped"),
         runs=tuple(_case_report(run, case) for run in data.get("runs", [])),
         tracebacks=tuple(data.get("tracebacks", ())),
+        positions=positions,
     )
+
+
+def _positions(case: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Where a failed case's name and failed checks are in its fixture, as the report says
+    (:attr:`CaseReport.positions`; a report of an earlier version says nowhere)."""
+    found = {}
+    if "line" in case:
+        found["name"] = (case["line"], case["col"])
+    for grade in case["grades"]:
+        if "line" in grade:
+            found[position_key(grade["check"])] = (grade["line"], grade["col"])
+    return found
 
 
 def _check_counts(shown: str, data: dict[str, Any], report: SuiteReport) -> None:
