@@ -518,6 +518,23 @@ def test_mutate_fails_loudly_when_a_process_ends_outside_every_case(
     )
 
 
+def test_a_process_ended_after_the_last_mutant_blames_no_mutant_and_is_exit_2() -> None:
+    from evalrunner.mutation.runner import MutantOutcome, MutationReport, render_mutation
+
+    killed = MutantOutcome("silent", "in-process", ("c",))
+    report = MutationReport(("c",), ("in-process",), (killed,), late_exits=("os._exit(0)",))
+    assert report.exit_code == 2 and not report.unjudged and not report.survivors
+    out = render_mutation(report)
+    assert "silent" in out and "killed (1)" in out and "1/1 mutant runs killed" in out
+    assert (
+        "error: after the last mutant, an agent or tool ended, or tried to end, a process of "
+        "the run outside any case (os._exit(0))"
+    ) in out
+    assert out.rstrip().endswith(
+        "mutate: not every mutant could be judged; fix the project's tools, then mutate"
+    )
+
+
 def test_mutate_fails_loudly_when_the_baseline_passes_no_case(tmp_path: Path) -> None:
     (tmp_path / "suite").mkdir()
     failing = fixture("never", "fail")
