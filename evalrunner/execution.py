@@ -117,7 +117,6 @@ SKIP_NO_USAGE = (
 )
 BUDGET_SKIPS = (SKIP_BUDGET, SKIP_NO_USAGE)
 """Every reason a case was not run because of the token budget."""
-BUDGET_ERROR = "the token budget is spent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +231,8 @@ def evaluate(
     if not case.live:
         return skipped_report(case, SKIP_SCRIPTED_CASE)
     if live.budget.exhausted:
-        return skipped_report(case, SKIP_NO_USAGE if live.budget.blind else SKIP_BUDGET)
+        reason = SKIP_NO_USAGE if live.budget.blind else SKIP_BUDGET
+        return replace(skipped_report(case, reason), budget_cut=True)
     if live.halted is not None:  # every request would meet the answer that stopped the run
         return skipped_report(case, SKIP_HALTED)
     live_provider = live.provider()
@@ -240,6 +240,8 @@ def evaluate(
         report = graded_report(case, settings.replay(case, live_provider))
     finally:
         live_provider.close()
+    if live_provider.stopped_by_budget and report.error is not None:
+        report = replace(report, budget_cut=True)
     return without_secrets(report, live.without_secrets)
 
 

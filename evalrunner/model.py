@@ -469,6 +469,13 @@ class CaseReport:
     skipped: str | None = None
     """Why the case was not run (a live case in replay mode, a scripted case in live mode,
     the token budget spent); ``None`` for a case that ran. A skipped case is not a pass."""
+    budget_cut: bool = field(default=False, compare=False)
+    """Live mode: the token budget stopped this run, refusing one of its requests (its
+    ``error`` then says so) or the case before it started (its ``skipped`` does). Set where
+    the budget refused, never read back from a message's text (an agent's own error may quote
+    one); the run core reads it (:mod:`evalrunner.repeats`, ``budget_spent``). Not in the
+    JSON report, whose ``skipped`` and ``budget_spent`` say it; compared as the cause behind
+    the verdict, not a verdict, so not in equality."""
     runs: tuple[CaseReport, ...] = ()
     """With ``--repeat K`` above 1: every run of the case, in order (each without runs of its
     own). The case's grades and error are then those of its first failed run (its first run
@@ -548,6 +555,11 @@ class SuiteReport:
     :attr:`CaseReport.runs` and passes only when every run passed."""
     fingerprint: SuiteFingerprint | None = None
     """With a shard: the suite it was dealt from (``merge`` refuses shards of two versions)."""
+    late_exits: tuple[str, ...] = ()
+    """What ended, or tried to end, a process of the run outside every case: an ``os._exit``
+    no case held (a daemon thread that outlived its case), a ``--jobs`` worker death no case
+    explains (:func:`evalrunner.process_exit.unclaimed`). No case carries them, so the run
+    itself is not a pass."""
 
     @property
     def passed(self) -> int:
@@ -567,13 +579,14 @@ class SuiteReport:
     @property
     def all_passed(self) -> bool:
         """True when the run finished (no signal, no budget stop), no file was refused, no
-        case failed, and some case ran if any was selected: a run that graded nothing is not
-        green."""
+        case failed, nothing ended a process of the run outside its cases, and some case ran
+        if any was selected: a run that graded nothing is not green."""
         return (
             self.failed == 0
             and self.interrupted is None
             and self.budget_spent is None
             and self.live_stopped is None
+            and not self.late_exits
             and not self.admission_errors
             and (self.passed > 0 or not self.cases)
         )

@@ -17,11 +17,14 @@ runner's own process runs user code:
   :mod:`evalrunner.plugins`): the import fails, as an import that raises does;
 - for the rest of a front end's process, once :func:`refuse_for_life` was called (the command
   line's and the pytest plugin's processes, which are evalrunner's alone): from an ``atexit``
-  hook, or from a daemon thread that outlived its case. There is no case to blame then; the
-  front end asks :func:`unclaimed` before it gives its exit code and fails the run when any
-  attempt is left. An attempt made later still (in an ``atexit`` hook, during interpreter
-  teardown) can no longer change the verdict, which is out, but neither can it replace the
-  exit code: the refusal keeps the code the front end chose.
+  hook, or from a daemon thread that outlived its case. There is no case to blame then: the
+  run core takes what :func:`unclaimed` holds into the run's report
+  (:attr:`~evalrunner.model.SuiteReport.late_exits`, by
+  :func:`evalrunner.session.with_late_exits`), which fails the run, and a front end takes
+  it again the same way just before its exit code. An attempt made later still (in an
+  ``atexit`` hook, during interpreter teardown) can no longer change the verdict, which is
+  out, but neither can it replace the exit code: the refusal keeps the code the front end
+  chose.
 
 A ``--jobs`` worker is a process of its own, forked, where ``os._exit`` is let through (see
 below): a worker that dies has its unreported cases run again, each alone, and the one that
@@ -240,14 +243,15 @@ def unclaimed() -> list[str]:
 def note_unexplained_death(what: str) -> None:
     """A ``--jobs`` worker died while it had cases to run, and each of them, run again in a
     process of its own, ended cleanly: what killed it came from outside those cases (a daemon
-    thread of an earlier case that called ``os._exit``). No case carries it, so the front
-    end fails the run, as it does for a refused call no watch held."""
+    thread of an earlier case that called ``os._exit``). No case carries it, so the run
+    fails, as it does for a refused call no watch held."""
     with _GUARD.lock:
         _GUARD.unclaimed.append(what)
 
 
 def late_exit_problem(attempts: list[str]) -> str:
-    """The sentence a front end fails its run with when :func:`unclaimed` is not empty."""
+    """The sentence that says why a run whose process was ended outside its cases (what
+    :func:`unclaimed` gave) is not a pass."""
     return (
         f"an agent or tool ended, or tried to end, a process of the run outside any case "
         f"({'; '.join(attempts)}), from a thread that outlived its case or between cases; "

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from evalrunner.config import Config
     from evalrunner.execution import RunSettings, Supervised
     from evalrunner.live.provider import LiveModel
-    from evalrunner.model import Case, CaseReport
+    from evalrunner.model import Case, CaseReport, SuiteReport
 
 ENABLE_FLAG = "--evalrunner"
 MARKER = "evalrunner"
@@ -129,13 +129,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("help", False):
         return  # `pytest --evalrunner --help` shows the help, whatever the config holds
     config.addinivalue_line("markers", f"{MARKER}: a case from an evalrunner fixture")
-    from evalrunner.process_exit import refuse_for_life, unclaimed
+    from evalrunner.process_exit import refuse_for_life
+    from evalrunner.session import late_exits_taken
 
     # This session runs cases: from the import of the configured agent on, until the process
     # exits (atexit hooks, daemon threads that outlived their case), an os._exit of theirs
     # is refused, and pytest's exit code and summary stay its own (evalrunner.process_exit).
     refuse_for_life()
-    unclaimed()  # what an earlier run in this process left (pytester, inline) is not this one's
+    late_exits_taken()  # what an earlier run in this process left (pytester, inline): not ours
     session = EvalrunnerSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
@@ -250,11 +251,11 @@ class EvalrunnerSession:
         if report.when == "call" and MARKER in report.keywords:
             self.outcomes.append((report.nodeid, report.outcome))
 
-    def graded_nothing(self) -> bool:
-        """Whether cases were run and every one was skipped: as for ``evalrunner run``, a
-        run that graded nothing is not a pass (:func:`evalrunner.session.graded_nothing`)."""
+    def verdict(self) -> SuiteReport:
+        """The run as the run core sees it: each case's outcome, and what ended a process of
+        the run outside its cases; its exit code is the core's
+        (:func:`evalrunner.session.run_exit_code`), never one the plugin derives."""
         from evalrunner.model import CaseReport, SuiteReport
-        from evalrunner.session import graded_nothing
 
         cases = tuple(
             CaseReport(
@@ -267,28 +268,27 @@ class EvalrunnerSession:
             )
             for nodeid, outcome in self.outcomes
         )
-        return graded_nothing(SuiteReport(suite="", mode="", cases=cases))
+        return SuiteReport(suite="", mode="", cases=cases, late_exits=tuple(self.late_exits))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """A run that graded nothing fails (exit 1), as ``evalrunner run`` fails it. An xdist
+        """A run the core does not pass fails (exit 1): one that graded nothing, or one whose
+        process something ended outside its cases, as ``evalrunner run`` fails it. An xdist
         worker leaves the verdict to the controller, which hears every case."""
-        from evalrunner.process_exit import unclaimed
+        from evalrunner.session import late_exits_taken, run_exit_code
 
         if self.thread_hooks and threading.excepthook is self.thread_hooks[1]:
             threading.excepthook = self.thread_hooks[0]  # for pytest's cleanup to undo its own
         # An os._exit refused outside every case (a thread that outlived its case): no item
-        # carries it, so the run fails, as `evalrunner run` fails it. An xdist worker hands
-        # its own to the controller (pytest_testnodedown), whose exit code is the run's.
-        self.late_exits = [*self.late_exits, *unclaimed()]
+        # carries it. An xdist worker hands its own to the controller (pytest_testnodedown),
+        # whose exit code is the run's.
+        self.late_exits = [*self.late_exits, *late_exits_taken()]
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[LATE_EXITS_KEY] = list(self.late_exits)
-        if self.late_exits and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if hasattr(self.config, "workerinput") or not self.graded_nothing():
+        if hasattr(self.config, "workerinput"):
             return
-        if session.exitstatus == pytest.ExitCode.OK:
+        if session.exitstatus == pytest.ExitCode.OK and run_exit_code(self.verdict()) != 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     @pytest.hookimpl(optionalhook=True)
@@ -300,15 +300,18 @@ class EvalrunnerSession:
         self.late_exits.extend(str(item) for item in output.get(LATE_EXITS_KEY, ()))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        """Say why a run whose every case was skipped failed."""
-        from evalrunner.process_exit import late_exit_problem
-        from evalrunner.session import GRADED_NOTHING
+        """Say why the run failed where no item says it: it graded nothing, or something
+        ended a process of the run outside its cases."""
+        from evalrunner.report.outcome import late_exits
+        from evalrunner.session import GRADED_NOTHING, graded_nothing
 
-        if self.late_exits:
-            terminalreporter.write_line(
-                f"evalrunner: {late_exit_problem(self.late_exits)}", red=True
-            )
-        if not hasattr(self.config, "workerinput") and self.graded_nothing():
+        if hasattr(self.config, "workerinput"):
+            return  # the controller says it, for the whole run
+        verdict = self.verdict()
+        late = late_exits(verdict)
+        if late is not None:
+            terminalreporter.write_line(f"evalrunner: {late}", red=True)
+        if graded_nothing(verdict):
             terminalreporter.write_line(f"evalrunner: {GRADED_NOTHING}", red=True)
 
     @staticmethod

@@ -26,34 +26,19 @@ def expanded(items: Sequence[T], repeat: int) -> list[T]:
     return [item for item in items for _ in range(repeat)]
 
 
-BUDGET_CUTS = (
-    "the token budget is spent (",
-    "max_total_tokens cannot be enforced",
-    "max_total_tokens cannot be fully enforced",
-)
-"""What the run error of a run the token budget cut short says (live mode's
-:class:`~evalrunner.live.provider.BudgetSpent` messages, whatever the path that carried it
-prefixed)."""
-
 CUT_MIDWAY = "not run to its end, "
 CUT_BY_BUDGET = f"{CUT_MIDWAY}the token budget stopped it"
-
-
-def budget_cut(error: str | None) -> bool:
-    """Whether ``error`` is that of a run the token budget cut short."""
-    return error is not None and any(mark in error for mark in BUDGET_CUTS)
-
-
 CUT_BY_STOP = f"{CUT_MIDWAY}an answer that stopped the run cut it short"
 
 
 def unrun_if_cut(run: CaseReport, stopped: str | None = None) -> CaseReport:
-    """``run`` as a run that never ran, when the token budget cut it short, or the answer
-    that stopped the run (``stopped``, live mode's ``halted``: a refused key, a redirect)
-    did: it was not allowed to finish, so it says nothing of the agent (it is no failure),
-    and its tokens, which were spent, stay counted."""
+    """``run`` as a run that never ran, when the token budget cut it short
+    (:attr:`CaseReport.budget_cut`), or the answer that stopped the run (``stopped``, live
+    mode's ``halted``: a refused key, a redirect) did: it was not allowed to finish, so it
+    says nothing of the agent (it is no failure), and its tokens, which were spent, stay
+    counted."""
     # Joined, not bracketed: the error has brackets of its own, and nested ones are unread.
-    if budget_cut(run.error):
+    if run.budget_cut and run.error is not None:
         return replace(run, error=None, grades=(), skipped=f"{CUT_BY_BUDGET}: {run.error}")
     if stopped and run.error is not None and stopped in run.error:
         return replace(run, error=None, grades=(), skipped=f"{CUT_BY_STOP}: {run.error}")

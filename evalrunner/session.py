@@ -24,8 +24,6 @@ from evalrunner.agents.reference import DEFAULT_MAX_TOOL_ITERATIONS, AgentFactor
 from evalrunner.boundary.provider import ModelProvider
 from evalrunner.boundary.tools import ToolSource
 from evalrunner.execution import (
-    BUDGET_ERROR,
-    BUDGET_SKIPS,
     SKIP_HALTED,
     ForkedWorkers,
     RunSettings,
@@ -60,7 +58,8 @@ from evalrunner.model import (
     SuiteFingerprint,
     SuiteReport,
 )
-from evalrunner.repeats import budget_cut, combine_runs, grouped
+from evalrunner.process_exit import unclaimed
+from evalrunner.repeats import combine_runs, grouped
 from evalrunner.replay import process_exit_refused
 from evalrunner.selection.select import case_identity, ordered, take_shard
 from evalrunner.text import printable_path
@@ -455,6 +454,7 @@ def run_suite(
     started = time.perf_counter()
     reports: list[CaseReport] = []
     interrupted: int | None = None
+    halted: str | None = None  # what stopped a live run (LiveModel.halted), as last read
     planned: _PlannedRun | RunRefused | None = None
     cache = AdmissionCache(cache_dir) if cache_dir is not None else None
     try:
@@ -491,12 +491,13 @@ def run_suite(
                     reports.append(report)
                     if on_case is not None:
                         on_case(report)
-                    halted = settings.live.halted if settings.live is not None else None
+                    if settings.live is not None:
+                        halted = settings.live.halted
                     if halted is not None and report.error is not None:
                         # Every case left would meet it alike: none is run. (A case that
                         # passed while one running beside it met it is reported as it ran.)
                         break
-            for report in _left_unrun(planned, reports, settings):
+            for report in _left_unrun(planned, reports, settings.repeat, halted):
                 reports.append(report)
                 if on_case is not None:
                     on_case(report)
@@ -505,7 +506,7 @@ def run_suite(
     except KeyboardInterrupt:
         interrupted = int(signal.SIGINT)
     picked = planned if isinstance(planned, _PlannedRun) else None
-    return SuiteReport(
+    whole = SuiteReport(
         suite=picked.suite if picked is not None else suite_name(paths),
         mode=mode,
         cases=tuple(reports),
@@ -518,10 +519,32 @@ def run_suite(
         selected=picked.selected if picked is not None and picked.shard else None,
         admission_errors=picked.admission_errors if picked is not None else (),
         budget_spent=_budget_stop(settings, reports),
-        live_stopped=settings.live.halted if settings.live is not None else None,
+        live_stopped=halted,
         repeat=settings.repeat,
         fingerprint=picked.fingerprint if picked is not None else None,
     )
+    return with_late_exits(whole)
+
+
+def with_late_exits(report: SuiteReport) -> SuiteReport:
+    """``report`` with what ended, or tried to end, a process of the run outside every case
+    since it was last asked (:func:`evalrunner.process_exit.unclaimed`: a refused
+    ``os._exit`` no case held, a ``--jobs`` worker death no case explains) added to its
+    :attr:`~SuiteReport.late_exits`, which fail the run (:func:`run_exit_code`).
+
+    :func:`run_suite` calls it as it builds its report. A front end calls it again once its
+    reports are written, just before it gives its exit code: an attempt made in between (a
+    daemon thread firing late) can then no longer be in the report files, but it still
+    fails the run, by the same rule."""
+    late = late_exits_taken()
+    return replace(report, late_exits=(*report.late_exits, *late)) if late else report
+
+
+def late_exits_taken() -> tuple[str, ...]:
+    """What ended, or tried to end, a process of the run outside every case since this was
+    last asked, taken (each is reported once); for a front end without a
+    :class:`SuiteReport` (``mutate``), as :func:`with_late_exits` takes them."""
+    return tuple(unclaimed())
 
 
 @dataclass(frozen=True, slots=True)
@@ -632,36 +655,24 @@ def _on_forked_workers(
 
 
 def _left_unrun(
-    planned: _PlannedRun, reports: Sequence[CaseReport], settings: RunSettings
+    planned: _PlannedRun, reports: Sequence[CaseReport], repeat: int, halted: str | None
 ) -> list[CaseReport]:
-    """The reports of the cases a run stopped by its live model (:attr:`LiveModel.halted`)
-    left unrun: each skipped, saying why."""
-    halted = settings.live.halted if settings.live is not None else None
+    """The reports of the cases a run stopped by its live model (``halted``,
+    :attr:`LiveModel.halted`) left unrun: each skipped, saying why."""
     if halted is None:
         return []
-    reason = NOT_RUN_HALTED
     left = list(zip(planned.names, planned.sources, strict=True))[len(reports) :]
     # Under --repeat each of the case's runs never ran, and each is counted so.
     return [
-        combine_runs([CaseReport(name, source, None, (), skipped=reason)] * settings.repeat)
+        combine_runs([CaseReport(name, source, None, (), skipped=SKIP_HALTED)] * repeat)
         for name, source in left
     ]
-
-
-NOT_RUN_HALTED = SKIP_HALTED
 
 
 def _budget_stop(settings: RunSettings, reports: Sequence[CaseReport]) -> str | None:
     """The budget's sentence when it stopped something (a request refused, a case unrun)."""
     if settings.live is None or not settings.live.budget.exhausted:
         return None
+    stopped = any(run.budget_cut for report in reports for run in (report, *report.runs))
     # The budget's own sentence: "spent", or that answers carry no usage to count.
-    said = settings.live.budget.message()
-    stopped = any(
-        run.skipped in BUDGET_SKIPS
-        or budget_cut(run.skipped)  # a repeated run the budget cut short (repeats.py)
-        or (run.error is not None and (BUDGET_ERROR in run.error or said in run.error))
-        for report in reports
-        for run in (report, *report.runs)
-    )
-    return said if stopped else None
+    return settings.live.budget.message() if stopped else None

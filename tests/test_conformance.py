@@ -1258,18 +1258,28 @@ def test_a_command_mutant_that_fails_a_case_serves_the_next_in_protocol_2(tmp_pa
 
 def test_mutate_with_jobs_reports_what_a_serial_run_reports() -> None:
     args = ["mutate", "--suite", str(ROOT / "evals" / "regression"), "--path", "in-process"]
-    serial = CliRunner().invoke(app, args, env={})
+    serial = CliRunner().invoke(app, [*args, "-j", "1"], env={})
     parallel = CliRunner().invoke(app, [*args, "-j", "2"], env={})
     assert serial.exit_code == parallel.exit_code == 0, parallel.output
     assert parallel.stdout == serial.stdout
+
+
+def test_mutate_runs_one_command_mutant_per_cpu_by_default() -> None:
+    """Mutants run the bundled reference agent, never the user's, so running them at once
+    is safe by default; -j 1 runs them one at a time."""
+    import inspect
+
+    from evalrunner.cli.mutate import mutate
+
+    assert inspect.signature(mutate).parameters["jobs"].default == "auto"
 
 
 @pytest.mark.slow
 def test_command_mutants_run_at_once_report_what_a_serial_run_reports() -> None:
     suite = str(ROOT / "evals" / "regression")
     args = ["mutate", "--suite", suite, "--path", "openai", "--path", "in-process"]
-    serial = CliRunner().invoke(app, args, env={})
-    parallel = CliRunner().invoke(app, [*args, "--jobs", "3"], env={})
+    serial = CliRunner().invoke(app, [*args, "--jobs", "1"], env={})
+    parallel = CliRunner().invoke(app, args, env={})  # one per CPU, by default
     assert serial.exit_code == parallel.exit_code == 0, parallel.output
     assert parallel.stdout == serial.stdout
 

@@ -287,18 +287,6 @@ def test_a_whole_float_output_limit_within_the_budget_passes() -> None:
     assert server.seen[0].body["max_tokens"] == 100.0
 
 
-def test_every_budget_stop_reads_as_a_budget_cut_to_repeats() -> None:
-    # --repeat tells a run the budget cut short from a failed one by its error's words.
-    from evalrunner.live.provider import NO_USAGE, TokenBudget, part_usage
-    from evalrunner.repeats import budget_cut
-
-    spent = TokenBudget(1)
-    spent.add(TextResponse("x", 1, 1))
-    for message in (spent.message(), NO_USAGE, part_usage("usage.prompt_tokens")):
-        assert budget_cut(f"turn 1, model request 2: {message}"), message
-    assert not budget_cut("live model: HTTP 400: bad request (not retried: a 4xx is final)")
-
-
 # --- an answer every request would get alike stops the run --------------------------------------
 
 SECOND_CASE = """\

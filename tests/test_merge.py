@@ -8,6 +8,7 @@ import copy
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -467,11 +468,26 @@ def test_merge_annotates_for_github_as_the_unsharded_run_does(project: Path) -> 
     assert code == whole_code == 1
     code, table, _ = invoke("merge", *parts)
     assert not [line for line in table.splitlines() if line.startswith("::")]
-    # A fixture changed since the shards ran: its lines may have moved, so the annotation
-    # names the file alone rather than a line that no longer holds the check.
-    changed = project / "evals" / "b" / "x.yaml"
-    changed.write_text("# moved down\n" + changed.read_text("utf-8"), encoding="utf-8")
-    code, merged, _ = invoke("merge", *parts, "--format", "github")
+    # merge reads the reports alone: each says where its failed cases and checks were when
+    # its shard ran, so with the fixtures gone the merged run annotates and recaps the same.
+    shutil.rmtree(project / "evals")
+    assert invoke("merge", *parts, "--format", "github")[1] == merged
+    assert invoke("merge", *parts)[1] == table
+
+
+def test_reports_of_an_earlier_version_without_places_still_merge(project: Path) -> None:
+    """A shard report written before reports said where failed cases are (no line and col)
+    merges; its annotations name the file alone, as they do for a place not known."""
+    parts = shards(project, 2)
+    for part in parts:
+        data = read(project / part)
+        for case in data["cases"]:
+            for placed in (case, *case["grades"]):
+                placed.pop("line", None)
+                placed.pop("col", None)
+        (project / part).write_text(json.dumps(data), encoding="utf-8")
+    code, merged, err = invoke("merge", *map(str, parts), "--format", "github")
+    assert (code, err) == (1, "")
     assert "::error file=evals/b/x.yaml,title=b-x::" in merged
 
 

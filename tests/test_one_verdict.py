@@ -458,6 +458,83 @@ def test_mutate_fails_loudly_when_a_project_tool_ends_the_process(tmp_path: Path
     assert out.rstrip().endswith("mutate: the baseline cannot run; no mutant was judged")
 
 
+LATE_TOOL = """\
+from pathlib import Path
+
+from evalrunner.process_exit import note_unexplained_death
+
+CALLS = Path(__file__).parent / "calls"
+AT = int((Path(__file__).parent / "late-at").read_text())
+
+
+class LateTool:
+    name = "boom"
+    description = "Ends a process of the run outside every case, once."
+    parameters = {"type": "object", "properties": {}}
+
+    def call(self, arguments):
+        calls = int(CALLS.read_text()) + 1 if CALLS.exists() else 1
+        CALLS.write_text(str(calls))
+        if calls == AT:
+            # What a daemon thread an earlier case left does when it ends a --jobs worker:
+            # a process of the run ended outside every case, noted for the run.
+            note_unexplained_death("evalrunner worker 1 (exit code 0) died between cases")
+        return "done"
+"""
+
+
+@pytest.mark.parametrize("during", ["baseline", "mutant"])
+def test_mutate_fails_loudly_when_a_process_ends_outside_every_case(
+    tmp_path: Path, during: str
+) -> None:
+    """During the baseline it cannot run (exit 2); during a mutant's run that mutant is not
+    judged, neither killed nor a survivor, and mutate exits 2 all the same: the project's
+    tools are to fix, not the suite. It used to be "the baseline cannot run" either way."""
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "boom.yaml").write_text(USES_BOOM, encoding="utf-8")
+    module = f"late_tool_{during}"  # one module per test: an import is kept by the process
+    (tmp_path / f"{module}.py").write_text(LATE_TOOL, encoding="utf-8")
+    (tmp_path / "late-at").write_text("1" if during == "baseline" else "2", encoding="utf-8")
+    (tmp_path / "evalrunner.toml").write_text(
+        f'[eval]\nsuite_dir = "suite"\ntools = ["{module}:LateTool"]\n', encoding="utf-8"
+    )
+    code, out = mutate(tmp_path)
+    assert code == 2, out
+    problem = (
+        "an agent or tool ended, or tried to end, a process of the run outside any case "
+        "(evalrunner worker 1 (exit code 0) died between cases)"
+    )
+    if during == "baseline":
+        said = f"error: while the reference agent ran the suite on the in-process path, {problem}"
+        assert said in out
+        assert out.rstrip().endswith("mutate: the baseline cannot run; no mutant was judged")
+        return
+    (unjudged,) = [line for line in out.splitlines() if "NOT JUDGED" in line]
+    name = unjudged.split()[0]
+    assert f"error: {name} on in-process was not judged: while it ran, {problem}" in out
+    assert name not in out.split("cases and the mutants they kill", 1)[1].split("\n")[1]
+    assert out.rstrip().endswith(
+        "mutate: not every mutant could be judged; fix the project's tools, then mutate"
+    )
+
+
+def test_a_process_ended_after_the_last_mutant_blames_no_mutant_and_is_exit_2() -> None:
+    from evalrunner.mutation.runner import MutantOutcome, MutationReport, render_mutation
+
+    killed = MutantOutcome("silent", "in-process", ("c",))
+    report = MutationReport(("c",), ("in-process",), (killed,), late_exits=("os._exit(0)",))
+    assert report.exit_code == 2 and not report.unjudged and not report.survivors
+    out = render_mutation(report)
+    assert "silent" in out and "killed (1)" in out and "1/1 mutant runs killed" in out
+    assert (
+        "error: after the last mutant, an agent or tool ended, or tried to end, a process of "
+        "the run outside any case (os._exit(0))"
+    ) in out
+    assert out.rstrip().endswith(
+        "mutate: not every mutant could be judged; fix the project's tools, then mutate"
+    )
+
+
 def test_mutate_fails_loudly_when_the_baseline_passes_no_case(tmp_path: Path) -> None:
     (tmp_path / "suite").mkdir()
     failing = fixture("never", "fail")

@@ -56,6 +56,7 @@ expects:
 AGENT = """\
 import atexit
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -69,6 +70,27 @@ if MODE == "atexit":
     atexit.register(os._exit, 0)
 
 
+def after_case(workspace):
+    # A daemon thread that ends the process once its case is over: released, and waited
+    # for, as the runner removes the case's workspace after the case (an audit hook runs on
+    # the thread that removes it), so that it fires before the run's report is built.
+    fire = threading.Event()
+
+    def late():
+        fire.wait()
+        os._exit(0)
+
+    thread = threading.Thread(target=late, daemon=True)
+    thread.start()
+
+    def released(event, args):
+        if event == "shutil.rmtree" and not fire.is_set() and str(args[0]) == str(workspace):
+            fire.set()
+            thread.join()
+
+    sys.addaudithook(released)
+
+
 def late():
     # Waits until the front end has written its report file, then ends the process: after
     # every case, before the exit code.
@@ -79,7 +101,13 @@ def late():
 
 
 class Agent(ReferenceAgent):
+    def __init__(self, context):
+        super().__init__(context)
+        self.context = context
+
     def respond(self, user_input):
+        if MODE == "after-case":
+            after_case(self.context.workspace)
         if MODE == "posix":
             import posix  # the function os._exit re-exports, under its own name
 
@@ -276,6 +304,67 @@ def test_shards_and_merge_fail_a_case_whose_agent_thread_calls_os_exit(tmp_path:
     assert [case["passed"] for case in merged["cases"]] == [False, False]
 
 
+LATE_EXIT = "os._exit(0)"
+LATE_PROBLEM = "an agent or tool ended, or tried to end, a process of the run outside any case"
+
+
+@pytest.mark.parametrize("front_end", ["run", "run -j 2", "shards + merge", "pytest", "read back"])
+def test_a_daemon_thread_ending_the_process_after_its_case_fails_the_run_on_every_front_end(
+    tmp_path: Path, front_end: str
+) -> None:
+    """Each case's agent leaves a daemon thread that calls os._exit(0) once its case is over,
+    before the run's report is built. No case carries it, so the case passes; the run does
+    not, and every front end says so with exit 1 (the run core's verdict, from the report's
+    late_exits). Under -j 2 the call ends the worker before it reports the case, so the case,
+    run again alone, is the one that ends its process: a run error of that case, exit 1 too.
+    Shards used to leave it out of their JSON report, and merge then exited 0."""
+    from evalrunner.session import run_exit_code
+    from evalrunner.toolbox.merge import read_report
+
+    project(tmp_path, PASSING, USES_ECHO)
+    if front_end == "pytest":
+        done = by_pytest(tmp_path, "after-case")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert junit_failed(tmp_path) == set()  # the cases themselves passed
+        assert f"evalrunner: {LATE_PROBLEM} ({LATE_EXIT}; {LATE_EXIT})" in done.stdout
+        return
+    if front_end == "shards + merge":
+        parts = []
+        for index in (1, 2):
+            part = tmp_path / f"shard-{index}.json"
+            flags = ("--shard", f"{index}/2", "--json", str(part))
+            shard = run(tmp_path, "after-case", "run", "--no-cache", *flags)
+            assert shard.returncode == 1, shard.stdout + shard.stderr
+            parts.append(str(part))
+        merged = tmp_path / "merged.json"
+        done = run(tmp_path, "none", "merge", *parts, "--json", str(merged))
+        assert done.returncode == 1, done.stdout + done.stderr
+        for part in parts:
+            assert json.loads(Path(part).read_text("utf-8"))["late_exits"] == [LATE_EXIT]
+        assert f"error: {LATE_PROBLEM}" in done.stdout  # the table says why
+        data = json.loads(merged.read_text("utf-8"))
+        assert data["late_exits"] == [LATE_EXIT, LATE_EXIT] and not data["all_passed"]
+        assert [case["passed"] for case in data["cases"]] == [True, True]
+        return
+    jobs = "2" if front_end == "run -j 2" else "1"
+    report = tmp_path / "report.json"
+    done = run(tmp_path, "after-case", "run", "--no-cache", "-j", jobs, "--json", str(report))
+    assert done.returncode == 1, done.stdout + done.stderr
+    data = json.loads(report.read_text("utf-8"))
+    assert not data["all_passed"]
+    if front_end == "run -j 2":
+        assert [case["passed"] for case in data["cases"]] == [False, False]
+        assert all("died (exit code 0)" in case["error"] for case in data["cases"])
+        return
+    assert data["late_exits"] == [LATE_EXIT, LATE_EXIT]
+    assert [case["passed"] for case in data["cases"]] == [True, True]
+    assert f"error: {LATE_PROBLEM} ({LATE_EXIT}; {LATE_EXIT})" in done.stdout
+    if front_end == "read back":
+        back = read_report(report).report
+        assert back.late_exits == (LATE_EXIT, LATE_EXIT)
+        assert run_exit_code(back) == 1
+
+
 # A daemon thread that outlived its case and calls os._exit once the report file is written:
 # the run's exit code stays (it failed a case). Whether the call comes before the front end
 # took its exit code (the run then fails for it too) or after (too late to change the
@@ -395,11 +484,15 @@ def test_a_daemon_thread_of_an_earlier_case_ending_the_process_fails_the_run(
     finally:
         del os.environ["EXIT_MARK"]
     assert done.returncode == 1, done.stdout + done.stderr
-    cases = {case["name"]: case for case in json.loads(done.stdout)["cases"]}
+    data = json.loads(done.stdout)
+    cases = {case["name"]: case for case in data["cases"]}
     if jobs == "1":
         assert "called os._exit(0)" in str(cases["c-wakes"]["error"])
     else:
-        assert "evalrunner worker 1 (exit code 0) died while running cases that" in done.stderr
+        # The run's report says it, as it says every process ended outside its cases.
+        (death,) = data["late_exits"]
+        assert death.startswith("evalrunner worker 1 (exit code 0) died while running cases that")
+        assert all(case["passed"] for case in data["cases"]) and not data["all_passed"]
 
 
 BETWEEN_CASES_AGENT = """\

@@ -632,6 +632,7 @@ def test_a_run_the_budget_cut_short_is_not_run_not_failed() -> None:
         input_tokens=20,
         output_tokens=5,
         path="evals/c.yaml",
+        budget_cut=True,  # as the run that the budget refused a request says
     )
     case = combine_runs([_run(True), cut, _run(None)])
     stats = case_stats(case)
@@ -651,6 +652,25 @@ def test_a_run_the_budget_cut_short_is_not_run_not_failed() -> None:
     table, _, junit, github = _every_format(case)
     for text in (table, junit, github):
         assert "1/1 runs passed (2 not run)" in text and ", flaky" not in text
+
+
+def test_a_failed_run_whose_error_only_quotes_the_budget_is_a_failed_run() -> None:
+    """What the budget cut is said by the run the budget refused, not read from an error's
+    words: an agent's own error that quotes the budget's message (a budget of its own, say)
+    is a failed run. Read from the words, it was "not run", and a failing case passed."""
+    quoted = CaseReport(
+        "c",
+        "c.yaml",
+        None,
+        (),
+        error="RuntimeError: the token budget is spent (the agent's own: 3 of 3 calls)",
+        path="evals/c.yaml",
+    )
+    case = combine_runs([_run(True), quoted, _run(True)])
+    stats = case_stats(case)
+    assert (stats.runs, stats.passes, stats.not_run) == (3, 2, 0) and stats.flaky
+    assert case.runs[1].skipped is None and not case.passed
+    assert case.error == quoted.error
 
 
 def test_a_budget_that_cuts_a_repeated_run_midway_is_no_flake(tmp_path: Path) -> None:

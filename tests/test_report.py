@@ -165,10 +165,14 @@ def test_json_key_order_is_the_spec_order() -> None:
     text = render_json(suite(PASSING, FAILING, ERRORED))
     data = json.loads(text)
     assert list(data) == TOP_KEYS
+    # Where a failed case and a failed check are (when known) comes after the rest.
+    placed = ([], ["line", "col"])
     for case in data["cases"]:
-        assert list(case) == CASE_KEYS
+        assert list(case)[: len(CASE_KEYS)] == CASE_KEYS
+        assert list(case)[len(CASE_KEYS) :] in (placed[:1] if case["passed"] else placed)
         for grade in case["grades"]:
-            assert list(grade) == ["check", "passed", "detail"]
+            assert list(grade)[:3] == ["check", "passed", "detail"]
+            assert list(grade)[3:] in (placed[:1] if grade["passed"] else placed)
     # the text itself is in that order, not just the parsed dict
     positions = [text.index(f'"{key}":') for key in TOP_KEYS]
     assert positions == sorted(positions)
@@ -702,3 +706,36 @@ def test_prepare_output_refuses_a_directory_it_cannot_write(tmp_path: Path) -> N
     locked.mkdir(mode=0o500)
     with pytest.raises(UnsafeOutput, match="not writable"):
         prepare_output(locked / "r.json")
+
+
+# --- something ended a process of the run outside its cases ------------------------------------
+
+
+def test_late_exits_fail_the_run_and_every_format_says_so() -> None:
+    """A run whose cases all passed, while a thread one of them left called os._exit(0)
+    after it: no case carries it, so the run is not a pass (exit 1), and every format shows
+    it where it shows the run's other run-level problems."""
+    from evalrunner.report import github_annotations, render_junit
+    from evalrunner.session import run_exit_code
+
+    report = SuiteReport(
+        suite="evals/regression",
+        mode="replay",
+        cases=(PASSING,),
+        late_exits=("os._exit(0)",),
+    )
+    said = (
+        "an agent or tool ended, or tried to end, a process of the run outside any case "
+        "(os._exit(0)), from a thread that outlived its case or between cases; the run is "
+        "not a pass"
+    )
+    assert not report.all_passed and exit_code(report) == run_exit_code(report) == 1
+    assert f"error: {said}" in render_table(report, color=False)
+    title = "evalrunner%3A process ended outside a case"  # escaped as a property's value
+    assert f"::error title={title}::{said}" in github_annotations(report)
+    junit = render_junit(report)
+    assert 'name="late exit"' in junit and said in junit
+    data = report_data(report)
+    assert data["late_exits"] == ["os._exit(0)"] and data["all_passed"] is False
+    assert not validate(data)
+    assert "late_exits" not in report_data(suite(PASSING))  # the shape of a run without any

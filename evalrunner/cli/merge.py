@@ -3,7 +3,6 @@
 # No ``from __future__ import annotations``: typer reads every command's annotations at each
 # start, and string annotations would make it compile each of them again.
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +19,6 @@ from evalrunner.cli.common import (
 )
 from evalrunner.cli.run import ReportFormat, default_format
 from evalrunner.fixture.load import relative_to_cwd
-from evalrunner.model import Case, SuiteFingerprint, SuiteReport
 from evalrunner.report import render_table
 from evalrunner.session import run_exit_code
 
@@ -97,49 +95,12 @@ def merge(
     shown_format = report_format or default_format()
     if shown_format is ReportFormat.json:
         emit(formats.render_json(merged))
+    elif shown_format is ReportFormat.github:
+        # Annotations and the table's failures point at the lines the unsharded run's do:
+        # the shards' reports say where each failed case and check is.
+        emit(formats.render_github(merged, tracebacks=show_tracebacks))
     else:
-        # The shards' fingerprints are equal (merge_reports refuses others). Annotations and
-        # the table's failures point at the lines the unsharded run's do.
-        shown = _with_positions(merged, shards[0].report.fingerprint)
-        if shown_format is ReportFormat.github:
-            emit(formats.render_github(shown, tracebacks=show_tracebacks))
-        else:
-            emit(render_table(shown, color=color_wanted(), tracebacks=show_tracebacks))
+        emit(render_table(merged, color=color_wanted(), tracebacks=show_tracebacks))
     if problems:
         raise fail(problems)
     raise typer.Exit(run_exit_code(merged))
-
-
-def _with_positions(merged: SuiteReport, fingerprint: SuiteFingerprint | None) -> SuiteReport:
-    """The merged report with each failed case's fixture positions, so that its annotations
-    and its table's failures point at the lines the unsharded run's do. A JSON report carries
-    no positions: they are read again from the fixture file, and only when the file's bytes
-    are those the shards ran (the suite's fingerprint); otherwise the file is named alone."""
-    import hashlib
-
-    from evalrunner.fixture.admit import admit
-    from evalrunner.fixture.load import load_document
-
-    digests = {
-        (case.name, case.source): case.sha256
-        for case in (fingerprint.cases if fingerprint is not None else ())
-    }
-    cases = []
-    for case in merged.cases:
-        wanted = digests.get((case.name, case.source))
-        if case.passed or case.positions or not case.path or wanted is None:
-            cases.append(case)
-            continue
-        path = Path(case.path)
-        try:
-            same = hashlib.sha256(path.read_bytes()).hexdigest() == wanted
-        except OSError:
-            same = False
-        document = load_document(path) if same else None
-        admitted = (
-            admit(document) if document is not None and not isinstance(document, list) else None
-        )
-        if isinstance(admitted, Case) and admitted.name == case.name:
-            case = replace(case, positions=dict(admitted.positions))
-        cases.append(case)
-    return replace(merged, cases=tuple(cases))

@@ -3,6 +3,7 @@
 # No ``from __future__ import annotations``: typer reads every command's annotations at each
 # start, and string annotations would make it compile each of them again.
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +28,8 @@ from evalrunner.model import (
     RunRefused,
 )
 from evalrunner.plugins import PluginError
-from evalrunner.process_exit import late_exit_problem, process_exit_refused, unclaimed
+from evalrunner.process_exit import process_exit_refused
+from evalrunner.session import late_exits_taken
 from evalrunner.stop_signals import signals_stop_the_run
 
 
@@ -58,10 +60,11 @@ def mutate(
             "--jobs",
             "-j",
             metavar="N",
-            help="Run N command mutants at once (auto: one per CPU). The report and the exit "
-            "code are those of a serial run.",
+            help="Run N command mutants at once (default and auto: one per CPU; they run the "
+            "bundled reference agent, never yours). The report and the exit code are those "
+            "of a serial run.",
         ),
-    ] = "1",
+    ] = "auto",
     config: ConfigOption = None,
 ) -> None:
     """Does the suite catch broken agents? Runs it against every mutant; exit 1 if one survives.
@@ -70,7 +73,8 @@ def mutate(
     result dropped, a call dispatched twice, an earlier turn forgotten, ...). A case that
     fails against it kills it. Cases the unmutated reference agent does not pass on a path
     kill nothing there. The configured agent and agent_command are not used: mutate tests
-    the suite, not the agent.
+    the suite, not the agent. Exit 2 when the baseline cannot run, or a mutant could not be
+    judged (something ended the process outside every case while it ran).
     """
     from evalrunner.cli.run import parse_jobs
     from evalrunner.mutation.mutants import PATHS
@@ -94,7 +98,7 @@ def mutate(
     # From the import of the project's tools on, their os._exit is refused
     # (evalrunner.process_exit): mutate would end with its code, and 0 reads as "every
     # mutant killed".
-    unclaimed()  # what an earlier run in this process left (library use) is not this run's
+    late_exits_taken()  # what an earlier run in this process left (library use) is not this one's
     with signals_stop_the_run(), process_exit_refused():
         try:
             report = run_mutants(
@@ -112,10 +116,10 @@ def mutate(
             raise typer.Exit(128 + stop.signum) from None
         except PluginError as exc:
             raise fail(exc.problems) from None
-    emit(render_mutation(report))
-    late = unclaimed()
+    # Ended outside every case after the last mutant's outcome was taken: the report's to
+    # decide, as one during a mutant's run is (evalrunner.mutation.runner).
+    late = late_exits_taken()
     if late:
-        # Refused outside every case (a thread that outlived its case): no verdict of a
-        # mutant can be trusted, as when the baseline ended its process.
-        raise fail([late_exit_problem(late)], "mutate: the baseline cannot run")
+        report = replace(report, late_exits=late)
+    emit(render_mutation(report))
     raise typer.Exit(report.exit_code)

@@ -39,14 +39,20 @@ from evalrunner.model import (
     SuiteReport,
 )
 from evalrunner.plugins import PluginError
-from evalrunner.process_exit import late_exit_problem, process_exit_refused, unclaimed
+from evalrunner.process_exit import late_exit_problem, process_exit_refused
 from evalrunner.report import (
     Verbosity,
     agent_label,
     render_table,
 )
 from evalrunner.report.progress import RunProgress
-from evalrunner.session import run_exit_code, run_suite, settings_from_config
+from evalrunner.session import (
+    late_exits_taken,
+    run_exit_code,
+    run_suite,
+    settings_from_config,
+    with_late_exits,
+)
 from evalrunner.stop_signals import signals_stop_the_run
 from evalrunner.text import printable
 
@@ -191,7 +197,7 @@ def run(
     # From the import of the configured agent and tools on, an os._exit of theirs is refused
     # (evalrunner.process_exit): it would end the run with its own code, 0 reading as a pass.
     with process_exit_refused():
-        unclaimed()  # what an earlier run in this process left (library use) is not this run's
+        late_exits_taken()  # what an earlier run in this process left (library use): not ours
         try:
             run_settings = settings_from_config(settings, jobs=workers)
         except PluginError as exc:
@@ -227,7 +233,11 @@ def run(
             if shown_format is ReportFormat.github:
                 emit(formats.render_github(outcome))
             raise fail([*outcome.lines(), *problems], refusal_summary(outcome))
-        report = replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
+        # What ended a process of the run outside its cases since run_suite's report was
+        # built is the run's too, and goes into the report files.
+        report = with_late_exits(
+            replace(outcome, agent=agent_label(settings.agent, settings.agent_command))
+        )
         report_skipped(report)
 
         def render(flag: str) -> str:
@@ -252,18 +262,19 @@ def run(
         emit(shown)
         if problems:
             raise fail(problems)
-        raise typer.Exit(_with_late_exits(run_exit_code(report)))
+        raise typer.Exit(run_exit_code(_late_exits_after(report)))
 
 
-def _with_late_exits(code: int) -> int:
-    """The exit code, failing the run when an os._exit was refused outside every case (a
-    thread that outlived its case): no case carries it, so the run itself does not pass."""
-    late = unclaimed()
-    if not late:
-        return code
-    with contextlib.suppress(OSError, AttributeError, ValueError):
-        typer.echo(f"error: {late_exit_problem(late)}", err=True)
-    return code or 1
+def _late_exits_after(report: SuiteReport) -> SuiteReport:
+    """``report`` with what ended a process of the run outside its cases after its report
+    files were written (:func:`~evalrunner.session.with_late_exits`), said on stderr, since
+    no report shows it."""
+    final = with_late_exits(report)
+    after = final.late_exits[len(report.late_exits) :]
+    if after:
+        with contextlib.suppress(OSError, AttributeError, ValueError):  # stderr closed
+            typer.echo(f"error: {late_exit_problem(list(after))}", err=True)
+    return final
 
 
 def _verbosity(quiet: bool, verbose: bool) -> Verbosity:

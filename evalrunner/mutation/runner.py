@@ -8,6 +8,22 @@ with the project's tools, limits and ``trimmed_history``. Pure rendering is kept
 (:func:`render_mutation`); the exit code is 1 when a mutant survives on some path, and 2 when
 the baseline cannot run: it passes no case on a path, or the agent or a project tool ended the
 process (``os._exit``), which no mutant's verdict could then be told from.
+
+Something that ends, or tries to end, evalrunner's process outside every case (an ``os._exit``
+from a daemon thread a project tool left, :func:`evalrunner.session.late_exits_taken`) is
+decided as ``run`` decides it, by whose run it came during:
+
+- during the baseline's: the baseline cannot run (exit 2), as when one of its cases ended
+  the process;
+- during a mutant's: that mutant was not judged. Its kills cannot be trusted (a process that
+  ended outside a case says nothing of the mutant, and its cases' verdicts may be the
+  thread's), nor can a survival, so it is neither killed nor a survivor. Like a baseline
+  that cannot run, this asks to fix the project's tools, not the suite, so it is exit 2,
+  not the survivor's 1. Command mutants run their tools in their own processes, so in
+  evalrunner's a call while they run at once (``-j``) comes from a thread an earlier
+  in-process run left; it is given to the mutant whose outcome was taken when it was seen;
+- after the last mutant (:attr:`MutationReport.late_exits`): no mutant is blamed, and the
+  run is exit 2 all the same.
 """
 
 from __future__ import annotations
@@ -27,7 +43,9 @@ from evalrunner.execution import RunSettings, ended_its_process, execute
 from evalrunner.model import Case, CaseReport
 from evalrunner.mutation.mutants import IN_PROCESS, MUTANTS, REFERENCE, Mutant
 from evalrunner.plugins import tool_source
+from evalrunner.process_exit import late_exit_problem
 from evalrunner.replay import process_exit_refused
+from evalrunner.session import late_exits_taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +56,19 @@ class MutantOutcome:
     path: str
     killed_by: tuple[str, ...]
     hint: str = ""
+    late_exits: tuple[str, ...] = ()
+    """What ended, or tried to end, evalrunner's process outside every case while this
+    mutant ran: the mutant was then not judged (see the module's docstring)."""
+
+    @property
+    def judged(self) -> bool:
+        """Nothing ended the process outside a case while it ran."""
+        return not self.late_exits
 
     @property
     def survived(self) -> bool:
-        """No case killed it."""
-        return not self.killed_by
+        """No case killed it, and it was judged."""
+        return self.judged and not self.killed_by
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +85,11 @@ class MutationReport:
     """Live cases of the suite, left out: mutants break scripted runs, and they have none."""
     baseline_broken: tuple[str, ...] = ()
     """Why the baseline cannot run, one line each: a path on which it passes no case, a case
-    whose agent or tool ended the process. Nothing is then concluded (exit 2)."""
+    whose agent or tool ended the process, a process ended outside its cases while it ran.
+    Nothing is then concluded (exit 2)."""
+    late_exits: tuple[str, ...] = ()
+    """What ended, or tried to end, evalrunner's process outside every case after the last
+    mutant's outcome was taken (exit 2)."""
 
     @property
     def survivors(self) -> tuple[MutantOutcome, ...]:
@@ -67,10 +97,17 @@ class MutationReport:
         return tuple(o for o in self.outcomes if o.survived)
 
     @property
+    def unjudged(self) -> tuple[MutantOutcome, ...]:
+        """The mutants whose run something ended outside its cases."""
+        return tuple(o for o in self.outcomes if not o.judged)
+
+    @property
     def exit_code(self) -> int:
         """0 when every mutant was killed on every path, 1 when one survived, 2 when the
-        baseline cannot run (:attr:`baseline_broken`)."""
-        if self.baseline_broken:
+        baseline cannot run (:attr:`baseline_broken`), a mutant was not judged, or the
+        process was ended outside every case after the last one (see the module's
+        docstring)."""
+        if self.baseline_broken or self.unjudged or self.late_exits:
             return 2
         return 1 if self.survivors else 0
 
@@ -190,6 +227,12 @@ def run_mutants(
             usable = usable_on[path] = []
             with contextlib.closing(verdicts(cases, baseline)) as reports:
                 ran = list(reports)
+            late = late_exits_taken()
+            if late:
+                broken.append(
+                    f"while the reference agent ran the suite on the {path} path, "
+                    f"{late_exit_problem(list(late))}; fix the project's tools, then mutate"
+                )
             for case, report in zip(cases, ran, strict=True):
                 if report.passed:
                     usable.append(case)
@@ -227,6 +270,9 @@ def run_mutants(
         try:
             for index, task in enumerate(tasks):
                 outcome = running[index].result() if index in running else judge(*task)
+                late = late_exits_taken()
+                if late:
+                    outcome = replace(outcome, late_exits=late)
                 outcomes.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)
@@ -277,6 +323,8 @@ def render_mutation(report: MutationReport) -> str:
             outcome = by_key.get((name, path))
             if outcome is None:
                 cell = "n/a"
+            elif not outcome.judged:
+                cell = "NOT JUDGED"
             elif outcome.survived:
                 cell = "SURVIVED"
             else:
@@ -294,11 +342,24 @@ def render_mutation(report: MutationReport) -> str:
     else:
         lines.append("cases and the mutants they kill on some path (kills: mutant-path pairs):")
     for case in report.cases:
-        killed = [o for o in report.outcomes if case in o.killed_by]
+        killed = [o for o in report.outcomes if o.judged and case in o.killed_by]
         names = sorted({o.mutant for o in killed})
         shown = ", ".join(names) if names else "(none)"
         lines.append(f"  {case} ({len(killed)} kills): {shown}")
     total = len(report.outcomes)
+    kills = total - len(report.survivors) - len(report.unjudged)
     lines.append("")
-    lines.append(f"{total - len(report.survivors)}/{total} mutant runs killed")
+    lines.append(f"{kills}/{total} mutant runs killed")
+    for outcome in report.unjudged:
+        lines.append(
+            f"error: {outcome.mutant} on {outcome.path} was not judged: while it ran, "
+            f"{late_exit_problem(list(outcome.late_exits))}"
+        )
+    if report.late_exits:
+        after = late_exit_problem(list(report.late_exits))
+        lines.append(f"error: after the last mutant, {after}")
+    if report.unjudged or report.late_exits:
+        lines.append(
+            "mutate: not every mutant could be judged; fix the project's tools, then mutate"
+        )
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ reaches the log, then by GitHub's rules, so no text can end the command or start
 from __future__ import annotations
 
 from evalrunner.model import CaseReport, RunRefused, SuiteReport
-from evalrunner.report.outcome import failed_grades, interruption, position_key
+from evalrunner.report.outcome import failed_grades, interruption, late_exits, position_key
 from evalrunner.report.stats import case_runs, case_summary
 from evalrunner.report.table import Verbosity, render_table
 from evalrunner.text import printable, printable_path
@@ -84,6 +84,9 @@ def github_annotations(outcome: SuiteReport | RunRefused) -> list[str]:
         lines.append(annotation(outcome.budget_spent, title="evalrunner: token budget spent"))
     if outcome.live_stopped is not None:
         lines.append(annotation(outcome.live_stopped, title="evalrunner: run stopped"))
+    late = late_exits(outcome)
+    if late is not None:
+        lines.append(annotation(late, title="evalrunner: process ended outside a case"))
     stopped = interruption(outcome)
     if stopped is not None:
         lines.append(annotation(stopped, title="evalrunner: run interrupted"))

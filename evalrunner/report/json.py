@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from evalrunner.model import CaseReport, SuiteReport
+from evalrunner.report.outcome import position_key
 from evalrunner.report.stats import RepeatStats, case_stats, suite_stats
 from evalrunner.selection.select import report_fields
 from evalrunner.text import encodable, encodable_path
@@ -35,6 +36,8 @@ def report_data(report: SuiteReport) -> dict[str, Any]:
         "budget_spent": report.budget_spent,
         # Only when set, as framed_results below.
         **({"live_stopped": report.live_stopped} if report.live_stopped else {}),
+        # Only when something happened: reports of runs without keep their shape.
+        **({"late_exits": list(report.late_exits)} if report.late_exits else {}),
         "trimmed_history": report.trimmed_history,
         # Only when set: reports of runs that hold every result to the tool's own keep
         # their shape.
@@ -83,7 +86,9 @@ def _rate(value: float) -> float:
 
 
 def _case_data(case: CaseReport, repeat: int = 1) -> dict[str, Any]:
-    data = _run_data(case)
+    # A case that failed or errored says where in its fixture: the renderers point there, and
+    # merge, which reads reports alone, places it as the unsharded run does.
+    data = _run_data(case, placed=not case.passed and case.skipped is None)
     if repeat > 1:
         stats = case_stats(case)
         data["repeat"] = {
@@ -103,11 +108,15 @@ def _verdict_data(run: CaseReport) -> dict[str, Any]:
     """One run of a repeated case: its verdict and what it cost."""
     data = _run_data(run)
     for key in ("name", "source", "path", "class"):
-        del data[key]
+        del data[key]  # a run has no place of its own: its case's line and col say it
     return data
 
 
-def _run_data(case: CaseReport) -> dict[str, Any]:
+def _run_data(case: CaseReport, *, placed: bool = False) -> dict[str, Any]:
+    def at(key: str) -> dict[str, int]:
+        spot = case.positions.get(key) if placed else None
+        return {} if spot is None else {"line": spot[0], "col": spot[1]}
+
     return {
         "name": encodable(case.name),
         "source": encodable_path(case.source),
@@ -117,7 +126,12 @@ def _run_data(case: CaseReport) -> dict[str, Any]:
         "error": None if case.error is None else encodable(case.error),
         "skipped": case.skipped,
         "grades": [
-            {"check": encodable(g.check), "passed": g.passed, "detail": encodable(g.detail)}
+            {
+                "check": encodable(g.check),
+                "passed": g.passed,
+                "detail": encodable(g.detail),
+                **({} if g.passed else at(position_key(g.check))),
+            }
             for g in case.grades
         ],
         "input_tokens": case.input_tokens,
@@ -126,6 +140,8 @@ def _run_data(case: CaseReport) -> dict[str, Any]:
         "duration_ms": case.duration_ms,
         # Only when there is one: a merge of shards shows them as the unsharded run does.
         **({"tracebacks": [encodable(t) for t in case.tracebacks]} if case.tracebacks else {}),
+        # Last, as every key that is there only at times: the specified ones lead.
+        **at("name"),
     }
 
 

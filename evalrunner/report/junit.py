@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from evalrunner.model import AdmissionError, CaseReport, RunRefused, SuiteReport
-from evalrunner.report.outcome import failed_grades, interruption, signal_name
+from evalrunner.report.outcome import failed_grades, interruption, late_exits, signal_name
 from evalrunner.report.stats import case_runs, case_summary, suite_stats
 from evalrunner.text import printable, printable_path
 
@@ -47,6 +47,10 @@ def render_junit(outcome: SuiteReport | RunRefused) -> str:
         if outcome.live_stopped is not None:
             error = _Problem("run stopped", outcome.live_stopped, outcome.live_stopped)
             suites.append(_Suite("evalrunner", [_Test("evalrunner", "live model", error)]))
+        late = late_exits(outcome)
+        if late is not None:
+            error = _Problem("process ended outside a case", late, late)
+            suites.append(_Suite("evalrunner", [_Test("evalrunner", "late exit", error)]))
         stopped = interruption(outcome)
         if stopped is not None and outcome.interrupted is not None:
             error = _Problem(signal_name(outcome.interrupted), stopped, stopped)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 
 from evalrunner.model import CaseReport, GradeResult, RunRefused, SuiteReport
+from evalrunner.process_exit import late_exit_problem
 
 EXIT_PASSED = 0
 EXIT_FAILED = 1
@@ -15,7 +16,8 @@ EXIT_BUDGET = 3
 
 
 def exit_code(outcome: SuiteReport | RunRefused) -> int:
-    """0 when every case passed, 1 when any failed or errored (or none ran), 2 when the run
+    """0 when every case passed, 1 when any failed or errored (or none ran, or something
+    ended a process of the run outside its cases: :attr:`SuiteReport.late_exits`), 2 when the run
     could not start (or live mode's model could not be used at all: a refused key, a
     redirect), 3 when live mode's token budget stopped it, 128 + the signal number when
     a signal stopped it (130 for SIGINT, 143 for SIGTERM)."""
@@ -28,6 +30,12 @@ def exit_code(outcome: SuiteReport | RunRefused) -> int:
     if outcome.budget_spent is not None:
         return EXIT_BUDGET
     return EXIT_PASSED if outcome.all_passed else EXIT_FAILED
+
+
+def late_exits(report: SuiteReport) -> str | None:
+    """The sentence that says something ended, or tried to end, a process of the run outside
+    its cases (:attr:`SuiteReport.late_exits`), or ``None``."""
+    return late_exit_problem(list(report.late_exits)) if report.late_exits else None
 
 
 def signal_name(signum: int) -> str:

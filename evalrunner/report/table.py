@@ -15,7 +15,13 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum
 
 from evalrunner.model import CaseReport, SuiteReport
-from evalrunner.report.outcome import duration, failed_grades, failures, interruption
+from evalrunner.report.outcome import (
+    duration,
+    failed_grades,
+    failures,
+    interruption,
+    late_exits,
+)
 from evalrunner.text import printable, printable_path
 
 # evalrunner.report.stats is imported where a repeated run (--repeat K) needs it: its
@@ -107,6 +113,9 @@ def render_table(
         lines.append(paint(f"run stopped: {report.budget_spent}", _RED))
     if report.live_stopped is not None:
         lines.append(paint(f"run stopped: {report.live_stopped}", _RED))
+    late = late_exits(report)
+    if late is not None:
+        lines.append(paint(f"error: {late}", _RED))
     stopped = interruption(report)
     if stopped is not None:
         lines.append(paint(stopped, _RED))

@@ -33,6 +33,7 @@ from evalrunner.model import (
     SuiteReport,
     render_json_path,
 )
+from evalrunner.report.outcome import position_key
 from evalrunner.report.stats import case_stats
 from evalrunner.selection.select import case_identity, suite_order, take_shard
 from evalrunner.text import printable, printable_path
@@ -144,6 +145,8 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
         keyword=data.get("keyword"),
         budget_spent=data.get("budget_spent"),
         live_stopped=data.get("live_stopped"),
+        # Absent from the reports of runs without any, and of earlier versions.
+        late_exits=tuple(data.get("late_exits", ())),
         shard=None if shard is None else Shard(shard["index"], shard["count"]),
         selected=None if shard is None else shard["selected"],
         admission_errors=tuple(
@@ -173,6 +176,7 @@ def _json_path(raw: list[str | int] | None) -> JSONPath:
 
 def _case_report(data: dict[str, Any], case: dict[str, Any] | None = None) -> CaseReport:
     """A case's report; or, given its ``case``, one of its runs (which carries no name)."""
+    positions = _positions(data) if case is None else {}
     case = data if case is None else case
     return CaseReport(
         name=case["name"],
@@ -188,7 +192,20 @@ def _case_report(data: dict[str, Any], case: dict[str, Any] | None = None) -> Ca
         skipped=data.get("skipped"),
         runs=tuple(_case_report(run, case) for run in data.get("runs", [])),
         tracebacks=tuple(data.get("tracebacks", ())),
+        positions=positions,
     )
+
+
+def _positions(case: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Where a failed case's name and failed checks are in its fixture, as the report says
+    (:attr:`CaseReport.positions`; a report of an earlier version says nowhere)."""
+    found = {}
+    if "line" in case:
+        found["name"] = (case["line"], case["col"])
+    for grade in case["grades"]:
+        if "line" in grade:
+            found[position_key(grade["check"])] = (grade["line"], grade["col"])
+    return found
 
 
 def _check_counts(shown: str, data: dict[str, Any], report: SuiteReport) -> None:
@@ -314,6 +331,8 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
         # A shard stopped by its token budget leaves the merged run incomplete too.
         budget_spent=next((s.report.budget_spent for s in shards if s.report.budget_spent), None),
         live_stopped=next((s.report.live_stopped for s in shards if s.report.live_stopped), None),
+        # A shard's process ended outside its cases: the whole run did, as run whole it would.
+        late_exits=tuple(late for s in shards for late in s.report.late_exits),
         repeat=template.repeat,
     )
 
