@@ -22,10 +22,13 @@ from evalrunner.model import Expectations, JSONPath, PayloadNeedle
 from evalrunner.text import dotted
 
 __all__ = [
+    "COUNT_KINDS",
+    "Bound",
     "Refusal",
     "Rule",
     "calls_needed",
     "cap_below_need",
+    "count_refusals",
     "exact_against_bounds",
     "min_above_max",
     "patterns_compile_and_can_fail",
@@ -91,21 +94,66 @@ def cap_below_need(kind: str) -> Rule:
     the calls the other checks need."""
 
     def rule(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
-        limit = getattr(expects, kind)
-        if limit is None:
-            return
-        label = dotted(base)
-        needed, reasons = _calls_needed(expects, label)
-        if limit < needed:
-            yield Refusal(
-                f"{label}.{kind} ({limit}) is below the {needed} tool call(s) the other checks "
-                f"need ({'; '.join(reasons())}); no run can satisfy them all; "
-                f"raise it to {needed} or drop one of those checks",
-                base + (kind,),
-            )
+        needed, reasons = _calls_needed(expects, dotted(base))
+        need = Bound(
+            needed,
+            lambda: f"the other checks need ({'; '.join(reasons())})",
+            "no run can satisfy them all",
+            "drop one of those checks",
+        )
+        yield from count_refusals(expects, base, fewest=need, kinds=(kind,))
 
     rule.__name__ = rule.__qualname__ = f"{kind}_below_need"
     return rule
+
+
+COUNT_KINDS = ("exact_tool_calls", "max_tool_calls", "min_tool_calls")
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A number of tool calls that a level's count checks are held to from outside them, and
+    how a refusal words it: ``what`` those calls are (worded only for a refusal), ``because``
+    no run can pass, and the ``fix`` other than changing the count."""
+
+    calls: int
+    what: Callable[[], str]
+    because: str
+    fix: str
+
+
+def count_refusals(
+    expects: Expectations,
+    base: JSONPath,
+    *,
+    fewest: Bound | None = None,
+    most: Bound | None = None,
+    kinds: tuple[str, ...] = COUNT_KINDS,
+    label: JSONPath | None = None,
+) -> Iterator[Refusal]:
+    """The count checks (of ``kinds``) at ``base`` that no run can pass when it makes at least
+    ``fewest`` calls (a cap, ``exact`` or ``max_tool_calls``, below it) or at most ``most`` (a
+    floor, ``exact`` or ``min_tool_calls``, above it). ``label``: the level as the messages
+    name it, ``base`` unless given."""
+    named = base if label is None else label
+    for kind in kinds:
+        value = getattr(expects, kind)
+        if value is None:
+            continue
+        if fewest is not None and kind != "min_tool_calls" and value < fewest.calls:
+            yield _beyond(named + (kind,), value, "below", "raise", fewest, base + (kind,))
+        if most is not None and kind != "max_tool_calls" and value > most.calls:
+            yield _beyond(named + (kind,), value, "above", "lower", most, base + (kind,))
+
+
+def _beyond(
+    named: JSONPath, value: int, side: str, verb: str, bound: Bound, at: JSONPath
+) -> Refusal:
+    return Refusal(
+        f"{dotted(named)} ({value}) is {side} the {bound.calls} tool call(s) {bound.what()}; "
+        f"{bound.because}; {verb} it to {bound.calls} or {bound.fix}",
+        at,
+    )
 
 
 def calls_needed(expects: Expectations) -> int:
