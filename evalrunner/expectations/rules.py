@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from evalrunner.expectations._format import nfc, quote
 from evalrunner.expectations.response import PatternError, compile_pattern, matches_every_text
@@ -24,6 +25,7 @@ from evalrunner.text import dotted
 __all__ = [
     "COUNT_KINDS",
     "Bound",
+    "Need",
     "Refusal",
     "Rule",
     "calls_needed",
@@ -34,6 +36,7 @@ __all__ = [
     "patterns_compile_and_can_fail",
     "required_text_forbidden",
     "required_tool_forbidden",
+    "tools_needed",
 ]
 
 
@@ -170,42 +173,54 @@ def _calls_needed(expects: Expectations, label: str) -> tuple[int, Callable[[], 
     payload check, ``call_index + 1`` with an index); calls to different tools are different
     dispatches. ``all_tools_succeeded: false`` needs one call that failed.
     """
-    # tool → (calls, kind, index, call_index) of the check that needs the most calls of it.
-    need: dict[str, tuple[int, str, int, int | None]] = {}
-    for i, name in enumerate(expects.tools_used or ()):
-        need.setdefault(name, (1, "tools_used", i, None))
-    for kind, i, entry in _payload_entries(expects):
-        calls = (entry.call_index or 0) + 1
-        if calls > need.get(entry.tool, (0,))[0]:
-            need[entry.tool] = (calls, kind, i, entry.call_index)
-    counted: dict[str, int] = {}
-    for i, call in enumerate(expects.tool_calls_match.calls if expects.tool_calls_match else ()):
-        counted[call.tool] = counted.get(call.tool, 0) + 1
-        if counted[call.tool] > need.get(call.tool, (0,))[0]:
-            need[call.tool] = (counted[call.tool], "tool_calls_match.calls", i, None)
-    total = sum(needed[0] for needed in need.values())
+    # tool → the check that needs the most calls of it.
+    most: dict[str, Need] = {}
+    for need in tools_needed(expects):
+        if need.calls > (most[need.tool].calls if need.tool in most else 0):
+            most[need.tool] = need
+    total = sum(need.calls for need in most.values())
     if total == 0 and expects.all_tools_succeeded is False:
         return 1, lambda: [f"a failed one for {label}.all_tools_succeeded: false"]
 
     def reasons() -> list[str]:
-        worded = []
-        for tool, (calls, kind, i, call_index) in need.items():
-            index = "" if call_index is None else f" with call_index {call_index}"
-            worded.append(f"{calls} to {quote(tool)} for {label}.{kind}[{i}]{index}")
-        return worded
+        return [
+            f"{need.calls} to {quote(need.tool)} for {label}.{dotted(need.at)}"
+            + ("" if need.call_index is None else f" with call_index {need.call_index}")
+            for need in most.values()
+        ]
 
     return total, reasons
 
 
-def _payload_entries(expects: Expectations) -> Iterator[tuple[str, int, PayloadNeedle]]:
-    """Every ``tool_arguments_contain`` and ``tool_results_contain`` entry, with its kind and
-    index."""
-    for kind, entries in (
-        ("tool_arguments_contain", expects.tool_arguments_contain),
-        ("tool_results_contain", expects.tool_results_contain),
-    ):
-        for index, entry in enumerate(entries or ()):
-            yield kind, index, entry
+class Need(NamedTuple):
+    """A check's need of calls to one tool: the check (its entry, inside its level), the tool,
+    how many calls of it the check needs, and the ``call_index`` it names, if any."""
+
+    at: JSONPath
+    tool: str
+    calls: int
+    call_index: int | None = None
+
+    @property
+    def tool_at(self) -> JSONPath:
+        """Where the entry names the tool."""
+        return self.at if self.at[0] == "tools_used" else self.at + ("tool",)
+
+
+def tools_needed(expects: Expectations) -> Iterator[Need]:
+    """Each check of ``expects`` that needs a call to a tool: one for ``tools_used`` or a
+    payload check, ``call_index + 1`` with an index, and the n-th entry of
+    ``tool_calls_match.calls`` that names a tool needs n of it."""
+    for i, name in enumerate(expects.tools_used or ()):
+        yield Need(("tools_used", i), name, 1)
+    for kind in ("tool_arguments_contain", "tool_results_contain"):
+        entries: tuple[PayloadNeedle, ...] = getattr(expects, kind) or ()
+        for i, entry in enumerate(entries):
+            yield Need((kind, i), entry.tool, (entry.call_index or 0) + 1, entry.call_index)
+    counted: dict[str, int] = {}
+    for i, call in enumerate(expects.tool_calls_match.calls if expects.tool_calls_match else ()):
+        counted[call.tool] = counted.get(call.tool, 0) + 1
+        yield Need(("tool_calls_match", "calls", i), call.tool, counted[call.tool])
 
 
 def patterns_compile_and_can_fail(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
@@ -264,22 +279,13 @@ def required_tool_forbidden(expects: Expectations, base: JSONPath) -> Iterator[R
                 "remove it from one of the lists",
                 base + ("tools_not_used", j),
             )
-    match = expects.tool_calls_match
-    for i, call in enumerate(match.calls if match else ()):
-        if call.tool in forbidden:
+    for need in tools_needed(expects):
+        if need.at[0] != "tools_used" and need.tool in forbidden:
             yield Refusal(
-                f"{label}.tool_calls_match.calls[{i}] needs a call to {quote(call.tool)}, "
-                f"which {label}.tools_not_used[{forbidden[call.tool]}] forbids; no run can "
+                f"{label}.{dotted(need.at)} needs a call to {quote(need.tool)}, which "
+                f"{label}.tools_not_used[{forbidden[need.tool]}] forbids; no run can "
                 "satisfy both; drop one of them",
-                base + ("tool_calls_match", "calls", i, "tool"),
-            )
-    for kind, i, entry in _payload_entries(expects):
-        if entry.tool in forbidden:
-            yield Refusal(
-                f"{label}.{kind}[{i}] needs a call to {quote(entry.tool)}, which "
-                f"{label}.tools_not_used[{forbidden[entry.tool]}] forbids; no run can "
-                "satisfy both; drop one of them",
-                base + (kind, i, "tool"),
+                base + need.tool_at,
             )
 
 
