@@ -624,7 +624,7 @@ def test_a_tool_both_used_and_not_used_is_refused_at_the_forbidding_entry(tmp_pa
     text = yaml_case("  tools_used: [echo, web]\n  tools_not_used: [rm, web]\n")
     error = only(errors(tmp_path, "a.yaml", text))
     assert error.message == (
-        '"web" is in both expects.tools_used[1] and expects.tools_not_used[1]; no run can both '
+        'expects.tools_not_used[1] "web" is also in expects.tools_used[1]; no run can both '
         "call it and not call it; remove it from one of the lists"
     )
     assert (error.line, error.col) == (8, 24)
@@ -636,7 +636,7 @@ def test_a_payload_check_of_a_forbidden_tool_is_refused(tmp_path: Path, kind: st
     error = only(errors(tmp_path, "a.yaml", text))
     assert error.message == (
         f'expects.{kind}[0] needs a call to "rm", which expects.tools_not_used[1] forbids; '
-        "no run can satisfy both; drop one of them"
+        "no run can pass both; drop one of them"
     )
     assert (error.line, error.col) == (9, 14)
 
@@ -1000,7 +1000,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
         19,
         "expects.min_tool_calls (3) is greater than expects.max_tool_calls (2)",
     ),
-    "r4_tool_used_and_not_used.json": (16, 33, '"echo" is in both expects.tools_used[0] and'),
+    "r4_tool_used_and_not_used.json": (16, 33, 'expects.tools_not_used[1] "echo" is also in'),
     "r4_payload_of_forbidden_tool.toml": (14, 8, "which expects.tools_not_used[0] forbids"),
     "r4_forbidden_text_inside_required.json": (
         11,

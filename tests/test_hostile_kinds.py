@@ -191,7 +191,7 @@ TURN_CHECKS = {
     ),
     "offered-and-not": (
         "tools_offered: [get_weather]\n      tools_not_offered: [get_weather]",
-        '15:27: "get_weather" is in both turns[0].expects.tools_offered[0] and',
+        '15:27: turns[0].expects.tools_not_offered[0] "get_weather" is also in',
     ),
     "not-offered-a-string": (
         "tools_not_offered: delete_account",

@@ -236,8 +236,7 @@ def test_an_unfalsifiable_turn_only_case_is_refused_at_the_turn(tmp_path: Path) 
         (
             "      tools_used: [echo]\n      tools_not_used: [echo]\n",
             (8, 24),
-            '"echo" is in both turns[0].expects.tools_used[0] and '
-            "turns[0].expects.tools_not_used[0]",
+            'turns[0].expects.tools_not_used[0] "echo" is also in turns[0].expects.tools_used[0]',
         ),
         (
             "      tools_used: [echo]\n      exact_tool_calls: 0\n",
@@ -532,5 +531,5 @@ def test_a_turn_rule_names_the_turn_by_the_path_it_is_given(tmp_path: Path) -> N
         tmp_path, two_turns(first="tools_used: [echo]\n      tools_not_used: [echo]")
     )
     assert message.startswith(
-        '"echo" is in both turns[0].expects.tools_used[0] and turns[0].expects.tools_not_used[0]'
+        'turns[0].expects.tools_not_used[0] "echo" is also in turns[0].expects.tools_used[0]'
     )

@@ -32,10 +32,13 @@ __all__ = [
     "cap_below_need",
     "count_refusals",
     "exact_against_bounds",
+    "listed_in_both",
     "min_above_max",
+    "needs_forbidden",
     "patterns_compile_and_can_fail",
     "required_text_forbidden",
     "required_tool_forbidden",
+    "text_conflicts",
     "tools_needed",
 ]
 
@@ -262,70 +265,107 @@ def _pattern_message(pattern: str, reason: str) -> str:
 
 def required_tool_forbidden(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """A tool that ``tools_not_used`` forbids and another check needs a call to: reported at
-    the entry of ``tools_used`` that names it, or of the payload check that needs it."""
-    if not expects.tools_not_used:
-        return
-    label = dotted(base)
-    used: dict[str, int] = {}
-    for i, name in enumerate(expects.tools_used or ()):
-        used.setdefault(name, i)
-    forbidden: dict[str, int] = {}
-    for j, name in enumerate(expects.tools_not_used):
-        forbidden.setdefault(name, j)
-        if name in used:
+    the entry of ``tools_used`` that names it, or of the check that needs it."""
+    why = "no run can both call it and not call it"
+    yield from listed_in_both(expects, base, "tools_not_used", expects, base, "tools_used", why)
+    yield from needs_forbidden(expects, base, expects, base)
+
+
+def listed_in_both(
+    named: Expectations,
+    base: JSONPath,
+    kind: str,
+    other: Expectations,
+    other_base: JSONPath,
+    other_kind: str,
+    why: str,
+) -> Iterator[Refusal]:
+    """Each name in ``kind`` of the checks at ``base`` that ``other_kind`` of the checks at
+    ``other_base`` lists too, where the two cannot both pass (``why``): reported at the first."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(getattr(other, other_kind) or ()):
+        first.setdefault(name, i)
+    for j, name in enumerate(getattr(named, kind) or ()):
+        if name in first:
             yield Refusal(
-                f"{quote(name)} is in both {label}.tools_used[{used[name]}] and "
-                f"{label}.tools_not_used[{j}]; no run can both call it and not call it; "
-                "remove it from one of the lists",
-                base + ("tools_not_used", j),
+                f"{dotted(base + (kind, j))} {quote(name)} is also in "
+                f"{dotted(other_base + (other_kind, first[name]))}; {why}; remove it from one "
+                "of the lists",
+                base + (kind, j),
             )
-    for need in tools_needed(expects):
-        if need.at[0] != "tools_used" and need.tool in forbidden:
+
+
+def needs_forbidden(
+    needing: Expectations,
+    base: JSONPath,
+    forbidding: Expectations,
+    forbidding_base: JSONPath,
+    scope: str = "",
+) -> Iterator[Refusal]:
+    """Each check at ``base`` that needs a call to a tool the ``tools_not_used`` at
+    ``forbidding_base`` forbids (``scope``: where). Within one level, a name in ``tools_used``
+    and ``tools_not_used`` is :func:`listed_in_both`'s."""
+    forbidden: dict[str, int] = {}
+    for j, name in enumerate(forbidding.tools_not_used or ()):
+        forbidden.setdefault(name, j)
+    for need in tools_needed(needing):
+        if need.tool in forbidden and (base != forbidding_base or need.at[0] != "tools_used"):
             yield Refusal(
-                f"{label}.{dotted(need.at)} needs a call to {quote(need.tool)}, which "
-                f"{label}.tools_not_used[{forbidden[need.tool]}] forbids; no run can "
-                "satisfy both; drop one of them",
+                f"{dotted(base + need.at)} needs a call to {quote(need.tool)}, which "
+                f"{dotted(forbidding_base)}.tools_not_used[{forbidden[need.tool]}] forbids"
+                f"{scope}; no run can pass both; drop one of them",
                 base + need.tool_at,
             )
 
 
 def required_text_forbidden(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
-    """A ``response_not_contains`` entry that some ``response_contains`` entry contains (in
-    NFC, as the checks compare), reported at the entry that forbids it."""
-    required = expects.response_contains or ()
-    wanted = [nfc(text) for text in required]
-    for j, banned in enumerate(expects.response_not_contains or ()):
-        normal = nfc(banned)
-        i = next((k for k, text in enumerate(wanted) if normal in text), -1)
+    """A ``response_not_contains`` entry that some ``response_contains`` entry contains,
+    reported at the entry that forbids it."""
+    yield from text_conflicts(expects, base, "response_not_contains", expects, base)
+
+
+def text_conflicts(
+    named: Expectations,
+    base: JSONPath,
+    kind: str,
+    other: Expectations,
+    other_base: JSONPath,
+    note: str = "",
+) -> Iterator[Refusal]:
+    """Each entry of ``kind`` (``response_contains`` or ``response_not_contains``) at ``base``
+    that an entry of the opposite kind at ``other_base`` contradicts, in NFC as the checks
+    compare: one requires text the other forbids (``note``: why they read the same reply)."""
+    forbids = kind == "response_not_contains"
+    other_kind = "response_contains" if forbids else "response_not_contains"
+    theirs: tuple[str, ...] = getattr(other, other_kind) or ()
+    normal = [nfc(text) for text in theirs]
+    for j, text in enumerate(getattr(named, kind) or ()):
+        mine = nfc(text)
+        i = next((k for k, o in enumerate(normal) if (mine in o if forbids else o in mine)), -1)
         if i < 0:
             continue
-        if normal == wanted[i]:
-            relation, as_written = "is the same text as", banned == required[i]
+        required, banned = (theirs[i], text) if forbids else (text, theirs[i])
+        if mine == normal[i]:
+            relation, as_written = "is the same text as", text == theirs[i]
             outcome = "no reply can both contain it and not contain it"
         else:
-            relation, as_written = "occurs inside", banned in required[i]
-            outcome = f"a reply that contains {quote(required[i])} always contains {quote(banned)}"
+            relation = "occurs inside" if forbids else "contains"
+            as_written = banned in required
+            outcome = f"a reply that contains {quote(required)} always contains {quote(banned)}"
         # Say so when the two only meet once normalised, as the checks compare them.
         nfc_part = "" if as_written else " (in Unicode NFC, the form checks compare in)"
         yield Refusal(
-            f"{dotted(base)}.response_not_contains[{j}] {quote(banned)} {relation} "
-            f"{dotted(base)}.response_contains[{i}] {quote(required[i])}{nfc_part}; {outcome}, "
-            "so no reply can pass both; remove or change one of them",
-            base + ("response_not_contains", j),
+            f"{dotted(base + (kind, j))} {quote(text)} {relation} "
+            f"{dotted(other_base + (other_kind, i))} {quote(theirs[i])}{nfc_part}{note}; "
+            f"{outcome}, so no reply can pass both; remove or change one of them",
+            base + (kind, j),
         )
 
 
 def offered_and_not_offered(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """A tool in both ``tools_offered`` and ``tools_not_offered``: no request can both offer
     it and not offer it. Reported at the ``tools_not_offered`` entry."""
-    wanted: dict[str, int] = {}
-    for i, name in enumerate(expects.tools_offered or ()):
-        wanted.setdefault(name, i)
-    for j, name in enumerate(expects.tools_not_offered or ()):
-        if name in wanted:
-            yield Refusal(
-                f"{quote(name)} is in both {dotted(base)}.tools_offered[{wanted[name]}] and "
-                f"{dotted(base)}.tools_not_offered[{j}]; no model request can both offer it and "
-                "not offer it; remove it from one of the lists",
-                base + ("tools_not_offered", j),
-            )
+    why = "no model request can both offer it and not offer it"
+    yield from listed_in_both(
+        expects, base, "tools_not_offered", expects, base, "tools_offered", why
+    )
