@@ -200,7 +200,7 @@ def test_schema_key_in_a_turn_is_refused(tmp_path: Path) -> None:
     [
         (
             "  max_tool_calls: '3'\n",
-            "expects.max_tool_calls must be an integer, got string '3'",
+            'expects.max_tool_calls must be an integer, got string "3"',
             19,
         ),
         (
@@ -208,11 +208,11 @@ def test_schema_key_in_a_turn_is_refused(tmp_path: Path) -> None:
             "expects.max_tool_calls must be an integer, got number 2.5",
             19,
         ),
-        ("  tools_used: echo\n", "expects.tools_used must be an array, got string 'echo'", 15),
+        ("  tools_used: echo\n", 'expects.tools_used must be an array, got string "echo"', 15),
         ("  tools_used: [1]\n", "expects.tools_used[0] must be a string, got integer 1", 16),
         (
             "  all_tools_succeeded: 'yes'\n",
-            "expects.all_tools_succeeded must be a boolean, got string 'yes'",
+            'expects.all_tools_succeeded must be a boolean, got string "yes"',
             24,
         ),
         (
@@ -374,7 +374,7 @@ def test_tool_calls_response_with_no_calls_is_refused(tmp_path: Path) -> None:
 def test_unknown_response_type_is_refused(tmp_path: Path) -> None:
     turns = "  - user_input: hi\n    steps:\n      - response: {type: txt, content: ok}\n"
     error = only(errors(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n", turns)))
-    assert error.message == "unknown response type 'txt'; expected 'text' or 'tool_calls'"
+    assert error.message == 'unknown response type "txt"; expected "text" or "tool_calls"'
     assert (error.line, error.col) == (5, 26)
 
 
@@ -440,7 +440,7 @@ def test_empty_name_is_refused(tmp_path: Path) -> None:
 def test_unknown_class_is_refused(tmp_path: Path) -> None:
     text = "class: neutral\n" + yaml_case("  tools_used: [x]\n")
     error = only(errors(tmp_path, "a.yaml", text))
-    assert error.message == "class must be 'positive' or 'negative', got 'neutral'"
+    assert error.message == 'class must be "positive" or "negative", got "neutral"'
     assert (error.line, error.col) == (1, 8)
 
 
@@ -990,7 +990,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r2_unknown_key.json": (9, 15, "did you mean 'response_contains'?"),
     "r2_wrong_type.toml": (12, 18, "expects.max_tool_calls must be an integer"),
     "r2_empty_string.yaml": (7, 27, "expects.response_contains[1] must not be empty"),
-    "r2_unknown_response_type.toml": (7, 21, "unknown response type 'txt'"),
+    "r2_unknown_response_type.toml": (7, 21, 'unknown response type "txt"'),
     "r2_turn_without_steps.yaml": (4, 12, "turns[0].steps needs at least 1 item(s)"),
     "r2_root_is_a_list.json": (1, 1, "a fixture must be an object"),
     "r3_empty_expects.toml": (10, 21, "expects declares only empty lists"),

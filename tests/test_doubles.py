@@ -207,7 +207,7 @@ expects:
         'of array, boolean, integer, null, number, object, string (or a list of them), got "strin"',
         'case.yaml:4:67: tools[0].parameters.requried: unknown JSON Schema keyword "requried", '
         'which would check nothing; did you mean "required"?',
-        "case.yaml:6:16: tools[0].results[0].when must be an object, got string 'Paris'",
+        'case.yaml:6:16: tools[0].results[0].when must be an object, got string "Paris"',
         "case.yaml:7:22: tools[0].results[1] has both 'returns' and 'error'; keep one: returns "
         "answers the call with a result, error makes it fail with that text",
         "case.yaml:8:9: tools[0].results[2] has neither 'returns' nor 'error'; add returns "

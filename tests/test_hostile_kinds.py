@@ -71,11 +71,11 @@ TURN_CHECKS = {
     ),
     "order-unknown": (
         "tool_calls_match: {order: random, calls: [{tool: get_weather}]}",
-        "14:33: turns[0].expects.tool_calls_match.order must be 'in_order' or 'any',",
+        '14:33: turns[0].expects.tool_calls_match.order must be "in_order" or "any",',
     ),
     "extras-an-integer": (
         "tool_calls_match: {extras: 1, calls: [{tool: get_weather}]}",
-        "14:34: turns[0].expects.tool_calls_match.extras must be 'forbid' or 'allow',",
+        '14:34: turns[0].expects.tool_calls_match.extras must be "forbid" or "allow",',
     ),
     "arguments-a-string": (
         "tool_calls_match: {calls: [{tool: get_weather, arguments: Paris}]}",
@@ -361,7 +361,7 @@ WHOLE = {
         YAML_DOUBLE.replace(
             "DOUBLE", "{name: get_weather, results: [{when: Paris, returns: '12C'}]}"
         ),
-        "3:42: tools[0].results[0].when must be an object, got string 'Paris'",
+        '3:42: tools[0].results[0].when must be an object, got string "Paris"',
     ),
     "yaml-double-when-null": (
         "yaml",
