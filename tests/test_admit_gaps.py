@@ -484,3 +484,57 @@ def test_the_rules_across_levels_need_no_well_formed_turns(tmp_path: Path, turns
     # The case's checks are judged alone: the turns' own errors say what is wrong with them.
     found = refused(tmp_path, "name: c\n" + turns + "expects:\n  tools_not_used: [x]\n")
     assert found and all("Traceback" not in message for _, _, message in found)
+
+
+# --- one pass, each mistake once -----------------------------------------------------------------
+
+BESIDE = ["exact_tool_calls: 4", "tools_used: [web]"]
+
+
+@pytest.mark.parametrize("level", ["turn", "case"])
+@pytest.mark.parametrize(
+    ("malformed", "why"),
+    [
+        ("response_json: {schema: {type: objekt}}", 'got "objekt"'),
+        ("response_matches: ['(?<=a)']", "is not valid RE2"),
+        ("max_tool_calls: many", "must be an integer"),
+    ],
+)
+def test_a_malformed_check_does_not_hide_the_unsatisfiable_checks_beside_it(
+    tmp_path: Path, level: str, malformed: str, why: str
+) -> None:
+    # The turn calls echo once; beside the malformed check, two that no correct run can pass.
+    checks = [malformed, *BESIDE]
+    if level == "turn":
+        text = scripted(first=", ".join(checks))
+    else:
+        text = scripted(case="\n  ".join(checks))
+    messages = [message for *_, message in refused(tmp_path, text)]
+    assert any(why in m for m in messages), messages
+    assert any("exact_tool_calls (4) is above the 1 tool call(s)" in m for m in messages), messages
+    assert any(m.startswith('tools_used names "web", but') for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    ("first", "case", "second", "spot"),
+    [
+        # Checks contradicting each other are refused once, among themselves; the one they
+        # contradict is not judged again against the script (one call) or the other levels.
+        ("response_contains: [a]", "exact_tool_calls: 3\n  max_tool_calls: 0", "hi", (16, 21)),
+        ("response_contains: [a]", "min_tool_calls: 3\n  max_tool_calls: 0", "hi", (16, 19)),
+        ("response_contains: [a]", "tools_used: [web]\n  tools_not_used: [web]", "hi", (17, 20)),
+        ("response_contains: [a]", "tools_used: [echo, web]\n  max_tool_calls: 1", "hi", (17, 19)),
+        ("tools_used: [echo], tools_not_used: [echo]", "tools_not_used: [echo]", "hi", (9, 52)),
+        (
+            "response_contains: [a]",
+            "response_not_contains: [hi]",
+            "hi]\n      response_not_contains: [hi",
+            (15, 31),
+        ),
+    ],
+)
+def test_a_contradiction_is_refused_once(
+    tmp_path: Path, first: str, case: str, second: str, spot: tuple[int, int]
+) -> None:
+    found = refused(tmp_path, scripted(first, case, second))
+    assert [(line, col) for line, col, _ in found] == [spot], found

@@ -49,13 +49,16 @@ class Refusal:
 
     ``key``: point at the key of ``at`` rather than at its value. ``ungradable``: the check
     cannot be graded as written (a pattern RE2 refuses), or already says why the case can never
-    fail, so admission does not also ask whether the case passes on an empty run.
+    fail, so admission does not also ask whether the case passes on an empty run. ``about``:
+    the other kinds of the same level the refusal is about (the checks it contradicts), which
+    admission then does not judge again against the script.
     """
 
     message: str
     at: JSONPath
     key: bool = False
     ungradable: bool = False
+    about: tuple[str, ...] = ()
 
 
 Rule = Callable[[Expectations, JSONPath], Iterator[Refusal]]
@@ -72,6 +75,7 @@ def min_above_max(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
             f"{label}.min_tool_calls ({low}) is greater than {label}.max_tool_calls ({high}); "
             "no run can satisfy both",
             base + ("min_tool_calls",),
+            about=("max_tool_calls",),
         )
 
 
@@ -86,12 +90,14 @@ def exact_against_bounds(expects: Expectations, base: JSONPath) -> Iterator[Refu
             f"{label}.exact_tool_calls ({exact}) is below {label}.min_tool_calls ({low}); "
             "drop one of them or make them agree",
             base + ("exact_tool_calls",),
+            about=("min_tool_calls",),
         )
     if high is not None and exact > high:
         yield Refusal(
             f"{label}.exact_tool_calls ({exact}) is above {label}.max_tool_calls ({high}); "
             "drop one of them or make them agree",
             base + ("exact_tool_calls",),
+            about=("max_tool_calls",),
         )
 
 
@@ -101,11 +107,15 @@ def cap_below_need(kind: str) -> Rule:
 
     def rule(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
         needed, reasons = _calls_needed(expects, dotted(base))
+        needing = [n.kind for n in tools_needed(expects)]
+        if expects.all_tools_succeeded is False:
+            needing.append("all_tools_succeeded")
         need = Bound(
             needed,
             lambda: f"the other checks need ({'; '.join(reasons())})",
             "no run can satisfy them all",
             "drop one of those checks",
+            tuple(dict.fromkeys(needing)),
         )
         yield from count_refusals(expects, base, fewest=need, kinds=(kind,))
 
@@ -120,12 +130,14 @@ COUNT_KINDS = ("exact_tool_calls", "max_tool_calls", "min_tool_calls")
 class Bound:
     """A number of tool calls that a level's count checks are held to from outside them, and
     how a refusal words it: ``what`` those calls are (worded only for a refusal), ``because``
-    no run can pass, and the ``fix`` other than changing the count."""
+    no run can pass, and the ``fix`` other than changing the count; ``about``: the other kinds
+    of the level that set it (:attr:`Refusal.about`)."""
 
     calls: int
     what: Callable[[], str]
     because: str
     fix: str
+    about: tuple[str, ...] = ()
 
 
 def count_refusals(
@@ -159,6 +171,7 @@ def _beyond(
         f"{dotted(named)} ({value}) is {side} the {bound.calls} tool call(s) {bound.what()}; "
         f"{bound.because}; {verb} it to {bound.calls} or {bound.fix}",
         at,
+        about=bound.about,
     )
 
 
@@ -205,9 +218,14 @@ class Need(NamedTuple):
     call_index: int | None = None
 
     @property
+    def kind(self) -> str:
+        """The kind of the check."""
+        return str(self.at[0])
+
+    @property
     def tool_at(self) -> JSONPath:
         """Where the entry names the tool."""
-        return self.at if self.at[0] == "tools_used" else self.at + ("tool",)
+        return self.at if self.kind == "tools_used" else self.at + ("tool",)
 
 
 def tools_needed(expects: Expectations) -> Iterator[Need]:
@@ -292,6 +310,7 @@ def listed_in_both(
                 f"{dotted(other_base + (other_kind, first[name]))}; {why}; remove it from one "
                 "of the lists",
                 base + (kind, j),
+                about=(other_kind,) if other_base == base else (),
             )
 
 
@@ -309,12 +328,13 @@ def needs_forbidden(
     for j, name in enumerate(forbidding.tools_not_used or ()):
         forbidden.setdefault(name, j)
     for need in tools_needed(needing):
-        if need.tool in forbidden and (base != forbidding_base or need.at[0] != "tools_used"):
+        if need.tool in forbidden and (base != forbidding_base or need.kind != "tools_used"):
             yield Refusal(
                 f"{dotted(base + need.at)} needs a call to {quote(need.tool)}, which "
                 f"{dotted(forbidding_base)}.tools_not_used[{forbidden[need.tool]}] forbids"
                 f"{scope}; no run can pass both; drop one of them",
                 base + need.tool_at,
+                about=("tools_not_used",) if forbidding_base == base else (),
             )
 
 
@@ -359,6 +379,7 @@ def text_conflicts(
             f"{dotted(other_base + (other_kind, i))} {quote(theirs[i])}{nfc_part}{note}; "
             f"{outcome}, so no reply can pass both; remove or change one of them",
             base + (kind, j),
+            about=(other_kind,) if other_base == base else (),
         )
 
 
