@@ -559,7 +559,9 @@ RE2_HINT = "(RE2 has no backreferences or lookaround)"
 def test_bad_patterns_are_refused(tmp_path: Path, pattern: str, hint: bool) -> None:
     text = yaml_case(f"  response_contains: [ok]\n  response_matches:\n    - '{pattern}'\n")
     error = only(errors(tmp_path, "a.yaml", text))
-    assert error.message.startswith(f"pattern {json.dumps(pattern)} is not valid RE2: ")
+    assert error.message.startswith(
+        f"expects.response_matches[0] {json.dumps(pattern)} is not valid RE2: "
+    )
     assert "is not valid RE2: " in error.message
     assert (RE2_HINT in error.message) is hint
     assert error.message.endswith("patterns use the RE2 syntax of Go and Rust's regex crate")
@@ -579,7 +581,8 @@ def test_good_re2_patterns_are_accepted(tmp_path: Path) -> None:
 
 def matches_everything(pattern: str) -> str:
     return (
-        f"pattern {json.dumps(pattern)} matches every reply, because it can match the empty "
+        f"expects.response_matches[0] {json.dumps(pattern)} matches every reply, because it "
+        "can match the empty "
         "string somewhere in any text, so this check can never fail; require at least one "
         'character (e.g. "x+" rather than "x*", no empty alternative as in "a|"), or anchor it '
         '(e.g. "^$" to match only an empty reply)'
@@ -1008,7 +1011,11 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
         '"cafe\\u0301" occurs inside expects.response_contains[0] "un café" (in Unicode NFC',
     ),
     "r4_calls_below_need.yaml": (14, 19, "expects.max_tool_calls (1) is below the 2 tool call(s)"),
-    "r5_pattern_matches_everything.toml": (12, 21, 'pattern "yes|" matches every reply'),
+    "r5_pattern_matches_everything.toml": (
+        12,
+        21,
+        'expects.response_matches[0] "yes|" matches every reply',
+    ),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
     "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
     "r7_unfalsifiable.yaml": (6, 1, "every check passes on a run that did nothing"),
@@ -1055,6 +1062,6 @@ def test_a_schema_error_in_one_kind_does_not_hide_the_rules_of_the_others(tmp_pa
     assert (7, "expects.response_contains") in lines  # the schema error
     assert any(e.line == 8 and "'response_contain'" in e.message for e in outcome)  # the typo
     assert (10, "expects.exact_tool_calls") in lines  # bounds among the well-formed kinds
-    assert (11, "pattern") in lines  # the unfalsifiable pattern
+    assert (11, "expects.response_matches[0]") in lines  # the unfalsifiable pattern
     # The rules about the case as a whole wait until every kind is well-formed.
     assert not any("every check passes" in e.message for e in outcome)

@@ -265,7 +265,9 @@ def test_a_scripted_count_contradiction_is_reported_once_against_the_script(
     # In a scripted case each level is held to the script, which already says what is wrong.
     found = refused(tmp_path, scripted("exact_tool_calls: 1", "exact_tool_calls: 2"))
     assert [(line, col) for line, col, _ in found] == [(16, 21)], found
-    assert found[0][2].startswith("exact_tool_calls (2) is above the 1 tool call(s) the script")
+    assert found[0][2].startswith(
+        "expects.exact_tool_calls (2) is above the 1 tool call(s) the script"
+    )
 
 
 # --- tool doubles that fail the run for certain -------------------------------------------------
@@ -354,7 +356,8 @@ FAILING = "{error: unknown city}"
         (
             "tool_calls_match: {calls: [{tool: get_weather, succeeded: true}]}",
             (14, 73),
-            'succeeded is true, but tool double "get_weather" answers scripted call "w1" to '
+            "turns[0].expects.tool_calls_match.calls[0].succeeded is true, but tool double "
+            '"get_weather" answers scripted call "w1" to '
             '"get_weather" at turns[0].steps[0].response.tool_calls[0] with a failure (Error: '
             "unknown city); no correct run can match it; expect succeeded: false, or give the "
             "double a returns rule these arguments hold",
@@ -362,7 +365,8 @@ FAILING = "{error: unknown city}"
         (
             "all_tools_succeeded: true",
             (14, 36),
-            'all_tools_succeeded is true, but tool double "get_weather" answers scripted call '
+            "turns[0].expects.all_tools_succeeded is true, but tool double "
+            '"get_weather" answers scripted call '
             '"w1" to "get_weather" at turns[0].steps[0].response.tool_calls[0] with a failure '
             "(Error: unknown city); every correct run has that failed call",
         ),
@@ -384,7 +388,7 @@ def test_the_cases_all_tools_succeeded_is_refused_for_a_call_in_any_turn(
     )
     [(line, col, message)] = refused(tmp_path, text)
     assert (line, col) == (16, 24)
-    assert message.startswith('all_tools_succeeded is true, but tool double "get_weather"')
+    assert message.startswith('expects.all_tools_succeeded is true, but tool double "get_weather"')
 
 
 def test_arguments_the_doubles_parameters_refuse_fail_the_call_for_certain(
@@ -422,7 +426,10 @@ def test_the_assignment_counts_a_call_its_double_fails(tmp_path: Path) -> None:
     )
     [(line, col, message)] = refused(tmp_path, doubles_check(text, wanted))
     assert (line, col) == (14, 15)
-    assert message.startswith("no assignment of the scripted calls in the scripted order")
+    assert message.startswith(
+        "turns[0].expects.tool_calls_match cannot match: no assignment of the scripted calls "
+        "in the scripted order"
+    )
     admitted(tmp_path, doubles_check(text, wanted.replace("{calls:", "{order: any, calls:")))
 
 
@@ -442,7 +449,7 @@ def test_an_unscripted_check_is_reported_beside_a_blank_needle(tmp_path: Path) -
     found = refused(tmp_path, text)
     assert [(line, col) for line, col, _ in found] == [(7, 23), (8, 16)], found
     assert found[0][2].startswith("expects.response_contains[0] must not be blank")
-    assert found[1][2].startswith('tools_used names "web", but the script calls no tool')
+    assert found[1][2].startswith('expects.tools_used[0] names "web", but the script calls no tool')
 
 
 def test_an_unscripted_turn_check_is_reported_beside_another_turns_error(
@@ -451,7 +458,9 @@ def test_an_unscripted_turn_check_is_reported_beside_another_turns_error(
     text = scripted("tools_used: [web]").replace("user_input: Say hi.", "user_input: ''")
     found = refused(tmp_path, text)
     assert [(line, col) for line, col, _ in found] == [(9, 28), (10, 17)], found
-    assert found[0][2].startswith('tools_used names "web", but turn 1\'s script calls ["echo"]')
+    assert found[0][2].startswith(
+        'turns[0].expects.tools_used[0] names "web", but turn 1\'s script calls ["echo"]'
+    )
 
 
 def test_a_double_that_answers_no_call_is_reported_beside_other_errors(
@@ -512,7 +521,7 @@ def test_a_malformed_check_does_not_hide_the_unsatisfiable_checks_beside_it(
     messages = [message for *_, message in refused(tmp_path, text)]
     assert any(why in m for m in messages), messages
     assert any("exact_tool_calls (4) is above the 1 tool call(s)" in m for m in messages), messages
-    assert any(m.startswith('tools_used names "web", but') for m in messages), messages
+    assert any('tools_used[0] names "web", but' in m for m in messages), messages
 
 
 @pytest.mark.parametrize(

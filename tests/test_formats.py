@@ -379,7 +379,7 @@ TOML_CASE = (
             '[expects]\nresponse_matches = ["(?=x)"]\n',
             10,
             21,
-            'pattern "(?=x)" is not valid RE2: invalid perl operator: (?= '
+            'expects.response_matches[0] "(?=x)" is not valid RE2: invalid perl operator: (?= '
             "(RE2 has no backreferences or lookaround); "
             "patterns use the RE2 syntax of Go and Rust's regex crate",
         ),

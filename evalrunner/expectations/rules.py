@@ -147,28 +147,23 @@ def count_refusals(
     fewest: Bound | None = None,
     most: Bound | None = None,
     kinds: tuple[str, ...] = COUNT_KINDS,
-    label: JSONPath | None = None,
 ) -> Iterator[Refusal]:
     """The count checks (of ``kinds``) at ``base`` that no run can pass when it makes at least
     ``fewest`` calls (a cap, ``exact`` or ``max_tool_calls``, below it) or at most ``most`` (a
-    floor, ``exact`` or ``min_tool_calls``, above it). ``label``: the level as the messages
-    name it, ``base`` unless given."""
-    named = base if label is None else label
+    floor, ``exact`` or ``min_tool_calls``, above it)."""
     for kind in kinds:
         value = getattr(expects, kind)
         if value is None:
             continue
         if fewest is not None and kind != "min_tool_calls" and value < fewest.calls:
-            yield _beyond(named + (kind,), value, "below", "raise", fewest, base + (kind,))
+            yield _beyond(base + (kind,), value, "below", "raise", fewest)
         if most is not None and kind != "max_tool_calls" and value > most.calls:
-            yield _beyond(named + (kind,), value, "above", "lower", most, base + (kind,))
+            yield _beyond(base + (kind,), value, "above", "lower", most)
 
 
-def _beyond(
-    named: JSONPath, value: int, side: str, verb: str, bound: Bound, at: JSONPath
-) -> Refusal:
+def _beyond(at: JSONPath, value: int, side: str, verb: str, bound: Bound) -> Refusal:
     return Refusal(
-        f"{dotted(named)} ({value}) is {side} the {bound.calls} tool call(s) {bound.what()}; "
+        f"{dotted(at)} ({value}) is {side} the {bound.calls} tool call(s) {bound.what()}; "
         f"{bound.because}; {verb} it to {bound.calls} or {bound.fix}",
         at,
         about=bound.about,
@@ -251,11 +246,11 @@ def patterns_compile_and_can_fail(expects: Expectations, base: JSONPath) -> Iter
         try:
             compile_pattern(pattern)
         except PatternError as exc:
-            yield Refusal(_pattern_message(pattern, str(exc)), where, ungradable=True)
+            yield Refusal(_pattern_message(where, pattern, str(exc)), where, ungradable=True)
             continue
         if _matches_every_text(pattern):
             yield Refusal(
-                f"pattern {quote(pattern)} matches every reply, because it can match the "
+                f"{dotted(where)} {quote(pattern)} matches every reply, because it can match the "
                 "empty string somewhere in any text, so this check can never fail; require at "
                 'least one character (e.g. "x+" rather than "x*", no empty alternative as in '
                 '"a|"), or anchor it (e.g. "^$" to match only an empty reply)',
@@ -269,14 +264,14 @@ _matches_every_text = lru_cache(maxsize=1024)(matches_every_text)
 compiled patterns :func:`compile_pattern` keeps)."""
 
 
-def _pattern_message(pattern: str, reason: str) -> str:
+def _pattern_message(where: JSONPath, pattern: str, reason: str) -> str:
     hint = ""
     if any(
         s in reason for s in ("invalid escape sequence: \\1", "invalid perl operator: (?")
     ) or any(f"\\{d}" in pattern for d in "123456789"):
         hint = " (RE2 has no backreferences or lookaround)"
     return (
-        f"pattern {quote(pattern)} is not valid RE2: {reason}{hint}; "
+        f"{dotted(where)} {quote(pattern)} is not valid RE2: {reason}{hint}; "
         "patterns use the RE2 syntax of Go and Rust's regex crate"
     )
 
