@@ -7,7 +7,10 @@ Pure: a rule reads one level of a case's checks, an :class:`Expectations` and th
 at (``("expects",)`` for the case's, ``("turns", i, "expects")`` for a turn's), and yields
 :class:`Refusal` values, each placed at a path inside the case and naming the checks by that
 path; admission turns them into positioned errors. A rule runs only when its kind is declared,
-and may read the other kinds it is about.
+and may read the other kinds it is about. The walks the rules share (:func:`tools_needed`,
+:func:`count_refusals`, :func:`listed_in_both`, :func:`needs_forbidden`,
+:func:`text_conflicts`) take what a level is held to, so admission holds a turn's checks
+against the case's, and a level against its script, with the same code and words.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from evalrunner.model import Expectations, JSONPath, PayloadNeedle
 from evalrunner.text import dotted
 
 __all__ = [
-    "COUNT_KINDS",
     "Bound",
     "Need",
     "Refusal",
@@ -106,7 +108,7 @@ def cap_below_need(kind: str) -> Rule:
     the calls the other checks need."""
 
     def rule(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
-        needed, reasons = _calls_needed(expects, dotted(base))
+        needed, reasons = calls_needed(expects, dotted(base))
         needing = [n.kind for n in tools_needed(expects)]
         if expects.all_tools_succeeded is False:
             needing.append("all_tools_succeeded")
@@ -121,9 +123,6 @@ def cap_below_need(kind: str) -> Rule:
 
     rule.__name__ = rule.__qualname__ = f"{kind}_below_need"
     return rule
-
-
-COUNT_KINDS = ("exact_tool_calls", "max_tool_calls", "min_tool_calls")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,7 @@ def count_refusals(
     *,
     fewest: Bound | None = None,
     most: Bound | None = None,
-    kinds: tuple[str, ...] = COUNT_KINDS,
+    kinds: tuple[str, ...] = ("exact_tool_calls", "max_tool_calls", "min_tool_calls"),
 ) -> Iterator[Refusal]:
     """The count checks (of ``kinds``) at ``base`` that no run can pass when it makes at least
     ``fewest`` calls (a cap, ``exact`` or ``max_tool_calls``, below it) or at most ``most`` (a
@@ -170,15 +169,9 @@ def _beyond(at: JSONPath, value: int, side: str, verb: str, bound: Bound) -> Ref
     )
 
 
-def calls_needed(expects: Expectations) -> int:
-    """The fewest dispatches a run needs to pass the checks of ``expects`` that name tools
-    (or that need a failed call)."""
-    return _calls_needed(expects, "")[0]
-
-
-def _calls_needed(expects: Expectations, label: str) -> tuple[int, Callable[[], list[str]]]:
-    """The fewest dispatches a run needs to pass the checks that name tools, and a function
-    that words the reasons (called only when a cap is below the need).
+def calls_needed(expects: Expectations, label: str = "") -> tuple[int, Callable[[], list[str]]]:
+    """The fewest dispatches a run needs to pass the checks that name tools (or that need a
+    failed call), and a function that words the reasons (``label``: the level's path).
 
     Each tool needs as many calls as its most demanding check (one for ``tools_used`` or a
     payload check, ``call_index + 1`` with an index); calls to different tools are different
