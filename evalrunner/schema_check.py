@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from evalrunner.model import JSONPath, argument_json, render_json_path
-from evalrunner.text import short
+from evalrunner.text import pointer, short
 
 if TYPE_CHECKING:
     import re2
@@ -447,9 +447,7 @@ def _endless_message(reference: str, loop: list[JSONPath]) -> str:
 
 def _pointer(path: JSONPath) -> str:
     """``path`` as the JSON Pointer fragment a ``$ref`` would write."""
-    return json.dumps(
-        "#" + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
-    )
+    return json.dumps("#" + pointer(path))
 
 
 def _unasserted(name: str) -> str:

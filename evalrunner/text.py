@@ -123,6 +123,11 @@ def short(value: object) -> str:
     return printable(text if len(text) <= 60 else text[:57] + "...")
 
 
+def pointer(path: Sequence[str | int]) -> str:
+    """``path`` as a JSON Pointer (RFC 6901): ``~`` and ``/`` in a key escaped."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
 def dotted(path: Sequence[str | int]) -> str:
     """A path into a document as people write it: ``('turns', 0, 'steps')`` is
     ``turns[0].steps``; the root is the empty string.
