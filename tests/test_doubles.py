@@ -93,9 +93,11 @@ def refused(text: str, fmt: str = "yaml") -> list[str]:
 
 def fixture(tools: object, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A JSON case with ``tools`` whose one turn makes ``calls`` (default: one to get_weather)."""
-    calls = calls if calls is not None else [
-        {"id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}
-    ]
+    calls = (
+        calls
+        if calls is not None
+        else [{"id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}]
+    )
     return {
         "name": "doubled",
         "tools": tools,
@@ -226,7 +228,7 @@ def test_the_cli_refuses_bad_doubles_with_exit_2(tmp_path: Path) -> None:
     (suite / "bad.json").write_text(json.dumps(bad, indent=2))
     result = runner.invoke(app, ["run", str(suite)])
     assert result.exit_code == 2, result.output
-    assert 'bad.json:8:9: tools[0].parameters.requried: unknown JSON Schema keyword' in (
+    assert "bad.json:8:9: tools[0].parameters.requried: unknown JSON Schema keyword" in (
         result.output
     )
 

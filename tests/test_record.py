@@ -455,8 +455,22 @@ def test_repeat_1_on_the_command_line_records_despite_the_file(tmp_path: Path) -
 def test_without_a_budget_answers_without_usage_say_usage_was_not_reported(
     tmp_path: Path,
 ) -> None:
-    call = {"choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "c1", "type":
-            "function", "function": {"name": "echo", "arguments": '{"message":"hi"}'}}]}}]}
+    call = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "echo", "arguments": '{"message":"hi"}'},
+                        }
+                    ],
+                }
+            }
+        ]
+    }
     text = {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
     replies = [Reply(raw=json.dumps(body).encode()) for body in (call, text)]
     with ModelServer("openai", replies) as server:
