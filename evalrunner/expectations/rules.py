@@ -271,7 +271,7 @@ def _pattern_message(where: JSONPath, pattern: str, reason: str) -> str:
 
 def required_tool_forbidden(expects: Expectations, base: JSONPath) -> Iterator[Refusal]:
     """A tool that ``tools_not_used`` forbids and another check needs a call to: reported at
-    the entry of ``tools_used`` that names it, or of the check that needs it."""
+    the ``tools_not_used`` entry when ``tools_used`` names it, else at the check needing it."""
     why = "no run can both call it and not call it"
     yield from listed_in_both(expects, base, "tools_not_used", expects, base, "tools_used", why)
     yield from needs_forbidden(expects, base, expects, base)
