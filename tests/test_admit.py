@@ -843,8 +843,8 @@ def test_duplicate_tool_call_ids_are_refused(tmp_path: Path) -> None:
     )
     error = only(errors(tmp_path, "a.yaml", yaml_case("  exact_tool_calls: 3\n", turns)))
     assert error.message == (
-        'tool-call id "c1" is already used at turns[0].steps[0].response.tool_calls[0]; '
-        "ids must be unique within a case"
+        'turns[1].steps[0].response.tool_calls[0].id "c1" is already used at '
+        "turns[0].steps[0].response.tool_calls[0]; ids must be unique within a case"
     )
     assert (error.line, error.col) == (16, 20)
     assert error.json_path == ("turns", 1, "steps", 0, "response", "tool_calls", 0, "id")
@@ -1017,7 +1017,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
         'expects.response_matches[0] "yes|" matches every reply',
     ),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
-    "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
+    "r6_duplicate_ids.toml": (19, 6, 'tool_calls[1].id "call_1" is already used'),
     "r7_unfalsifiable.yaml": (6, 1, "every check passes on a run that did nothing"),
     "r8_duplicate_name_b.toml": (1, 8, 'case name "shared-name" is already used by'),
 }

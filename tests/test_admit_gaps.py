@@ -308,10 +308,11 @@ def test_a_scripted_call_no_rule_of_its_double_answers_is_refused_at_the_call(
     found = refused(tmp_path, doubles())
     assert [(line, col) for line, col, _ in found] == [(12, 24)], found
     assert found[0][2] == (
-        'tool double "get_weather" has no result for scripted call "w1" to "get_weather" '
-        '(arguments {"city":"Rome"}): every rule of its results has a when, and none of them '
-        "holds for these arguments, so the run always stops with an error here; add a rule "
-        "whose when these arguments hold, or a last rule without when"
+        'turns[0].steps[0].response.tool_calls[0], the scripted call "w1" to "get_weather" '
+        '(arguments {"city":"Rome"}), has no result from tool double "get_weather": every rule '
+        "of its results has a when, and none of them holds for these arguments, so the run "
+        "always stops with an error here; add a rule whose when these arguments hold, or a "
+        "last rule without when"
     )
 
 
@@ -344,7 +345,7 @@ def test_a_scripted_call_its_double_answers_is_admitted(
 def test_when_is_held_to_the_runs_json_comparison(tmp_path: Path, args: str, rule: str) -> None:
     found = refused(tmp_path, doubles(args, rule))
     assert [(line, col) for line, col, _ in found] == [(12, 24)], found
-    assert found[0][2].startswith('tool double "get_weather" has no result for scripted call')
+    assert 'has no result from tool double "get_weather"' in found[0][2]
 
 
 FAILING = "{error: unknown city}"

@@ -524,7 +524,8 @@ def test_a_turn_that_ends_in_a_tool_call_is_refused_at_its_last_step(tmp_path: P
     head = "".join(line for line in WEATHER.splitlines(True) if "type: text" not in line)
     [found] = refusals(tmp_path, "  exact_tool_calls: 2\n", head)
     assert found.startswith(
-        "5:9: turn 1 ends with a tool_calls step, so it can never end in a reply"
+        "5:9: turns[0].steps[0], the last step of turn 1, is a tool_calls step, so the turn can "
+        "never end in a reply"
     )
 
 
