@@ -844,7 +844,8 @@ def test_duplicate_tool_call_ids_are_refused(tmp_path: Path) -> None:
     error = only(errors(tmp_path, "a.yaml", yaml_case("  exact_tool_calls: 3\n", turns)))
     assert error.message == (
         'turns[1].steps[0].response.tool_calls[0].id "c1" is already used at '
-        "turns[0].steps[0].response.tool_calls[0]; ids must be unique within a case"
+        "turns[0].steps[0].response.tool_calls[0]; tool-call ids must be unique "
+        "within a case"
     )
     assert (error.line, error.col) == (16, 20)
     assert error.json_path == ("turns", 1, "steps", 0, "response", "tool_calls", 0, "id")
