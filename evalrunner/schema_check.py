@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from evalrunner.model import JSONPath, argument_json, render_json_path
+from evalrunner.text import pointer, short
 
 if TYPE_CHECKING:
     import re2
@@ -112,7 +113,7 @@ def schema_problems(schema: object, *, tool_parameters: bool = False) -> list[Sc
     asserted. In a check (``arguments_schema``, ``response_json.schema``) it is refused, since
     the author wrote it to check something."""
     if schema is False or (isinstance(schema, dict) and _accepts_all(schema.get("not"))):
-        what = "false" if schema is False else _short(schema)
+        what = "false" if schema is False else short(schema)
         return [
             SchemaProblem(
                 (),
@@ -207,7 +208,7 @@ def _meta_problem(error: Any) -> SchemaProblem:
         return SchemaProblem(
             path,
             f"a JSON Schema type is one of {kinds} (or a list of them), "
-            f"got {_short(error.instance)}",
+            f"got {short(error.instance)}",
         )
     if error.validator == "type" and not path:
         return SchemaProblem(path, "a JSON Schema is an object (or true/false)")
@@ -219,11 +220,6 @@ def _double_quoted(message: str) -> str:
     double quotes, as every other admission message quotes them."""
     # A quote inside a word is an apostrophe, and a repr holding a double quote is left as is.
     return re.sub(r"(?<!\w)'((?:[^'\\\"]|\\.)*)'(?!\w)", lambda m: json.dumps(m.group(1)), message)
-
-
-def _short(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Walk:
@@ -265,7 +261,7 @@ class _Walk:
                 self.found.append(
                     SchemaProblem(
                         here,
-                        f"anchor {_short(value)} is already defined at "
+                        f"anchor {short(value)} is already defined at "
                         f"{_pointer(self.anchors[value])}; give each anchor its own name",
                     )
                 )
@@ -284,7 +280,7 @@ class _Walk:
                 SchemaProblem(
                     here,
                     "a fixture's schema is JSON Schema 2020-12: $schema is "
-                    f"{json.dumps(DRAFT202012)} or left out, got {_short(value)}",
+                    f"{json.dumps(DRAFT202012)} or left out, got {short(value)}",
                 )
             )
         elif key == "pattern" and isinstance(value, str):
@@ -344,7 +340,7 @@ class _Walk:
 
     def _target(self, reference: str) -> JSONPath | str:
         """The path of the subschema ``reference`` points at, or why it points at none."""
-        shown = _short(reference)
+        shown = short(reference)
         if reference == "#":
             return ()
         if reference.startswith("#/"):
@@ -442,7 +438,7 @@ class _Walk:
 def _endless_message(reference: str, loop: list[JSONPath]) -> str:
     steps = " -> ".join(_pointer(path) for path in [*loop, loop[0]])
     return (
-        f"$ref {_short(reference)} leads back to where it started without looking inside the "
+        f"$ref {short(reference)} leads back to where it started without looking inside the "
         f"value ({steps}), so checking any value against it would never end; make "
         "the chain check a part of the value (under properties or items), or point the "
         "reference at a subschema that does not lead back"
@@ -451,14 +447,12 @@ def _endless_message(reference: str, loop: list[JSONPath]) -> str:
 
 def _pointer(path: JSONPath) -> str:
     """``path`` as the JSON Pointer fragment a ``$ref`` would write."""
-    return json.dumps(
-        "#" + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
-    )
+    return json.dumps("#" + pointer(path))
 
 
 def _unasserted(name: str) -> str:
     return (
-        f"format {_short(name)} is not checked by evalrunner, so it would check nothing; "
+        f"format {short(name)} is not checked by evalrunner, so it would check nothing; "
         f"the formats checked are {', '.join(ASSERTED_FORMATS)}; for another, "
         "describe the text with pattern (an RE2 regular expression) instead"
     )
@@ -476,7 +470,7 @@ def regex_problem(pattern: str) -> str | None:
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
         return (
-            f"pattern {_short(pattern)} is not a valid regular expression for RE2 ({reason}); "
+            f"pattern {short(pattern)} is not a valid regular expression for RE2 ({reason}); "
             "a fixture's schema is searched with RE2, in time linear in the text, so it has "
             "no lookaround and no backreferences: rewrite the pattern without them"
         )

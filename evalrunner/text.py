@@ -116,6 +116,18 @@ def encodable_path(path: str | os.PathLike[str]) -> str:
     return encodable(text)
 
 
+def short(value: object) -> str:
+    """A value from a document as a one-line message quotes it: as JSON (a string in double
+    quotes), :func:`printable`, cut after its first characters when long."""
+    text = json.dumps(value, ensure_ascii=False)
+    return printable(text if len(text) <= 60 else text[:57] + "...")
+
+
+def pointer(path: Sequence[str | int]) -> str:
+    """``path`` as a JSON Pointer (RFC 6901): ``~`` and ``/`` in a key escaped."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
 def dotted(path: Sequence[str | int]) -> str:
     """A path into a document as people write it: ``('turns', 0, 'steps')`` is
     ``turns[0].steps``; the root is the empty string.

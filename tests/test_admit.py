@@ -200,7 +200,7 @@ def test_schema_key_in_a_turn_is_refused(tmp_path: Path) -> None:
     [
         (
             "  max_tool_calls: '3'\n",
-            "expects.max_tool_calls must be an integer, got string '3'",
+            'expects.max_tool_calls must be an integer, got string "3"',
             19,
         ),
         (
@@ -208,11 +208,11 @@ def test_schema_key_in_a_turn_is_refused(tmp_path: Path) -> None:
             "expects.max_tool_calls must be an integer, got number 2.5",
             19,
         ),
-        ("  tools_used: echo\n", "expects.tools_used must be an array, got string 'echo'", 15),
+        ("  tools_used: echo\n", 'expects.tools_used must be an array, got string "echo"', 15),
         ("  tools_used: [1]\n", "expects.tools_used[0] must be a string, got integer 1", 16),
         (
             "  all_tools_succeeded: 'yes'\n",
-            "expects.all_tools_succeeded must be a boolean, got string 'yes'",
+            'expects.all_tools_succeeded must be a boolean, got string "yes"',
             24,
         ),
         (
@@ -374,7 +374,7 @@ def test_tool_calls_response_with_no_calls_is_refused(tmp_path: Path) -> None:
 def test_unknown_response_type_is_refused(tmp_path: Path) -> None:
     turns = "  - user_input: hi\n    steps:\n      - response: {type: txt, content: ok}\n"
     error = only(errors(tmp_path, "a.yaml", yaml_case("  tools_used: [x]\n", turns)))
-    assert error.message == "unknown response type 'txt'; expected 'text' or 'tool_calls'"
+    assert error.message == 'unknown response type "txt"; expected "text" or "tool_calls"'
     assert (error.line, error.col) == (5, 26)
 
 
@@ -440,7 +440,7 @@ def test_empty_name_is_refused(tmp_path: Path) -> None:
 def test_unknown_class_is_refused(tmp_path: Path) -> None:
     text = "class: neutral\n" + yaml_case("  tools_used: [x]\n")
     error = only(errors(tmp_path, "a.yaml", text))
-    assert error.message == "class must be 'positive' or 'negative', got 'neutral'"
+    assert error.message == 'class must be "positive" or "negative", got "neutral"'
     assert (error.line, error.col) == (1, 8)
 
 
@@ -559,7 +559,9 @@ RE2_HINT = "(RE2 has no backreferences or lookaround)"
 def test_bad_patterns_are_refused(tmp_path: Path, pattern: str, hint: bool) -> None:
     text = yaml_case(f"  response_contains: [ok]\n  response_matches:\n    - '{pattern}'\n")
     error = only(errors(tmp_path, "a.yaml", text))
-    assert error.message.startswith(f"pattern {json.dumps(pattern)} is not valid RE2: ")
+    assert error.message.startswith(
+        f"expects.response_matches[0] {json.dumps(pattern)} is not valid RE2: "
+    )
     assert "is not valid RE2: " in error.message
     assert (RE2_HINT in error.message) is hint
     assert error.message.endswith("patterns use the RE2 syntax of Go and Rust's regex crate")
@@ -579,7 +581,8 @@ def test_good_re2_patterns_are_accepted(tmp_path: Path) -> None:
 
 def matches_everything(pattern: str) -> str:
     return (
-        f"pattern {json.dumps(pattern)} matches every reply, because it can match the empty "
+        f"expects.response_matches[0] {json.dumps(pattern)} matches every reply, because it "
+        "can match the empty "
         "string somewhere in any text, so this check can never fail; require at least one "
         'character (e.g. "x+" rather than "x*", no empty alternative as in "a|"), or anchor it '
         '(e.g. "^$" to match only an empty reply)'
@@ -624,7 +627,7 @@ def test_a_tool_both_used_and_not_used_is_refused_at_the_forbidding_entry(tmp_pa
     text = yaml_case("  tools_used: [echo, web]\n  tools_not_used: [rm, web]\n")
     error = only(errors(tmp_path, "a.yaml", text))
     assert error.message == (
-        '"web" is in both expects.tools_used[1] and expects.tools_not_used[1]; no run can both '
+        'expects.tools_not_used[1] "web" is also in expects.tools_used[1]; no run can both '
         "call it and not call it; remove it from one of the lists"
     )
     assert (error.line, error.col) == (8, 24)
@@ -636,7 +639,7 @@ def test_a_payload_check_of_a_forbidden_tool_is_refused(tmp_path: Path, kind: st
     error = only(errors(tmp_path, "a.yaml", text))
     assert error.message == (
         f'expects.{kind}[0] needs a call to "rm", which expects.tools_not_used[1] forbids; '
-        "no run can satisfy both; drop one of them"
+        "no run can pass both; drop one of them"
     )
     assert (error.line, error.col) == (9, 14)
 
@@ -840,8 +843,9 @@ def test_duplicate_tool_call_ids_are_refused(tmp_path: Path) -> None:
     )
     error = only(errors(tmp_path, "a.yaml", yaml_case("  exact_tool_calls: 3\n", turns)))
     assert error.message == (
-        'tool-call id "c1" is already used at turns[0].steps[0].response.tool_calls[0]; '
-        "ids must be unique within a case"
+        'turns[1].steps[0].response.tool_calls[0].id "c1" is already used at '
+        "turns[0].steps[0].response.tool_calls[0]; tool-call ids must be unique "
+        "within a case"
     )
     assert (error.line, error.col) == (16, 20)
     assert error.json_path == ("turns", 1, "steps", 0, "response", "tool_calls", 0, "id")
@@ -990,7 +994,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
     "r2_unknown_key.json": (9, 15, "did you mean 'response_contains'?"),
     "r2_wrong_type.toml": (12, 18, "expects.max_tool_calls must be an integer"),
     "r2_empty_string.yaml": (7, 27, "expects.response_contains[1] must not be empty"),
-    "r2_unknown_response_type.toml": (7, 21, "unknown response type 'txt'"),
+    "r2_unknown_response_type.toml": (7, 21, 'unknown response type "txt"'),
     "r2_turn_without_steps.yaml": (4, 12, "turns[0].steps needs at least 1 item(s)"),
     "r2_root_is_a_list.json": (1, 1, "a fixture must be an object"),
     "r3_empty_expects.toml": (10, 21, "expects declares only empty lists"),
@@ -1000,7 +1004,7 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
         19,
         "expects.min_tool_calls (3) is greater than expects.max_tool_calls (2)",
     ),
-    "r4_tool_used_and_not_used.json": (16, 33, '"echo" is in both expects.tools_used[0] and'),
+    "r4_tool_used_and_not_used.json": (16, 33, 'expects.tools_not_used[1] "echo" is also in'),
     "r4_payload_of_forbidden_tool.toml": (14, 8, "which expects.tools_not_used[0] forbids"),
     "r4_forbidden_text_inside_required.json": (
         11,
@@ -1008,9 +1012,13 @@ BROKEN_EXPECTED: dict[str, tuple[int, int, str]] = {
         '"cafe\\u0301" occurs inside expects.response_contains[0] "un café" (in Unicode NFC',
     ),
     "r4_calls_below_need.yaml": (14, 19, "expects.max_tool_calls (1) is below the 2 tool call(s)"),
-    "r5_pattern_matches_everything.toml": (12, 21, 'pattern "yes|" matches every reply'),
+    "r5_pattern_matches_everything.toml": (
+        12,
+        21,
+        'expects.response_matches[0] "yes|" matches every reply',
+    ),
     "r5_backreference.json": (9, 36, "(RE2 has no backreferences or lookaround)"),
-    "r6_duplicate_ids.toml": (19, 6, 'tool-call id "call_1" is already used'),
+    "r6_duplicate_ids.toml": (19, 6, 'tool_calls[1].id "call_1" is already used'),
     "r7_unfalsifiable.yaml": (6, 1, "every check passes on a run that did nothing"),
     "r8_duplicate_name_b.toml": (1, 8, 'case name "shared-name" is already used by'),
 }
@@ -1055,6 +1063,6 @@ def test_a_schema_error_in_one_kind_does_not_hide_the_rules_of_the_others(tmp_pa
     assert (7, "expects.response_contains") in lines  # the schema error
     assert any(e.line == 8 and "'response_contain'" in e.message for e in outcome)  # the typo
     assert (10, "expects.exact_tool_calls") in lines  # bounds among the well-formed kinds
-    assert (11, "pattern") in lines  # the unfalsifiable pattern
+    assert (11, "expects.response_matches[0]") in lines  # the unfalsifiable pattern
     # The rules about the case as a whole wait until every kind is well-formed.
     assert not any("every check passes" in e.message for e in outcome)

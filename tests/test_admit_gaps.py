@@ -74,7 +74,7 @@ def scripted(first: str = "response_contains: [a]", case: str = "", second: str 
             "tools_not_offered: [echo]",
             "tools_offered: [echo]",
             (9, 35),
-            '"echo" is in both turns[0].expects.tools_not_offered[0] and '
+            'turns[0].expects.tools_not_offered[0] "echo" is also in '
             "expects.tools_offered[0]; the case's check reads every model request, and turn 1 "
             "makes at least one, so no run can pass both",
         ),
@@ -82,7 +82,7 @@ def scripted(first: str = "response_contains: [a]", case: str = "", second: str 
             "tools_offered: [echo]",
             "tools_not_offered: [echo]",
             (9, 31),
-            '"echo" is in both turns[0].expects.tools_offered[0] and expects.tools_not_offered[0];',
+            'turns[0].expects.tools_offered[0] "echo" is also in expects.tools_not_offered[0];',
         ),
         (
             "tools_used: [echo]",
@@ -96,7 +96,7 @@ def scripted(first: str = "response_contains: [a]", case: str = "", second: str 
             "tool_calls_match: {calls: [{tool: echo}]}",
             "tools_not_used: [web, echo]",
             (9, 49),
-            'turns[0].expects.tool_calls_match.calls[0].tool needs a call to "echo", which '
+            'turns[0].expects.tool_calls_match.calls[0] needs a call to "echo", which '
             "expects.tools_not_used[1] forbids",
         ),
         (
@@ -133,9 +133,10 @@ def test_a_reply_check_the_last_turn_contradicts_is_refused_at_the_turn(tmp_path
         (
             14,
             27,
-            'turns[1].expects.response_contains[0] "oh hi" and expects.response_not_contains[0] '
-            "\"hi\" read the same reply (the case's is its last turn's), and a reply holding "
-            '"oh hi" holds "hi", so no reply can pass both; remove or change one of them',
+            'turns[1].expects.response_contains[0] "oh hi" contains '
+            "expects.response_not_contains[0] \"hi\"; the case's check reads the last turn's "
+            'reply; a reply that contains "oh hi" always contains "hi", so no reply can pass '
+            "both; remove or change one of them",
         )
     ]
     text = scripted(case="response_contains: [oh hi]").replace(
@@ -143,7 +144,7 @@ def test_a_reply_check_the_last_turn_contradicts_is_refused_at_the_turn(tmp_path
     )
     found = refused(tmp_path, text)
     assert [(line, col) for line, col, _ in found] == [(14, 31)], found
-    assert found[0][2].startswith('turns[1].expects.response_not_contains[0] "hi" and ')
+    assert found[0][2].startswith('turns[1].expects.response_not_contains[0] "hi" occurs inside ')
 
 
 def test_a_reply_check_of_an_earlier_turn_does_not_contradict_the_case(tmp_path: Path) -> None:
@@ -252,7 +253,7 @@ def test_a_live_turn_that_must_call_a_tool_asks_the_model_so_offered_checks_cont
     text = live("tools_offered: [echo]", "{exact_tool_calls: 1, tools_not_offered: [echo]}", "{}")
     text = text.replace("expects: {{", "expects: {").replace("}}", "}")
     found = refused(tmp_path, text)
-    assert any('"echo" is in both turns[0].expects.tools_not_offered[0]' in m for *_, m in found)
+    assert any(m.startswith("turns[0].expects.tools_not_offered[0] ") for *_, m in found)
     # A live turn that need not call anything might answer without asking: no contradiction.
     quiet = live("tools_offered: [echo]", "{tools_not_offered: [echo]}", "{}")
     admitted(tmp_path, quiet.replace("expects: {{", "expects: {").replace("}}", "}"))
@@ -264,7 +265,9 @@ def test_a_scripted_count_contradiction_is_reported_once_against_the_script(
     # In a scripted case each level is held to the script, which already says what is wrong.
     found = refused(tmp_path, scripted("exact_tool_calls: 1", "exact_tool_calls: 2"))
     assert [(line, col) for line, col, _ in found] == [(16, 21)], found
-    assert found[0][2].startswith("exact_tool_calls (2) is above the 1 tool call(s) the script")
+    assert found[0][2].startswith(
+        "expects.exact_tool_calls (2) is above the 1 tool call(s) the script"
+    )
 
 
 # --- tool doubles that fail the run for certain -------------------------------------------------
@@ -305,10 +308,11 @@ def test_a_scripted_call_no_rule_of_its_double_answers_is_refused_at_the_call(
     found = refused(tmp_path, doubles())
     assert [(line, col) for line, col, _ in found] == [(12, 24)], found
     assert found[0][2] == (
-        'tool double "get_weather" has no result for scripted call "w1" to "get_weather" '
-        '(arguments {"city":"Rome"}): every rule of its results has a when, and none of them '
-        "holds for these arguments, so the run always stops with an error here; add a rule "
-        "whose when these arguments hold, or a last rule without when"
+        'turns[0].steps[0].response.tool_calls[0], the scripted call "w1" to "get_weather" '
+        '(arguments {"city":"Rome"}), has no result from tool double "get_weather": every rule '
+        "of its results has a when, and none of them holds for these arguments, so the run "
+        "always stops with an error here; add a rule whose when these arguments hold, or a "
+        "last rule without when"
     )
 
 
@@ -341,7 +345,7 @@ def test_a_scripted_call_its_double_answers_is_admitted(
 def test_when_is_held_to_the_runs_json_comparison(tmp_path: Path, args: str, rule: str) -> None:
     found = refused(tmp_path, doubles(args, rule))
     assert [(line, col) for line, col, _ in found] == [(12, 24)], found
-    assert found[0][2].startswith('tool double "get_weather" has no result for scripted call')
+    assert 'has no result from tool double "get_weather"' in found[0][2]
 
 
 FAILING = "{error: unknown city}"
@@ -353,7 +357,8 @@ FAILING = "{error: unknown city}"
         (
             "tool_calls_match: {calls: [{tool: get_weather, succeeded: true}]}",
             (14, 73),
-            'succeeded is true, but tool double "get_weather" answers scripted call "w1" to '
+            "turns[0].expects.tool_calls_match.calls[0].succeeded is true, but tool double "
+            '"get_weather" answers scripted call "w1" to '
             '"get_weather" at turns[0].steps[0].response.tool_calls[0] with a failure (Error: '
             "unknown city); no correct run can match it; expect succeeded: false, or give the "
             "double a returns rule these arguments hold",
@@ -361,7 +366,8 @@ FAILING = "{error: unknown city}"
         (
             "all_tools_succeeded: true",
             (14, 36),
-            'all_tools_succeeded is true, but tool double "get_weather" answers scripted call '
+            "turns[0].expects.all_tools_succeeded is true, but tool double "
+            '"get_weather" answers scripted call '
             '"w1" to "get_weather" at turns[0].steps[0].response.tool_calls[0] with a failure '
             "(Error: unknown city); every correct run has that failed call",
         ),
@@ -383,7 +389,7 @@ def test_the_cases_all_tools_succeeded_is_refused_for_a_call_in_any_turn(
     )
     [(line, col, message)] = refused(tmp_path, text)
     assert (line, col) == (16, 24)
-    assert message.startswith('all_tools_succeeded is true, but tool double "get_weather"')
+    assert message.startswith('expects.all_tools_succeeded is true, but tool double "get_weather"')
 
 
 def test_arguments_the_doubles_parameters_refuse_fail_the_call_for_certain(
@@ -421,7 +427,10 @@ def test_the_assignment_counts_a_call_its_double_fails(tmp_path: Path) -> None:
     )
     [(line, col, message)] = refused(tmp_path, doubles_check(text, wanted))
     assert (line, col) == (14, 15)
-    assert message.startswith("no assignment of the scripted calls in the scripted order")
+    assert message.startswith(
+        "turns[0].expects.tool_calls_match cannot match: no assignment of the scripted calls "
+        "in the scripted order"
+    )
     admitted(tmp_path, doubles_check(text, wanted.replace("{calls:", "{order: any, calls:")))
 
 
@@ -441,7 +450,7 @@ def test_an_unscripted_check_is_reported_beside_a_blank_needle(tmp_path: Path) -
     found = refused(tmp_path, text)
     assert [(line, col) for line, col, _ in found] == [(7, 23), (8, 16)], found
     assert found[0][2].startswith("expects.response_contains[0] must not be blank")
-    assert found[1][2].startswith('tools_used names "web", but the script calls no tool')
+    assert found[1][2].startswith('expects.tools_used[0] names "web", but the script calls no tool')
 
 
 def test_an_unscripted_turn_check_is_reported_beside_another_turns_error(
@@ -450,7 +459,9 @@ def test_an_unscripted_turn_check_is_reported_beside_another_turns_error(
     text = scripted("tools_used: [web]").replace("user_input: Say hi.", "user_input: ''")
     found = refused(tmp_path, text)
     assert [(line, col) for line, col, _ in found] == [(9, 28), (10, 17)], found
-    assert found[0][2].startswith('tools_used names "web", but turn 1\'s script calls ["echo"]')
+    assert found[0][2].startswith(
+        'turns[0].expects.tools_used[0] names "web", but turn 1\'s script calls ["echo"]'
+    )
 
 
 def test_a_double_that_answers_no_call_is_reported_beside_other_errors(
@@ -483,3 +494,57 @@ def test_the_rules_across_levels_need_no_well_formed_turns(tmp_path: Path, turns
     # The case's checks are judged alone: the turns' own errors say what is wrong with them.
     found = refused(tmp_path, "name: c\n" + turns + "expects:\n  tools_not_used: [x]\n")
     assert found and all("Traceback" not in message for _, _, message in found)
+
+
+# --- one pass, each mistake once -----------------------------------------------------------------
+
+BESIDE = ["exact_tool_calls: 4", "tools_used: [web]"]
+
+
+@pytest.mark.parametrize("level", ["turn", "case"])
+@pytest.mark.parametrize(
+    ("malformed", "why"),
+    [
+        ("response_json: {schema: {type: objekt}}", 'got "objekt"'),
+        ("response_matches: ['(?<=a)']", "is not valid RE2"),
+        ("max_tool_calls: many", "must be an integer"),
+    ],
+)
+def test_a_malformed_check_does_not_hide_the_unsatisfiable_checks_beside_it(
+    tmp_path: Path, level: str, malformed: str, why: str
+) -> None:
+    # The turn calls echo once; beside the malformed check, two that no correct run can pass.
+    checks = [malformed, *BESIDE]
+    if level == "turn":
+        text = scripted(first=", ".join(checks))
+    else:
+        text = scripted(case="\n  ".join(checks))
+    messages = [message for *_, message in refused(tmp_path, text)]
+    assert any(why in m for m in messages), messages
+    assert any("exact_tool_calls (4) is above the 1 tool call(s)" in m for m in messages), messages
+    assert any('tools_used[0] names "web", but' in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    ("first", "case", "second", "spot"),
+    [
+        # Checks contradicting each other are refused once, among themselves; the one they
+        # contradict is not judged again against the script (one call) or the other levels.
+        ("response_contains: [a]", "exact_tool_calls: 3\n  max_tool_calls: 0", "hi", (16, 21)),
+        ("response_contains: [a]", "min_tool_calls: 3\n  max_tool_calls: 0", "hi", (16, 19)),
+        ("response_contains: [a]", "tools_used: [web]\n  tools_not_used: [web]", "hi", (17, 20)),
+        ("response_contains: [a]", "tools_used: [echo, web]\n  max_tool_calls: 1", "hi", (17, 19)),
+        ("tools_used: [echo], tools_not_used: [echo]", "tools_not_used: [echo]", "hi", (9, 52)),
+        (
+            "response_contains: [a]",
+            "response_not_contains: [hi]",
+            "hi]\n      response_not_contains: [hi",
+            (15, 31),
+        ),
+    ],
+)
+def test_a_contradiction_is_refused_once(
+    tmp_path: Path, first: str, case: str, second: str, spot: tuple[int, int]
+) -> None:
+    found = refused(tmp_path, scripted(first, case, second))
+    assert [(line, col) for line, col, _ in found] == [spot], found

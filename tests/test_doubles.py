@@ -209,12 +209,12 @@ expects:
         'of array, boolean, integer, null, number, object, string (or a list of them), got "strin"',
         'case.yaml:4:67: tools[0].parameters.requried: unknown JSON Schema keyword "requried", '
         'which would check nothing; did you mean "required"?',
-        "case.yaml:6:16: tools[0].results[0].when must be an object, got string 'Paris'",
+        'case.yaml:6:16: tools[0].results[0].when must be an object, got string "Paris"',
         "case.yaml:7:22: tools[0].results[1] has both 'returns' and 'error'; keep one: returns "
         "answers the call with a result, error makes it fail with that text",
         "case.yaml:8:9: tools[0].results[2] has neither 'returns' nor 'error'; add returns "
         "(the result) or error (the text the call fails with)",
-        'case.yaml:9:11: tool double "get_weather" is already declared at tools[0]; double '
+        'case.yaml:9:11: tools[1].name "get_weather" is already declared at tools[0]; double '
         "names must be unique in a case: merge their results into one double",
         'case.yaml:11:11: tools[2].name "bell\\x07" is not a tool name every model API '
         "accepts; use 1 to 64 letters, digits, '_' or '-'",

@@ -355,6 +355,15 @@ def test_a_format_that_would_check_nothing_is_refused(tmp_path: Path, name: str)
     assert "describe the text with pattern" in result.output
 
 
+def test_a_value_a_schema_refusal_quotes_is_printable_and_short(tmp_path: Path) -> None:
+    # The value comes from the fixture: a bidi override or a line separator in it would reorder
+    # or break the refusal's line, and a long one would bury it.
+    schema = {"type": "string", "format": "da\u202ete\u2028" + "x" * 80}
+    [found] = refusals(tmp_path, reply_case('"x"', schema))
+    assert 'format "da\\u202ete\\u2028xxx' in found, found
+    assert "\u202e" not in found and "\u2028" not in found and "x" * 60 not in found, found
+
+
 def test_a_double_s_parameters_keep_any_format_as_an_annotation(tmp_path: Path) -> None:
     # A double's parameters describe the tool to the model, like the agent's real tool
     # definitions, which often say date-time or uri: there a format is an annotation, as the
@@ -464,6 +473,6 @@ def test_a_schema_is_checked_beside_a_malformed_sibling(tmp_path: Path) -> None:
     assert [f.split(": ", 2)[1] for f in found] == [
         "expects.response_json.schema.requried",
         "unknown key 'bogus' in expects.response_json (allowed",
-        "expects.tool_calls_match.order must be 'in_order' or 'any', got 'sideways'",
+        'expects.tool_calls_match.order must be "in_order" or "any", got "sideways"',
         "expects.tool_calls_match.calls[0].arguments_schema.type",
     ], found

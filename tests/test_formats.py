@@ -379,7 +379,7 @@ TOML_CASE = (
             '[expects]\nresponse_matches = ["(?=x)"]\n',
             10,
             21,
-            'pattern "(?=x)" is not valid RE2: invalid perl operator: (?= '
+            'expects.response_matches[0] "(?=x)" is not valid RE2: invalid perl operator: (?= '
             "(RE2 has no backreferences or lookaround); "
             "patterns use the RE2 syntax of Go and Rust's regex crate",
         ),
@@ -422,7 +422,7 @@ def test_toml_duplicate_ids_across_arrays_of_tables(tmp_path: Path) -> None:
         + "\n[expects]\nexact_tool_calls = 2\n"
     )
     error = only(refused(tmp_path, "ids.toml", text))
-    assert error.message.startswith('tool-call id "x" is already used at ')
+    assert error.message.startswith('turns[1].steps[0].response.tool_calls[0].id "x" is already')
     assert error.json_path == ("turns", 1, "steps", 0, "response", "tool_calls", 0, "id")
     assert (error.line, error.col) == (19, 56)
 

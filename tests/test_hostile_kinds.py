@@ -63,19 +63,21 @@ TURN_CHECKS = {
     ),
     "tool-nul": (
         'tool_calls_match: {calls: [{tool: "get_weather\\0"}]}',
-        '14:41: expects a call to "get_weather\\u0000", but turn 1\'s script calls',
+        "14:41: turns[0].expects.tool_calls_match.calls[0] expects a call to "
+        '"get_weather\\u0000", but turn 1\'s script calls',
     ),
     "tool-ansi": (
         'tool_calls_match: {calls: [{tool: "\\e[31mget_weather"}]}',
-        '14:41: expects a call to "\\u001b[31mget_weather", but turn 1\'s script calls',
+        "14:41: turns[0].expects.tool_calls_match.calls[0] expects a call to "
+        '"\\u001b[31mget_weather", but turn 1\'s script calls',
     ),
     "order-unknown": (
         "tool_calls_match: {order: random, calls: [{tool: get_weather}]}",
-        "14:33: turns[0].expects.tool_calls_match.order must be 'in_order' or 'any',",
+        '14:33: turns[0].expects.tool_calls_match.order must be "in_order" or "any",',
     ),
     "extras-an-integer": (
         "tool_calls_match: {extras: 1, calls: [{tool: get_weather}]}",
-        "14:34: turns[0].expects.tool_calls_match.extras must be 'forbid' or 'allow',",
+        '14:34: turns[0].expects.tool_calls_match.extras must be "forbid" or "allow",',
     ),
     "arguments-a-string": (
         "tool_calls_match: {calls: [{tool: get_weather, arguments: Paris}]}",
@@ -191,7 +193,7 @@ TURN_CHECKS = {
     ),
     "offered-and-not": (
         "tools_offered: [get_weather]\n      tools_not_offered: [get_weather]",
-        '15:27: "get_weather" is in both turns[0].expects.tools_offered[0] and',
+        '15:27: turns[0].expects.tools_not_offered[0] "get_weather" is also in',
     ),
     "not-offered-a-string": (
         "tools_not_offered: delete_account",
@@ -211,11 +213,11 @@ TURN_CHECKS = {
     ),
     "tools-used-unscripted": (
         "tools_used: [send_email]",
-        '14:20: tools_used names "send_email", but turn 1\'s script calls',
+        '14:20: turns[0].expects.tools_used[0] names "send_email", but turn 1\'s script calls',
     ),
     "exact-above-turn": (
         "exact_tool_calls: 2",
-        "14:25: exact_tool_calls (2) is above the 1 tool call(s) turn 1's script",
+        "14:25: turns[0].expects.exact_tool_calls (2) is above the 1 tool call(s) turn 1's script",
     ),
     "exact-huge": (
         "exact_tool_calls: 99999999999999999999",
@@ -223,15 +225,18 @@ TURN_CHECKS = {
     ),
     "match-too-many": (
         "tool_calls_match: {extras: allow, calls: [{tool: get_weather}, {tool: get_weather}]}",
-        '14:70: expects 2 or more calls to "get_weather", but turn 1\'s script makes',
+        "14:70: turns[0].expects.tool_calls_match.calls[1] expects 2 or more calls to "
+        '"get_weather", but turn 1\'s script makes',
     ),
     "match-wrong-city": (
         "tool_calls_match: {calls: [{tool: get_weather, arguments: {city: Rome}}]}",
-        '14:65: arguments rejects every scripted call to "get_weather" (arguments',
+        "14:65: turns[0].expects.tool_calls_match.calls[0].arguments rejects every scripted "
+        'call to "get_weather" (arguments',
     ),
     "match-schema-rejects": (
         "tool_calls_match: {calls: [{tool: get_weather, arguments_schema: {required: [country]}}]}",
-        '14:72: arguments_schema rejects every scripted call to "get_weather"',
+        "14:72: turns[0].expects.tool_calls_match.calls[0].arguments_schema rejects every "
+        'scripted call to "get_weather"',
     ),
 }
 
@@ -349,19 +354,23 @@ WHOLE = {
         + "      tool_calls_match: {extras: allow, calls: [{tool: "
         + "t" * HUGE
         + "}]}\n",
-        '7:56: expects a call to "' + "t" * 64 + "...\" (100000 characters), but turn 1's",
+        '7:56: turns[0].expects.tool_calls_match.calls[0] expects a call to "'
+        + "t" * 64
+        + "...\" (100000 characters), but turn 1's",
     ),
     "yaml-tools-used-huge": (
         "yaml",
         YAML_TURN + "      tools_used: [" + "t" * HUGE + "]\n",
-        '7:20: tools_used names "' + "t" * 64 + "...\" (100000 characters), but turn 1's",
+        '7:20: turns[0].expects.tools_used[0] names "'
+        + "t" * 64
+        + "...\" (100000 characters), but turn 1's",
     ),
     "yaml-double-when-a-string": (
         "yaml",
         YAML_DOUBLE.replace(
             "DOUBLE", "{name: get_weather, results: [{when: Paris, returns: '12C'}]}"
         ),
-        "3:42: tools[0].results[0].when must be an object, got string 'Paris'",
+        '3:42: tools[0].results[0].when must be an object, got string "Paris"',
     ),
     "yaml-double-when-null": (
         "yaml",

@@ -191,7 +191,7 @@ def test_a_case_mixing_scripted_and_live_turns_is_refused_at_the_turn(tmp_path: 
     )
     admission = admit_documents([load_document(path)])
     assert [str(e) for e in admission.errors] == [
-        f"{path}:6:5: turn 2 has no steps, but other turns of this case script theirs; give "
+        f"{path}:6:5: turns[1] has no steps, but other turns of this case script theirs; give "
         "every turn steps (a replayed case) or none (a live case, answered by the real model "
         "in --mode live)"
     ]

@@ -231,13 +231,12 @@ def test_an_unfalsifiable_turn_only_case_is_refused_at_the_turn(tmp_path: Path) 
         (
             "      response_matches: ['a*']\n",
             (7, 26),
-            'pattern "a*" matches every reply',
+            'turns[0].expects.response_matches[0] "a*" matches every reply',
         ),
         (
             "      tools_used: [echo]\n      tools_not_used: [echo]\n",
             (8, 24),
-            '"echo" is in both turns[0].expects.tools_used[0] and '
-            "turns[0].expects.tools_not_used[0]",
+            'turns[0].expects.tools_not_used[0] "echo" is also in turns[0].expects.tools_used[0]',
         ),
         (
             "      tools_used: [echo]\n      exact_tool_calls: 0\n",
@@ -439,66 +438,72 @@ def test_the_two_turn_case_is_admitted_as_written(tmp_path: Path) -> None:
             2,
             "tools_used: [echo]",
             (17, 20),
-            'tools_used names "echo", but turn 2\'s script calls no tool; this check always fails',
+            'turns[1].expects.tools_used[0] names "echo", but turn 2\'s script calls no tool; '
+            "this check always fails",
         ),
         (
             2,
             "exact_tool_calls: 1",
             (17, 25),
-            "exact_tool_calls (1) is above the 0 tool call(s) turn 2's script hands out (turn 2's "
-            "script calls no tool); no correct run makes more",
+            "turns[1].expects.exact_tool_calls (1) is above the 0 tool call(s) turn 2's script "
+            "hands out (turn 2's script calls no tool); no correct run makes more",
         ),
         (
             2,
             "min_tool_calls: 1",
             (17, 23),
-            "min_tool_calls (1) is above the 0 tool call(s) turn 2's script hands out",
+            "turns[1].expects.min_tool_calls (1) is above the 0 tool call(s) turn 2's script "
+            "hands out",
         ),
         (
             2,
             "tool_calls_match: {extras: allow, calls: [{tool: echo}]}",
             (17, 56),
-            'expects a call to "echo", but turn 2\'s script calls no tool; no correct run can '
-            "match it",
+            'turns[1].expects.tool_calls_match.calls[0] expects a call to "echo", but turn 2\'s '
+            "script calls no tool; no correct run can match it",
         ),
         (
             1,
             "exact_tool_calls: 3",
             (12, 25),
-            "exact_tool_calls (3) is above the 2 tool call(s) turn 1's script hands out (turn 1's "
-            'script calls ["echo", "echo"])',
+            "turns[0].expects.exact_tool_calls (3) is above the 2 tool call(s) turn 1's script "
+            'hands out (turn 1\'s script calls ["echo", "echo"])',
         ),
         (
             1,
             "max_tool_calls: 1",
             (12, 23),
-            "max_tool_calls (1) is below the 2 tool call(s) turn 1's script hands out",
+            "turns[0].expects.max_tool_calls (1) is below the 2 tool call(s) turn 1's script "
+            "hands out",
         ),
         (
             1,
             "tool_calls_match: {calls: [{tool: echo}]}",
             (12, 7),
-            "with extras: forbid every dispatch must be matched, but 1 call(s) are expected and "
-            "turn 1's script makes 2",
+            "turns[0].expects.tool_calls_match has extras: forbid, so every dispatch must be "
+            "matched, but 1 call(s) are expected and turn 1's script makes 2",
         ),
         (
             1,
             "tool_calls_match: {calls: [{tool: echo}, {tool: echo}, {tool: echo}]}",
             (12, 62),
-            'expects 3 or more calls to "echo", but turn 1\'s script makes 2',
+            'turns[0].expects.tool_calls_match.calls[2] expects 3 or more calls to "echo", but '
+            "turn 1's script makes 2",
         ),
         (
             1,
             "tool_calls_match: {calls: [{tool: echo, arguments: {message: z}}, {tool: echo}]}",
             (12, 58),
-            'arguments rejects every scripted call to "echo"',
+            "turns[0].expects.tool_calls_match.calls[0].arguments rejects every scripted call to "
+            '"echo"',
         ),
         (
             1,
             "tool_calls_match: {calls: [{tool: echo, arguments: {message: b}}, "
             "{tool: echo, arguments: {message: a}}]}",
             (12, 7),
-            "no assignment of the scripted calls in the scripted order matches every expected call",
+            "turns[0].expects.tool_calls_match cannot match: no assignment of the scripted calls "
+            "in the scripted order matches every expected call",
         ),
     ],
 )
@@ -532,5 +537,5 @@ def test_a_turn_rule_names_the_turn_by_the_path_it_is_given(tmp_path: Path) -> N
         tmp_path, two_turns(first="tools_used: [echo]\n      tools_not_used: [echo]")
     )
     assert message.startswith(
-        '"echo" is in both turns[0].expects.tools_used[0] and turns[0].expects.tools_not_used[0]'
+        'turns[0].expects.tools_not_used[0] "echo" is also in turns[0].expects.tools_used[0]'
     )

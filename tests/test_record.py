@@ -655,7 +655,7 @@ def test_a_recorded_block_with_a_bad_date_is_refused_in_words(tmp_path: Path) ->
     assert done.returncode == 2
     assert (
         "recorded.date must be a UTC time to the second, as evalrunner record writes it (for "
-        "example 2026-12-01T09:00:00Z), got 'yesterday'"
+        'example 2026-12-01T09:00:00Z), got "yesterday"'
     ) in done.stderr
 
 

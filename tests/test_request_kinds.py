@@ -172,7 +172,7 @@ def test_a_tool_both_offered_and_not_offered_is_refused_at_the_entry(tmp_path: P
     )
     [error] = errors(tmp_path, text)
     assert error.message == (
-        '"rm" is in both expects.tools_offered[1] and expects.tools_not_offered[1]; no model '
+        'expects.tools_not_offered[1] "rm" is also in expects.tools_offered[1]; no model '
         "request can both offer it and not offer it; remove it from one of the lists"
     )
     assert (error.line, error.col) == (8, 27)
@@ -185,7 +185,9 @@ def test_the_contradiction_is_refused_in_a_turn_at_its_position(tmp_path: Path) 
         "      tools_not_offered: [rm]\n"
     )
     [error] = errors(tmp_path, text)
-    assert error.message.startswith('"rm" is in both turns[0].expects.tools_offered[0] and')
+    assert error.message.startswith(
+        'turns[0].expects.tools_not_offered[0] "rm" is also in turns[0].expects.tools_offered[0]'
+    )
     assert (error.line, error.col) == (8, 27)
 
 

@@ -449,26 +449,26 @@ def test_a_remote_ref_and_a_bad_pointer_are_refused(tmp_path: Path) -> None:
 def test_checks_no_correct_run_can_pass_are_refused_at_the_check(tmp_path: Path) -> None:
     found = refusals(tmp_path, "  tools_used: [get_weather, get_wether]\n  min_tool_calls: 3\n")
     assert found == [
-        '12:29: tools_used names "get_wether", but the script calls ["get_weather", '
+        '12:29: expects.tools_used[1] names "get_wether", but the script calls ["get_weather", '
         '"get_weather"] (did you mean "get_weather"?); this check always fails; script a call '
         "to it or remove it",
-        "13:19: min_tool_calls (3) is above the 2 tool call(s) the script hands out (the script "
-        'calls ["get_weather", "get_weather"]); no correct run makes more, so this check '
-        "always fails; lower it to 2 or script more calls",
+        "13:19: expects.min_tool_calls (3) is above the 2 tool call(s) the script hands out "
+        '(the script calls ["get_weather", "get_weather"]); no correct run makes more, so this '
+        "check always fails; lower it to 2 or script more calls",
     ]
     for kind in ("exact_tool_calls", "max_tool_calls"):
         [found_one] = refusals(tmp_path, f"  {kind}: 1\n  response_contains: [Paris]\n")
         assert found_one == (
-            f"12:{len(kind) + 5}: {kind} (1) is below the 2 tool call(s) the script hands out "
-            '(the script calls ["get_weather", "get_weather"]); a correct agent dispatches every '
-            "one, so this check always fails; raise it to 2 or script fewer calls"
+            f"12:{len(kind) + 5}: expects.{kind} (1) is below the 2 tool call(s) the script "
+            'hands out (the script calls ["get_weather", "get_weather"]); a correct agent '
+            "dispatches every one, so this check always fails; raise it to 2 or script fewer calls"
         )
     # Every dispatch answers a scripted call, so an exact count above the script's is refused too.
     [above] = refusals(tmp_path, "  exact_tool_calls: 3\n  response_contains: [Paris]\n")
     assert above == (
-        "12:21: exact_tool_calls (3) is above the 2 tool call(s) the script hands out (the script "
-        'calls ["get_weather", "get_weather"]); no correct run makes more, so this check always '
-        "fails; lower it to 2 or script more calls"
+        "12:21: expects.exact_tool_calls (3) is above the 2 tool call(s) the script hands out "
+        '(the script calls ["get_weather", "get_weather"]); no correct run makes more, so this '
+        "check always fails; lower it to 2 or script more calls"
     )
     # Counts the script gives are admitted.
     assert refusals(tmp_path, "  exact_tool_calls: 2\n  min_tool_calls: 2\n") == []
@@ -497,9 +497,9 @@ def test_an_unmatchable_tool_calls_match_is_refused_at_the_entry(tmp_path: Path)
 def test_forbid_with_fewer_expected_calls_than_the_script_makes(tmp_path: Path) -> None:
     found = refusals(tmp_path, "  tool_calls_match:\n    calls: [{tool: get_weather}]\n")
     assert found == [
-        "12:3: with extras: forbid every dispatch must be matched, but 1 call(s) are expected "
-        'and the script makes 2 (the script calls ["get_weather", "get_weather"]); expect each '
-        "scripted call, or set extras: allow"
+        "12:3: expects.tool_calls_match has extras: forbid, so every dispatch must be matched, "
+        "but 1 call(s) are expected and the script makes 2 (the script calls "
+        '["get_weather", "get_weather"]); expect each scripted call, or set extras: allow'
     ]
     allowed = "  tool_calls_match:\n    extras: allow\n    calls: [{tool: get_weather}]\n"
     assert refusals(tmp_path, allowed) == []
@@ -513,7 +513,10 @@ def test_an_order_the_script_cannot_give_is_refused(tmp_path: Path) -> None:
       - {tool: get_weather, arguments: {city: Paris}}
 """
     [found] = refusals(tmp_path, expects)
-    assert found.startswith("12:3: no assignment of the scripted calls in the scripted order")
+    assert found.startswith(
+        "12:3: expects.tool_calls_match cannot match: no assignment of the scripted calls in "
+        "the scripted order"
+    )
     assert refusals(tmp_path, expects.replace("    calls:", "    order: any\n    calls:")) == []
 
 
@@ -521,7 +524,8 @@ def test_a_turn_that_ends_in_a_tool_call_is_refused_at_its_last_step(tmp_path: P
     head = "".join(line for line in WEATHER.splitlines(True) if "type: text" not in line)
     [found] = refusals(tmp_path, "  exact_tool_calls: 2\n", head)
     assert found.startswith(
-        "5:9: turn 1 ends with a tool_calls step, so it can never end in a reply"
+        "5:9: turns[0].steps[0], the last step of turn 1, is a tool_calls step, so the turn can "
+        "never end in a reply"
     )
 
 

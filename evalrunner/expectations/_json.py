@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from evalrunner.model import json_equal
+from evalrunner.text import pointer
 
 __all__ = [
     "NOT_JSON",
@@ -42,11 +43,6 @@ def parse(text: str) -> tuple[Any, str]:
     """``text`` as one JSON value (NaN and Infinity refused), and ``""``; or
     (:data:`NOT_JSON`, the parser's reason). Callers never mutate the value: it is shared."""
     return _parsed(text)
-
-
-def pointer(path: tuple[str | int, ...] | list[str | int]) -> str:
-    """``path`` as a JSON Pointer (RFC 6901): ``~`` and ``/`` in a key escaped."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
 def subset_differences(expected: dict[str, Any], actual: object, at: str = "") -> list[str]:

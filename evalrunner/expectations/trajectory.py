@@ -48,7 +48,17 @@ def differences(
 ) -> list[str]:
     """Why a dispatch of ``expected.tool`` with these fields does not match (empty: it does).
     ``result`` or ``success`` None: not known yet (admission judges a script), not compared."""
+    return _compared(expected, arguments, result, success)[0]
+
+
+def _compared(
+    expected: ExpectedCall, arguments: str, result: str | None, success: bool | None
+) -> tuple[list[str], int]:
+    """:func:`differences`, and how far the dispatch is from fitting: one per differing
+    argument key, per broken schema rule, per other matcher it fails (0: it fits). Counting
+    the messages alone would rate two differing keys, reported in one message, as one."""
     out: list[str] = []
+    keys: list[str] = []
     if expected.arguments is not None or expected.arguments_schema is not None:
         value, reason = parse(arguments)
         if value is NOT_JSON:
@@ -73,7 +83,7 @@ def differences(
         out.append(f"result lacks {quote(expected.result_contains)}")
     if success is not None and expected.succeeded is not None and success != expected.succeeded:
         out.append(f"succeeded is {json.dumps(success)}")
-    return out
+    return out, len(out) + max(len(keys) - 1, 0)
 
 
 def _wrong(want: str, value: object, pointers: list[str]) -> list[str]:
@@ -96,18 +106,6 @@ def _wanted(want: str, pointer: str) -> tuple[object, str]:
     again."""
     expected = resolve(parse(want)[0], pointer)
     return expected, f"{quote(pointer)} (expected {argument_json(expected)}"
-
-
-def _distance(expected: ExpectedCall, call: ToolCallRecord) -> int:
-    """How far a dispatch is from fitting ``expected``: one per differing argument key, per
-    broken schema rule, per other matcher it fails (0: it fits). Counting difference
-    messages instead would rate two differing keys, reported in one message, as one."""
-    found = differences(expected, call.arguments, call.result, call.success)
-    if expected.arguments is None:
-        return len(found)
-    want, (value, _) = parse(expected.arguments)[0], parse(call.arguments)
-    keys = [] if value is NOT_JSON else subset_differences(want, value)
-    return len(found) + max(len(keys) - 1, 0)
 
 
 def _fits(expected: ExpectedCall, call: ToolCallRecord) -> bool:
@@ -244,12 +242,13 @@ def tool_calls_match(expected: ToolCallsMatch, run: RunRecord) -> list[GradeResu
             problem += "every dispatch that fits it is needed by another expected call"
         elif same_tool:
             # Nearest: fewest differing keys and matchers, unmatched dispatches first.
-            def cost(i: int, wanted: ExpectedCall = wanted) -> tuple[int, bool, int]:
-                return (_distance(wanted, calls[i]), i in used, i)
-
-            near = min(same_tool, key=cost)
+            compared = {
+                i: _compared(wanted, calls[i].arguments, calls[i].result, calls[i].success)
+                for i in same_tool
+            }
+            near = min(same_tool, key=lambda i: (compared[i][1], i in used, i))
             call = calls[near]
-            found = differences(wanted, call.arguments, call.result, call.success)
+            found = compared[near][0]
             taken = " (matched to another expected call)" if near in used else ""
             problem += f"; nearest: {_shown(near, call)}{taken}"
             if found:
