@@ -1127,8 +1127,15 @@ def _serve(
     :func:`evalrunner.process_exit.own_refusal`), which the parent holds against the run."""
     for inherited in parents:
         inherited.close()
-    with own_refusal() if supervising else contextlib.nullcontext():
-        _serve_orders(connection, load, settings)
+    try:
+        with own_refusal() if supervising else contextlib.nullcontext():
+            _serve_orders(connection, load, settings)
+    except RunInterrupted:
+        pass  # stopped by the parent between cases: no case was under way, nothing to say
+    finally:
+        # Served: a SIGTERM from here on (the parent stopping the workers at once) ends the
+        # process as SIGTERM does, not with a traceback from the interpreter's shutdown.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _serve_orders(

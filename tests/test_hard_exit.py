@@ -411,3 +411,35 @@ def test_pytest_fails_the_item_that_ends_its_process(tmp_path: Path, how: str, t
 @pytest.mark.parametrize("how", sorted(HOW))
 def test_mutate_refuses_a_baseline_whose_tool_ends_its_process(tmp_path: Path, how: str) -> None:
     check_mutate(tmp_path, how)
+
+
+STOPPED_WHILE_IDLE = """\
+import time
+from pathlib import Path
+
+from evalrunner.execution import RunSettings, execute
+from evalrunner.session import select_cases
+
+selection = select_cases([Path("evals/regression")])
+cases = [item.case for item in selection.cases][:2]
+reports = execute(cases, RunSettings(supervised=True))
+print(next(reports).passed, next(reports).passed)
+time.sleep(0.5)  # the worker has sent its last report and waits for the next order
+reports.close()  # the reader left early, as mutate's --first-kill does: stop it at once
+"""
+
+
+def test_a_supervised_worker_stopped_while_idle_leaves_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    # The parent stops a worker it no longer needs with SIGTERM; between cases, the worker
+    # waits on its pipe, where the signal raised RunInterrupted into multiprocessing's own
+    # traceback printer (seen as "RunInterrupted: 15" on stderr after mutate).
+    script = tmp_path / "stop.py"
+    script.write_text(STOPPED_WHILE_IDLE, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
+    assert "Traceback" not in done.stderr, done.stderr
