@@ -408,6 +408,7 @@ def run_suite(
     keep_going: bool = False,
     on_start: Callable[[Sequence[str]], None] | None = None,
     cache_dir: Path | None = None,
+    supervised: bool = False,
 ) -> SuiteReport | RunRefused:
     """Load, admit, replay and grade the cases of ``suite``: a suite directory, or fixture
     files and directories (searched recursively, see :func:`evalrunner.fixture.load.discover`).
@@ -425,12 +426,12 @@ def run_suite(
     runs that many times and its report combines the runs (:mod:`evalrunner.repeats`). An
     agent or tool that calls ``os._exit`` fails its case instead of ending the process.
 
-    The cases run in this process unless ``settings.supervised`` (the front ends' settings,
-    :func:`settings_from_config`, ask for it when the project's code runs): a library
-    caller's factory may be a closure that watches what its agents do, which a worker
-    process would hide from it. Supervised, a serial replay runs in one forked worker that an
-    end no refusal stops (``ctypes``' ``_exit``, ``exec``, a signal) cannot take the caller
-    with it (:mod:`evalrunner.execution`).
+    The cases run in this process unless ``supervised`` (or ``settings.supervised``: the
+    front ends' settings, :func:`settings_from_config`, ask for it when the project's code
+    runs): a library caller's factory may be a closure that watches what its agents do,
+    which a worker process would hide from it. Supervised, a serial replay runs in one
+    forked worker, so that an end no refusal stops (``ctypes``' ``_exit``, ``exec``, a
+    signal) cannot take the caller with it (:mod:`evalrunner.execution`).
     """
     if settings is None:
         settings = RunSettings(
@@ -441,6 +442,7 @@ def run_suite(
             trimmed_history=trimmed_history,
             jobs=jobs,
             repeat=repeat,
+            supervised=supervised,
         )
     if mode == "live" and settings.live is None:
         return RunRefused((LIVE_WITHOUT_MODEL,))

@@ -241,7 +241,7 @@ def run_mutants(
                     if ended_its_process(report):
                         broken.append(
                             f"the reference agent's run of {case.name!r} on the {path} path "
-                            f"ended its process: {_why(report)}; fix the agent's tools, then "
+                            f"ended its process: {_why(report)}; fix the project's tools, then "
                             "mutate"
                         )
             if cases and not usable:
