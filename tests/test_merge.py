@@ -260,6 +260,7 @@ def test_a_case_twice_in_one_report_is_refused(project: Path) -> None:
         ("mode", "live", "its mode is 'live', but {first}'s is 'replay'"),
         ("keyword", "many", "its -k expression is 'many', but {first}'s is none"),
         ("trimmed_history", True, "its trimmed_history setting is true, but {first}'s is false"),
+        ("framed_results", True, "its framed_results setting is true, but {first}'s is false"),
         ("shard", {"index": 2, "count": 3, "selected": 20}, "shard 2/3 is one of 3, but"),
         ("shard", {"index": 2, "count": 2, "selected": 19}, "its run selected 19 case(s)"),
     ],
@@ -535,3 +536,30 @@ def test_a_merge_keeps_the_agents_tracebacks(project: Path) -> None:
     # as the unsharded run shows it, timings aside
     whole = runner.invoke(app, ["run", "--traceback"]).stdout
     assert timeless_table(out) == timeless_table(whole)
+
+
+def test_a_position_without_its_column_is_refused(project: Path) -> None:
+    # line and col come together: a report holding one alone was edited, and merge refuses
+    # it as it refuses any report its schema does not hold (it read it as a traceback).
+    parts = shards(project, 2)
+    for part in parts:
+        data = read(part)
+        failed = [case for case in data["cases"] if "line" in case]
+        if failed:
+            del failed[0]["col"]
+            part.write_text(json.dumps(data), encoding="utf-8")
+            err = refused(*map(str, parts))
+            assert f"{part}: at $.cases[" in err
+            assert "'col' is a dependency of 'line'" in err
+            return
+    raise AssertionError("no shard holds a failed case")
+
+
+def test_the_merged_report_keeps_framed_results(project: Path) -> None:
+    parts = shards(project, 2)
+    for part in parts:
+        data = read(part)
+        data["framed_results"] = True
+        part.write_text(json.dumps(data), encoding="utf-8")
+    code, _, _ = invoke("merge", *map(str, parts), "--json", "merged.json")
+    assert read(Path("merged.json"))["framed_results"] is True, code

@@ -142,6 +142,8 @@ def _suite_report(data: dict[str, Any]) -> SuiteReport:
         # The signal number is not in the report; only whether there was one matters here.
         interrupted=0 if data["interrupted"] else None,
         trimmed_history=data["trimmed_history"],
+        # Absent from the reports of runs that held results to the tools' own.
+        framed_results=data.get("framed_results", False),
         keyword=data.get("keyword"),
         budget_spent=data.get("budget_spent"),
         live_stopped=data.get("live_stopped"),
@@ -266,6 +268,7 @@ _SAME = (
     ("agent", "agent"),
     ("keyword", "-k expression"),
     ("trimmed_history", "trimmed_history setting"),
+    ("framed_results", "framed_results setting"),
     ("repeat", "repeat count (--repeat)"),
 )
 
@@ -326,6 +329,7 @@ def merge_reports(shards: Sequence[ShardReport]) -> SuiteReport:
         cases=tuple(cases),
         duration_ms=sum(shard.report.duration_ms for shard in shards),
         trimmed_history=template.trimmed_history,
+        framed_results=template.framed_results,
         keyword=template.keyword,
         admission_errors=template.admission_errors,
         # A shard stopped by its token budget leaves the merged run incomplete too.
