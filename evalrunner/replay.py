@@ -35,7 +35,7 @@ from evalrunner.agents.reference import (
 )
 from evalrunner.boundary.conformance import ConversationMonitor
 from evalrunner.boundary.observer import RecordingObserver
-from evalrunner.boundary.provider import ModelProvider, ReplayProvider
+from evalrunner.boundary.provider import ModelProvider, ReplayProvider, declared
 from evalrunner.boundary.tools import (
     InvocationLog,
     ToolSource,
@@ -132,6 +132,8 @@ def run_case(
     sticky errors); ``trimmed_history`` tells it the agent drops earlier turns on purpose,
     ``framed_results`` that it frames or truncates tool results on purpose.
     """
+    if provider is not None:
+        provider = declared(provider)
     lazy: LazyWorkspace | None = None
     where: Path | LazyWorkspace
     if workspace is None:

@@ -205,3 +205,53 @@ def test_a_live_case_must_still_be_falsifiable(tmp_path: Path) -> None:
     )
     admission = admit_documents([load_document(path)])
     assert admission.errors and "passes on a run that did nothing" in str(admission.errors[0])
+
+
+class OwnProvider:
+    """A user's provider written with complete() alone, subclassing nothing (as a provider
+    needed no more before the protocol declared what the runner reads)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        import time
+
+        time.sleep(self.delay)
+        return TextResponse("hello there")
+
+
+def _text_case(tmp_path: Path) -> object:
+    fixture = tmp_path / "hello.yaml"
+    fixture.write_text(
+        "name: hello\nturns:\n  - user_input: hi\nexpects:\n  response_contains: [hello]\n",
+        encoding="utf-8",
+    )
+    admission = admit_documents([load_document(fixture)])
+    assert not admission.errors, admission.errors
+    return admission.cases[0]
+
+
+def test_a_provider_with_complete_alone_times_out_as_a_run_error(tmp_path: Path) -> None:
+    # The runner read .retrying of it on a timeout: AttributeError, and the agent left running.
+    record = run_case(_text_case(tmp_path), provider=OwnProvider(delay=2.0), timeout=0.3)  # type: ignore[arg-type]
+    assert record.error == "timed out after 0.3s"
+
+
+def test_a_provider_with_complete_alone_serves_a_command_agent(tmp_path: Path) -> None:
+    # The agent process's environment read .withheld_variables of it: AttributeError, blamed
+    # on the agent, and the replay endpoint left listening.
+    import sys
+
+    from evalrunner.agents.command import command_agent_factory
+
+    agent = Path(__file__).resolve().parent / "support" / "wire_agent.py"
+    factory = command_agent_factory([sys.executable, str(agent), "ok"], cwd=tmp_path)
+    try:
+        record = run_case(
+            _text_case(tmp_path), provider=OwnProvider(), agent_factory=factory, timeout=60
+        )  # type: ignore[arg-type]
+    finally:
+        factory.close()
+    assert record.error is None, record.error
+    assert record.final_response == "hello there"

@@ -635,6 +635,7 @@ class _AgentProcess:
         self._taken: bool | None = None  # whether it read that line, once known
         self.closing = threading.Event()  # set once the process is being ended: reads give up
         self.pending = b""  # bytes read past the last line
+        withheld = monitor.withheld_variables  # the live key's variable: never the agent's
         self.endpoint = ReplayEndpoint(monitor)
         self.endpoint.start()
         # Unlinked, outside the case's workspace: it outlives cases and leaves nothing behind.
@@ -644,7 +645,6 @@ class _AgentProcess:
         # past the end.
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
         self._released = False
-        withheld = monitor.withheld_variables  # the live key's variable: never the agent's
         env = {
             **{name: value for name, value in os.environ.items() if name not in withheld},
             **self.endpoint.agent_environment(),

@@ -45,6 +45,46 @@ class ModelProvider(Protocol):
         return ()
 
 
+class _Completing(Protocol):
+    def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+class DeclaredProvider(ModelProvider):
+    """A provider that defines :meth:`~ModelProvider.complete` alone (an agent needs no
+    more), given what the runner also reads: its own ``retrying`` and ``withheld_variables``
+    when it has them, else the defaults of :class:`ModelProvider`. Every other attribute
+    (``begin_turn``, ``end_turn``, ...) is the provider's own."""
+
+    def __init__(self, provider: _Completing) -> None:
+        self.provider = provider
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """The wrapped provider's response."""
+        return self.provider.complete(request)
+
+    @property
+    def retrying(self) -> str | None:
+        """The wrapped provider's, else ``None``."""
+        said: str | None = getattr(self.provider, "retrying", None)
+        return said
+
+    @property
+    def withheld_variables(self) -> tuple[str, ...]:
+        """The wrapped provider's, else none."""
+        withheld: tuple[str, ...] = getattr(self.provider, "withheld_variables", ())
+        return withheld
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.provider, name)
+
+
+def declared(provider: _Completing) -> ModelProvider:
+    """``provider`` as the runner reads it: itself when it declares every member of
+    :class:`ModelProvider` (subclassing it does), else a :class:`DeclaredProvider` over it,
+    so that a provider written with ``complete`` alone runs as it did."""
+    return provider if isinstance(provider, ModelProvider) else DeclaredProvider(provider)
+
+
 class ReplayProvider(ModelProvider):
     """Serves the scripted responses of a case, one FIFO queue per turn (SPEC §5).
 
