@@ -730,7 +730,10 @@ def test_late_exits_fail_the_run_and_every_format_says_so() -> None:
         "not a pass"
     )
     assert not report.all_passed and exit_code(report) == run_exit_code(report) == 1
-    assert f"error: {said}" in render_table(report, color=False)
+    table = render_table(report, color=False)
+    assert f"error: {said}" in table
+    # The summary line, the one a reader looks at last, does not read as a green run.
+    assert "1/1 cases passed (the run failed: a process ended outside its cases)" in table
     title = "evalrunner%3A process ended outside a case"  # escaped as a property's value
     assert f"::error title={title}::{said}" in github_annotations(report)
     junit = render_junit(report)

@@ -168,7 +168,8 @@ def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) ->
 
     A case that errored did not fail a check: it is counted apart, so the line tells a broken
     agent from a wrong answer. Files refused while the rest ran
-    (``--continue-on-admission-errors``) are counted too: the run is not green."""
+    (``--continue-on-admission-errors``) are counted too, and a process of the run that ended
+    outside its cases (:attr:`SuiteReport.late_exits`) is said: the run is not green."""
     text = f"{report.passed}/{len(report.cases)} cases passed"
     errored = sum(1 for case in report.cases if case.error is not None)
     refused = len({error.path for error in report.admission_errors})
@@ -177,6 +178,8 @@ def summary(report: SuiteReport, *, paint_failed: Callable[[str], str] = str) ->
         f"{errored} errored" if errored else "",
         f"{report.skipped} not run" if report.skipped else "",
         f"{refused} file{'s' if refused > 1 else ''} refused" if refused else "",
+        # Every case may have passed while the run did not: said here, not only on stderr.
+        "the run failed: a process ended outside its cases" if report.late_exits else "",
     ]
     shown = ", ".join(count for count in counts if count)
     if shown:
