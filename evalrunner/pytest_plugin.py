@@ -56,6 +56,8 @@ ENABLE_FLAG = "--evalrunner"
 MARKER = "evalrunner"
 PLUGIN_NAME = "evalrunner-session"
 LATE_EXITS_KEY = "evalrunner_late_exits"
+LATE_EXIT_NODEID = "evalrunner::late-exit"
+"""The failed test that stands for what ended a process of the run outside every case."""
 """An xdist worker's ``workeroutput`` key for its refused ``os._exit`` calls outside every
 case (:mod:`evalrunner.process_exit`)."""
 
@@ -288,8 +290,28 @@ class EvalrunnerSession:
             workeroutput[LATE_EXITS_KEY] = list(self.late_exits)
         if hasattr(self.config, "workerinput"):
             return
+        if self.late_exits:
+            self._report_late_exits()
         if session.exitstatus == pytest.ExitCode.OK and run_exit_code(self.verdict()) != 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _report_late_exits(self) -> None:
+        """A failed report of its own for what ended a process outside every case: no item
+        carries it, and a CI system reading ``--junitxml`` or pytest's counts would otherwise
+        see every test pass. Sent through ``pytest_runtest_logreport`` as pytest-xdist sends
+        its workers' reports; before junitxml writes its file (this hook runs first)."""
+        from evalrunner.report.outcome import late_exits
+
+        said = late_exits(self.verdict())
+        report = pytest.TestReport(
+            nodeid=LATE_EXIT_NODEID,
+            location=("evalrunner", None, "late exit"),
+            keywords={},
+            outcome="failed",
+            longrepr=f"evalrunner: {said}",
+            when="call",
+        )
+        self.config.hook.pytest_runtest_logreport(report=report)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
