@@ -797,6 +797,10 @@ class _Worker:
     """Whether its first message (what it admitted) was read."""
     death_known: bool = False
     """Whether its death was seen while it had cases to report (and those ran again)."""
+    running: Any = None
+    """The index of the case it last started and has not reported yet, or -1: a value in
+    memory it shares with this process, so that a death names its case without a message
+    per case."""
 
 
 def _keep(
@@ -885,15 +889,16 @@ class ForkedWorkers:
             load = partial(_given_share, self._cases, share)
         else:
             load = partial(_admitted_share, [self._fixtures[i] for i in share], share, self._admit)
+        running = self._context.RawValue("i", -1)
         process = self._context.Process(
             target=_serve,
-            args=(theirs, parents, load, self._settings, self._supervising),
+            args=(theirs, parents, load, self._settings, self._supervising, running),
             daemon=True,
             name=f"evalrunner worker {slot + 1}",
         )
         process.start()
         theirs.close()
-        return _Worker(process, ours, share, slot=slot)
+        return _Worker(process, ours, share, slot=slot, running=running)
 
     def admitted(self) -> list[CaseSummary] | None:
         """Every admitted case, in fixture order; ``None`` when some file was refused or a
@@ -1007,10 +1012,22 @@ class ForkedWorkers:
         # one that was is found by running each in a process of its own.
         worker.process.join()
         worker.death_known = True
+        running = worker.running.value if worker.running is not None else -1
         reran = []
         for index in worker.pending:
-            done[index] = self._in_own_process(index)
-            reran.append(done[index])
+            report = self._in_own_process(index)
+            if index == running and not ended_its_process(report):
+                # It was running when the process died, and alone it ends cleanly: what
+                # ended the process came from what ran before it there. Still its run error.
+                report = replace(
+                    report,
+                    error=f"{worker_died(worker.process.exitcode)}; run again alone, in a "
+                    "process of its own, it ended cleanly, so what ended the process depends "
+                    "on the cases that ran before it there",
+                    grades=(),
+                )
+            done[index] = report
+            reran.append(report)
         worker.pending = {}
         ending = _ending(worker.process.exitcode)
         _explained(reran, f"{worker.process.name} ({ending})")
@@ -1118,6 +1135,7 @@ def _serve(
     load: Callable[[], tuple[bool, dict[int, Case]]],
     settings: RunSettings,
     supervising: bool,
+    running: Any,
 ) -> None:
     """A forked worker: load (admit) the share, say what it holds, then run each list of
     cases the parent sends, until the parent hangs up.
@@ -1129,7 +1147,7 @@ def _serve(
         inherited.close()
     try:
         with own_refusal() if supervising else contextlib.nullcontext():
-            _serve_orders(connection, load, settings)
+            _serve_orders(connection, load, settings, running)
     except RunInterrupted:
         pass  # stopped by the parent between cases: no case was under way, nothing to say
     finally:
@@ -1142,6 +1160,7 @@ def _serve_orders(
     connection: Connection,
     load: Callable[[], tuple[bool, dict[int, Case]]],
     settings: RunSettings,
+    running: Any,
 ) -> None:
     _start_worker(settings)
     built = _WORKER_SETTINGS
@@ -1162,20 +1181,32 @@ def _serve_orders(
                 return
         except (EOFError, OSError):
             return  # the parent stood the workers down
-        if not _serve_order(connection, order, cases, built):
+        if not _serve_order(connection, order, cases, built, running):
             return
 
 
 def _serve_order(
-    connection: Connection, order: Sequence[int], cases: dict[int, Case], built: RunSettings
+    connection: Connection,
+    order: Sequence[int],
+    cases: dict[int, Case],
+    built: RunSettings,
+    running: Any,
 ) -> bool:
     """Run the cases of ``order`` and send their reports; whether to wait for more."""
     batch: list[tuple[int, CaseReport]] = []
+
+    def starting() -> Iterator[tuple[int, Case]]:
+        for index in order:
+            running.value = index  # what the parent blames if this process dies now
+            yield index, cases[index]
+
     try:
         sent = time.monotonic()
         # Held verdicts settle here: the worker's agent processes end before its last reports.
-        for index, report in _in_order_settled(((i, cases[i]) for i in order), built):
+        for index, report in _in_order_settled(starting(), built):
             batch.append((index, _portable(report)))
+            if running.value == index:
+                running.value = -1
             # Batched, since each message wakes the parent; but never held back long, so
             # that progress flows.
             if len(batch) >= BATCH or time.monotonic() - sent >= BATCH_SECS:

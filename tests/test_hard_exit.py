@@ -443,3 +443,38 @@ def test_a_supervised_worker_stopped_while_idle_leaves_without_a_traceback(
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
     assert "Traceback" not in done.stderr, done.stderr
+
+
+SECOND_CASE_AGENT = """\
+import ctypes
+
+from evalrunner.agents.reference import ReferenceAgent
+
+STARTED = []
+
+
+class Agent(ReferenceAgent):
+    def respond(self, user_input):
+        STARTED.append(user_input)
+        if len(STARTED) == 2:  # the second case this process runs: state, not the case
+            ctypes.CDLL(None)._exit(0)
+        return super().respond(user_input)
+"""
+
+
+@pytest.mark.parametrize("flags", [(), ("-j", "2")])
+def test_the_case_running_when_its_process_ends_is_blamed_though_alone_it_passes(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    # The process ends in the second case it runs, whichever that is: run again alone, in a
+    # process of its own, that case passes. It was reported passed, the death put down to
+    # something outside every case; the worker now says which case it was running.
+    project(tmp_path)
+    (tmp_path / "ending_agent.py").write_text(SECOND_CASE_AGENT, encoding="utf-8")
+    cases = run(tmp_path, "none", *flags)
+    blamed = [name for name, case in cases.items() if not case["passed"]]
+    assert len(blamed) == (1 if not flags else 2), cases  # -j 2: one per worker
+    for name in blamed:
+        error = str(cases[name]["error"])
+        assert error.startswith(f"{DIED} (exit code 0)"), error
+        assert "run again alone, in a process of its own, it ended cleanly" in error
