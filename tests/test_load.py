@@ -244,6 +244,40 @@ def test_json_every_duplicate_key_is_reported(tmp_path: Path) -> None:
     assert [(e.json_path, where(e)) for e in errors] == [(("a",), (1, 10)), (("b", "c"), (2, 16))]
 
 
+# The decoder stops at the first object that closes holding a repeat, before it has read the
+# rest: a syntax error after it used to reach the scanner that places repeats (a traceback).
+@pytest.mark.parametrize(
+    ("rest", "syntax"),
+    [
+        ("[1 2]}", (1, 58, "invalid JSON: Expecting ',' delimiter")),
+        ("", (1, 55, "invalid JSON: Expecting value")),
+        ('"abc\\q"}', (1, 59, "invalid JSON: Invalid \\escape")),
+    ],
+    ids=["missing-comma", "cut-short", "bad-escape"],
+)
+def test_json_text_that_stops_being_json_after_a_duplicate_key_is_refused_at_both(
+    tmp_path: Path, rest: str, syntax: tuple[int, int, str]
+) -> None:
+    text = '{"name": "a", "turns": [{"x": 1, "x": 2}], "expects": ' + rest
+    errors = refused(tmp_path, "dup.json", text)
+    assert [(e.line, e.col, e.message) for e in errors] == [
+        (1, 34, 'duplicate key "x"; each key may appear once per object'),
+        syntax,
+    ]
+    assert errors[0].json_path == ("turns", 0, "x")
+
+
+def test_json_a_duplicate_key_after_a_syntax_error_is_not_guessed_at(tmp_path: Path) -> None:
+    # The repeat in the first object stops the decoder; past the syntax error the text is not
+    # JSON, so the second object's repeat is not reported at a guessed position.
+    text = '{"a": {"x": 1, "x": 2}, "b": [1 2], "c": {"y": 1, "y": 2}}'
+    errors = refused(tmp_path, "dup.json", text)
+    assert [(e.col, e.message) for e in errors] == [
+        (16, 'duplicate key "x"; each key may appear once per object'),
+        (33, "invalid JSON: Expecting ',' delimiter"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("literal", "shown"), [("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity")]
 )
