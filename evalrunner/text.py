@@ -123,6 +123,14 @@ def short(value: object) -> str:
     return printable(text if len(text) <= 60 else text[:57] + "...")
 
 
+def json_reason(exc: json.JSONDecodeError) -> str:
+    """What the JSON decoder says is wrong, without the position: a message says where itself
+    (``line:col``). A few of the decoder's messages end in " at", written to be followed by
+    the position (``Invalid control character at``, ``Unterminated string starting at``);
+    that ending is dropped, so no message is left dangling."""
+    return exc.msg.removesuffix(" at").removesuffix(" starting")
+
+
 def pointer(path: Sequence[str | int]) -> str:
     """``path`` as a JSON Pointer (RFC 6901): ``~`` and ``/`` in a key escaped."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)

@@ -152,7 +152,7 @@ def test_validate_refuses_tags_and_merge_keys(tmp_path: Path, text: str, message
 # A repeated key stops JSON's decoder before it reads the rest; what follows may not be JSON.
 _DUPLICATE_THEN_BROKEN = {
     "missing-comma": ("[1 2]}", "1:58: invalid JSON: Expecting ',' delimiter"),
-    "cut-short": ("", "1:55: invalid JSON: Expecting value"),
+    "cut-short": ("", "1:55: invalid JSON: the file ends where a value is expected; finish the"),
     "bad-escape": ('"abc\\q"}', "1:59: invalid JSON: Invalid \\escape"),
 }
 
@@ -169,10 +169,10 @@ def test_json_broken_after_a_duplicate_key_is_refused_not_a_traceback(
     result = runner.invoke(app, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     assert result.exit_code == 2, result.output
-    assert result.stderr.splitlines()[:2] == [
-        f'{suite}/f.json:1:34: duplicate key "x"; each key may appear once per object',
-        f"{suite}/f.json:{syntax}",
-    ]
+    assert result.stderr.splitlines()[0] == (
+        f'{suite}/f.json:1:34: duplicate key "x"; each key may appear once per object'
+    )
+    assert result.stderr.splitlines()[1].startswith(f"{suite}/f.json:{syntax}")
 
 
 # --- class 3: files and names ------------------------------------------------------------------

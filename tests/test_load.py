@@ -223,6 +223,53 @@ def test_json_syntax_error_has_line_and_column(tmp_path: Path) -> None:
     assert str(error) == f"{tmp_path / 'bad.json'}:3:15: invalid JSON: Expecting ',' delimiter"
 
 
+# The decoder's message for each is written to be followed by its position ("Invalid control
+# character at"); the refusal gives the position itself, and says what would be right.
+@pytest.mark.parametrize(
+    ("text", "spot", "message"),
+    [
+        (
+            '{"name": "a\x01"}',
+            (1, 12),
+            "a string holds U+0001 (\\x01), a control character; write it as the escape \\u0001",
+        ),
+        (
+            '{"name": "a\tb"}',
+            (1, 12),
+            "a string holds U+0009 (\\t), a control character; write it as the escape \\t",
+        ),
+        (
+            '{"name": "abc',
+            (1, 10),
+            "a string starts here and is never closed; end it with a double quote",
+        ),
+        (
+            '{"name": // the case\n "a"}',
+            (1, 10),
+            "comments are not JSON; remove them (YAML fixtures may hold # comments)",
+        ),
+        ('{"name": /* x */ "a"}', (1, 10), "comments are not JSON; remove them"),
+        ('{\n  "name": True}', (2, 11), "True is not JSON; write true"),
+        ('{"name": None}', (1, 10), "None is not JSON; write null"),
+        (
+            '{"name": hello}',
+            (1, 10),
+            'the bare word hello is not a JSON value; quote a string ("hello")',
+        ),
+        ("{\"name\": 'a'}", (1, 10), 'strings take double quotes ("text"), not single ones'),
+        ('{"name": ', (1, 10), "the file ends where a value is expected; finish the value"),
+        ('{"name": -}', (1, 10), "Expecting value"),
+    ],
+)
+def test_json_syntax_errors_say_what_would_be_right(
+    tmp_path: Path, text: str, spot: tuple[int, int], message: str
+) -> None:
+    error = only(refused(tmp_path, "bad.json", text))
+    assert where(error) == spot
+    assert error.message.startswith(f"invalid JSON: {message}")
+    assert not error.message.endswith((" at", " starting"))
+
+
 def test_json_trailing_comma_is_refused(tmp_path: Path) -> None:
     error = only(refused(tmp_path, "bad.json", '{\n  "name": "x",\n}\n'))
     assert error.message.startswith("invalid JSON:")
@@ -250,7 +297,15 @@ def test_json_every_duplicate_key_is_reported(tmp_path: Path) -> None:
     ("rest", "syntax"),
     [
         ("[1 2]}", (1, 58, "invalid JSON: Expecting ',' delimiter")),
-        ("", (1, 55, "invalid JSON: Expecting value")),
+        (
+            "",
+            (
+                1,
+                55,
+                "invalid JSON: the file ends where a value is expected; finish the value and "
+                "close each bracket",
+            ),
+        ),
         ('"abc\\q"}', (1, 59, "invalid JSON: Invalid \\escape")),
     ],
     ids=["missing-comma", "cut-short", "bad-escape"],
