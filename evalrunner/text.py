@@ -86,7 +86,7 @@ def printable_path(path: str | os.PathLike[str]) -> str:
 def compiled(source: str, flags: int = 0) -> re.Pattern[str]:
     """``re.compile(source, flags)``, compiled on first use and kept: a pattern only unusual
     input meets (a non-ASCII name, a position in a refused fixture) costs a start nothing.
-    Compiling is not free: a class of surrogates alone is some 2M instructions."""
+    Compiling is not free: a character class of surrogates alone is costly to build."""
     return re.compile(source, flags)
 
 
