@@ -586,7 +586,7 @@ def _in_pool(cases: Sequence[Case], settings: RunSettings) -> Iterator[CaseRepor
     from concurrent.futures.process import BrokenProcessPool
 
     methods = multiprocessing.get_all_start_methods()
-    # fork starts a worker in milliseconds and inherits what the parent imported.
+    # fork starts a worker without a new interpreter, and it inherits what the parent imported.
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     jobs = min(settings.jobs, len(cases))
     # Small batches keep workers busy to the end; more than one case per batch keeps the

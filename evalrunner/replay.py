@@ -424,7 +424,7 @@ class _CaseRun:
                 reply: object = agent.respond(turn.user_input)
                 # A str is never awaitable; asking the Awaitable ABC costs more than a step.
                 if type(reply) is not str and inspect.isawaitable(reply):
-                    import asyncio  # only for agents written async: costs 50 ms to import
+                    import asyncio  # a heavy import, needed only by agents written async
 
                     loop = loop or asyncio.new_event_loop()
                     reply = loop.run_until_complete(_awaited(reply))

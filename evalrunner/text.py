@@ -86,7 +86,7 @@ def printable_path(path: str | os.PathLike[str]) -> str:
 def compiled(source: str, flags: int = 0) -> re.Pattern[str]:
     """``re.compile(source, flags)``, compiled on first use and kept: a pattern only unusual
     input meets (a non-ASCII name, a position in a refused fixture) costs a start nothing.
-    Compiling is not free: a class of surrogates alone is some 2M instructions."""
+    Compiling is not free: a character class of surrogates alone is costly to build."""
     return re.compile(source, flags)
 
 
@@ -121,6 +121,14 @@ def short(value: object) -> str:
     quotes), :func:`printable`, cut after its first characters when long."""
     text = json.dumps(value, ensure_ascii=False)
     return printable(text if len(text) <= 60 else text[:57] + "...")
+
+
+def json_reason(exc: json.JSONDecodeError) -> str:
+    """What the JSON decoder says is wrong, without the position: a message says where itself
+    (``line:col``). A few of the decoder's messages end in " at", written to be followed by
+    the position (``Invalid control character at``, ``Unterminated string starting at``);
+    that ending is dropped, so no message is left dangling."""
+    return exc.msg.removesuffix(" at").removesuffix(" starting")
 
 
 def pointer(path: Sequence[str | int]) -> str:

@@ -109,7 +109,8 @@ def test_a_tampered_entry_is_a_miss_not_a_crash(tmp_path: Path) -> None:
     store.store(key, [AdmissionError("a", "bad")])
     store.save()
     with sqlite3.connect(directory / "admission.sqlite3") as connection:
-        for value in ['{"case": {"name": 1}}', "[1, 2]", '{"errors": [[1]]}', "nonsense"]:
+        deep = "[" * 100_000 + "]" * 100_000  # past the decoder's recursion limit
+        for value in ['{"case": {"name": 1}}', "[1, 2]", '{"errors": [[1]]}', "nonsense", deep]:
             connection.execute("UPDATE entries SET value = ?", (value,))
             connection.commit()
             assert AdmissionCache(directory).lookup(key) is None, value

@@ -202,3 +202,22 @@ def test_an_edited_entry_is_admitted_afresh_never_run_as_it_says(
     assert cached[0] == fresh[0] == 0
     assert timeless(cached[1]) == timeless(fresh[1])
     assert "Traceback" not in cached[2]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["[" * 100_000 + "]" * 100_000, '{"case": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+    ids=["the entry", "its case"],
+)
+def test_an_entry_nested_past_the_recursion_limit_is_a_miss(project: Path, value: str) -> None:
+    # json.loads recurses once per level: such an entry raised RecursionError from the cache.
+    import sqlite3
+
+    fresh = invoke("run", "--no-cache", "--format", "json")
+    invoke("run")
+    with sqlite3.connect(project / ".evalrunner_cache" / "admission.sqlite3") as connection:
+        connection.execute("UPDATE entries SET value = ?", (value,))
+    cached = invoke("run", "--format", "json")
+    assert "Traceback" not in cached[2] and "RecursionError" not in cached[2]
+    assert cached[0] == fresh[0] == 0
+    assert timeless(cached[1]) == timeless(fresh[1])

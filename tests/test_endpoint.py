@@ -556,6 +556,8 @@ def test_anthropic_stream_sends_named_events_from_start_to_stop(served: list[Ser
     ("arguments", "reason"),
     [
         ("{not json", "not JSON"),
+        ('{"message": "unterminated', "(not JSON: Unterminated string);"),
+        ('{"message": "a\x01"}', "(not JSON: Invalid control character);"),
         ('["a"]', "an array"),
         ('"text"', "a string"),
         ("null", "null"),
@@ -938,6 +940,7 @@ def test_requests_are_kept_as_neutral_requests(served: list[Served]) -> None:
     ("path", "body", "fragment"),
     [
         ("/v1/chat/completions", b"{oops", "the request body is not JSON"),
+        ("/v1/messages", b'{"model": "m', "the request body is not JSON: Unterminated string"),
         ("/v1/chat/completions", b"", "the request body is not JSON"),
         ("/v1/chat/completions", b"\xff", "the request body is not JSON"),
         ("/v1/chat/completions", b"[]", "the request body must be an object"),
@@ -967,6 +970,7 @@ def test_unreadable_requests_are_400_in_the_apis_shape(
         assert error["error"]["type"] == "invalid_request_error"
         message = error["error"]["message"]
     assert fragment in message
+    assert not message.endswith(" at")  # the decoder's wording, made to precede a position
     assert s.endpoint.error == message
     assert s.endpoint.requests == ()  # nothing was read, so nothing reached the monitor
 

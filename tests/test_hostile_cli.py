@@ -149,6 +149,32 @@ def test_validate_refuses_tags_and_merge_keys(tmp_path: Path, text: str, message
     assert result.stderr.startswith(f"{suite}/t.yaml:{message}")
 
 
+# A repeated key stops JSON's decoder before it reads the rest; what follows may not be JSON.
+_DUPLICATE_THEN_BROKEN = {
+    "missing-comma": ("[1 2]}", "1:58: invalid JSON: Expecting ',' delimiter"),
+    "cut-short": ("", "1:55: invalid JSON: the file ends where a value is expected; finish the"),
+    "bad-escape": ('"abc\\q"}', "1:59: invalid JSON: Invalid \\escape"),
+}
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize("variant", list(_DUPLICATE_THEN_BROKEN))
+def test_json_broken_after_a_duplicate_key_is_refused_not_a_traceback(
+    tmp_path: Path, command: str, variant: str
+) -> None:
+    rest, syntax = _DUPLICATE_THEN_BROKEN[variant]
+    text = '{"name": "a", "turns": [{"x": 1, "x": 2}], "expects": ' + rest
+    suite = make_suite(tmp_path, {"f.json": text})
+    args = ["run", "--suite", str(suite)] if command == "run" else ["validate", str(suite)]
+    result = runner.invoke(app, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (
+        f'{suite}/f.json:1:34: duplicate key "x"; each key may appear once per object'
+    )
+    assert result.stderr.splitlines()[1].startswith(f"{suite}/f.json:{syntax}")
+
+
 # --- class 3: files and names ------------------------------------------------------------------
 
 

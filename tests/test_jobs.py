@@ -101,6 +101,25 @@ def test_a_bad_jobs_value_is_refused(value: str) -> None:
     assert err.startswith("--jobs: must be a number from 1 to 256, or auto; got ")
 
 
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+def test_jobs_auto_counts_the_cpus_the_process_may_use_not_the_machines() -> None:
+    # Pinned to one CPU, --jobs auto (run's, and mutate's default) means one worker, however
+    # many the machine has.
+    probe = "from evalrunner.cli.run import parse_jobs; print(parse_jobs('auto'))"
+    pinned = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert pinned.stdout.strip() == "1"
+    free = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert free.stdout.strip() == str(min(256, len(os.sched_getaffinity(0))))
+
+
 @pytest.mark.parametrize(
     ("sig", "code"), first_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 )

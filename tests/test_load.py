@@ -223,6 +223,53 @@ def test_json_syntax_error_has_line_and_column(tmp_path: Path) -> None:
     assert str(error) == f"{tmp_path / 'bad.json'}:3:15: invalid JSON: Expecting ',' delimiter"
 
 
+# The decoder's message for each is written to be followed by its position ("Invalid control
+# character at"); the refusal gives the position itself, and says what would be right.
+@pytest.mark.parametrize(
+    ("text", "spot", "message"),
+    [
+        (
+            '{"name": "a\x01"}',
+            (1, 12),
+            "a string holds U+0001 (\\x01), a control character; write it as the escape \\u0001",
+        ),
+        (
+            '{"name": "a\tb"}',
+            (1, 12),
+            "a string holds U+0009 (\\t), a control character; write it as the escape \\t",
+        ),
+        (
+            '{"name": "abc',
+            (1, 10),
+            "a string starts here and is never closed; end it with a double quote",
+        ),
+        (
+            '{"name": // the case\n "a"}',
+            (1, 10),
+            "comments are not JSON; remove them (YAML fixtures may hold # comments)",
+        ),
+        ('{"name": /* x */ "a"}', (1, 10), "comments are not JSON; remove them"),
+        ('{\n  "name": True}', (2, 11), "True is not JSON; write true"),
+        ('{"name": None}', (1, 10), "None is not JSON; write null"),
+        (
+            '{"name": hello}',
+            (1, 10),
+            'the bare word hello is not a JSON value; quote a string ("hello")',
+        ),
+        ("{\"name\": 'a'}", (1, 10), 'strings take double quotes ("text"), not single ones'),
+        ('{"name": ', (1, 10), "the file ends where a value is expected; finish the value"),
+        ('{"name": -}', (1, 10), "Expecting value"),
+    ],
+)
+def test_json_syntax_errors_say_what_would_be_right(
+    tmp_path: Path, text: str, spot: tuple[int, int], message: str
+) -> None:
+    error = only(refused(tmp_path, "bad.json", text))
+    assert where(error) == spot
+    assert error.message.startswith(f"invalid JSON: {message}")
+    assert not error.message.endswith((" at", " starting"))
+
+
 def test_json_trailing_comma_is_refused(tmp_path: Path) -> None:
     error = only(refused(tmp_path, "bad.json", '{\n  "name": "x",\n}\n'))
     assert error.message.startswith("invalid JSON:")
@@ -242,6 +289,48 @@ def test_json_every_duplicate_key_is_reported(tmp_path: Path) -> None:
     text = '{"a": 1, "a": 2,\n "b": {"c": 1, "c": 2}}'
     errors = refused(tmp_path, "dup.json", text)
     assert [(e.json_path, where(e)) for e in errors] == [(("a",), (1, 10)), (("b", "c"), (2, 16))]
+
+
+# The decoder stops at the first object that closes holding a repeat, before it has read the
+# rest: a syntax error after it used to reach the scanner that places repeats (a traceback).
+@pytest.mark.parametrize(
+    ("rest", "syntax"),
+    [
+        ("[1 2]}", (1, 58, "invalid JSON: Expecting ',' delimiter")),
+        (
+            "",
+            (
+                1,
+                55,
+                "invalid JSON: the file ends where a value is expected; finish the value and "
+                "close each bracket",
+            ),
+        ),
+        ('"abc\\q"}', (1, 59, "invalid JSON: Invalid \\escape")),
+    ],
+    ids=["missing-comma", "cut-short", "bad-escape"],
+)
+def test_json_text_that_stops_being_json_after_a_duplicate_key_is_refused_at_both(
+    tmp_path: Path, rest: str, syntax: tuple[int, int, str]
+) -> None:
+    text = '{"name": "a", "turns": [{"x": 1, "x": 2}], "expects": ' + rest
+    errors = refused(tmp_path, "dup.json", text)
+    assert [(e.line, e.col, e.message) for e in errors] == [
+        (1, 34, 'duplicate key "x"; each key may appear once per object'),
+        syntax,
+    ]
+    assert errors[0].json_path == ("turns", 0, "x")
+
+
+def test_json_a_duplicate_key_after_a_syntax_error_is_not_guessed_at(tmp_path: Path) -> None:
+    # The repeat in the first object stops the decoder; past the syntax error the text is not
+    # JSON, so the second object's repeat is not reported at a guessed position.
+    text = '{"a": {"x": 1, "x": 2}, "b": [1 2], "c": {"y": 1, "y": 2}}'
+    errors = refused(tmp_path, "dup.json", text)
+    assert [(e.col, e.message) for e in errors] == [
+        (16, 'duplicate key "x"; each key may appear once per object'),
+        (33, "invalid JSON: Expecting ',' delimiter"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -335,6 +335,7 @@ def test_a_shard_number_beyond_the_count_is_refused(project: Path) -> None:
         (b'{"a": ' + b"9" * 5000 + b"}", ": not a JSON report evalrunner wrote"),
         (b"[" * 100_000 + b"]" * 100_000, ": not a JSON report evalrunner wrote"),
         (b'{"schema": "\x1b[2J"}', ":1:13: not JSON (Invalid control character); give a"),
+        (b'{"schema": "evalrunner', ":1:12: not JSON (Unterminated string); give a"),
         (b'{"schema": "\\u001b[2J"}', "at $: 'suite' is a required property"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+from collections import defaultdict
 from pathlib import Path
 
 import evalrunner
@@ -57,3 +58,14 @@ def test_the_issue_s_public_surface_is_there() -> None:
         "render_github",
     }
     assert wanted <= set(evalrunner.__all__)
+
+
+def test_no_two_classes_of_the_package_share_a_name() -> None:
+    # A name read in a traceback, a log or a review should say which class it is.
+    package = INIT.parent
+    defined: defaultdict[str, list[str]] = defaultdict(list)
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                defined[node.name].append(f"{path.relative_to(package)}:{node.lineno}")
+    assert {name: where for name, where in defined.items() if len(where) > 1} == {}

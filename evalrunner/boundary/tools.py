@@ -211,7 +211,7 @@ class ToolInvocation:
     def arguments_text(self) -> str:
         """The arguments as text, for the monitor's messages. Only a message reads it, so a
         flat object of plain values is written when one does, not at every call (an encoding
-        a tool call, a twentieth of a replayed case)."""
+        per tool call that a passing case would never read)."""
         return self.written if self.written is not None else _written(self.arguments)
 
 
@@ -340,7 +340,7 @@ def _snapshot(arguments: object) -> tuple[Any, bool]:
     """The arguments as ``copy.deepcopy`` copies them (a dict; anything else as it is), and
     whether they are flat and plain (:func:`_flat_and_plain`). Most calls' arguments are one
     such object, whose deep copy is a copy of the dict holding the same values (deepcopy
-    returns these immutable values themselves): a tenth of deepcopy's time."""
+    returns these immutable values themselves), made without deepcopy's walk and memo."""
     if _flat_and_plain(arguments):
         return dict(arguments), True  # type: ignore[call-overload]
     return (copy.deepcopy(arguments) if isinstance(arguments, dict) else arguments), False

@@ -293,11 +293,20 @@ def default_format() -> ReportFormat:
 MAX_JOBS = 256
 
 
+def usable_cpus() -> int:
+    """How many CPUs this process may run on: under ``taskset`` or a container's CPU set that
+    is fewer than the machine has, and a worker per CPU beyond them would only wait."""
+    if hasattr(os, "sched_getaffinity"):  # Linux; elsewhere, every CPU is usable
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def parse_jobs(raw: str) -> int:
-    """``--jobs``: a count from 1 to :data:`MAX_JOBS`, or ``auto`` (one per CPU)."""
+    """``--jobs``: a count from 1 to :data:`MAX_JOBS`, or ``auto`` (one per CPU this process
+    may use: :func:`usable_cpus`)."""
     text = raw.strip().lower()
     if text == "auto":
-        return max(1, min(MAX_JOBS, os.cpu_count() or 1))
+        return max(1, min(MAX_JOBS, usable_cpus()))
     if not (text.isascii() and text.isdecimal() and len(text) <= 3 and 1 <= int(text) <= MAX_JOBS):
         shown = printable(raw[:40])
         raise fail([f"--jobs: must be a number from 1 to {MAX_JOBS}, or auto; got {shown!r}"])

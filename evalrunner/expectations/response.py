@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @cache
 def _options() -> re2.Options:
     """RE2's options for every pattern. RE2 is imported at the first pattern, not with this
-    module: loading its library is about a tenth of a run's start, which a suite with no
+    module: loading its library is a large part of a run's start, which a suite with no
     ``response_matches`` need not pay."""
     import re2
 

@@ -144,14 +144,14 @@ class _Connection:
                 self._http = self._model._client()
             return self._http
 
-    def call(self, send: Callable[[], Exchange]) -> Exchange:
+    def call(self, send: Callable[[], LiveExchange]) -> LiveExchange:
         """``send()``'s exchange, or :class:`RunError` as soon as the connection is closed."""
         done = threading.Event()
         with self._lock:
             if self.closed.is_set():
                 raise RunError(GIVEN_UP)
             self._waiting.add(done)
-        outcome: list[Exchange | BaseException] = []
+        outcome: list[LiveExchange | BaseException] = []
 
         def work() -> None:
             try:
@@ -293,7 +293,7 @@ NO_USAGE = (
 
 
 @dataclass(frozen=True, slots=True)
-class Exchange:
+class LiveExchange:
     """One request the live model answered, and its answer (for a recorder)."""
 
     request: ModelRequest
@@ -431,7 +431,9 @@ class LiveModel:
         """The answer to ``request``, sent on the model's own connection (:meth:`exchange`)."""
         return self.exchange(request).response
 
-    def exchange(self, request: ModelRequest, connection: _Connection | None = None) -> Exchange:
+    def exchange(
+        self, request: ModelRequest, connection: _Connection | None = None
+    ) -> LiveExchange:
         """Send ``request`` (retrying as configured) and read the answer; every failure is
         a :class:`RunError` whose text names what went wrong, never the key. ``connection``
         is a case's own (its provider's); without it, the model's."""
@@ -454,7 +456,7 @@ class LiveModel:
                     self._halted = self._halted or str(unusable)
                 raise
 
-    def _send(self, request: ModelRequest, via: _Connection) -> Exchange:
+    def _send(self, request: ModelRequest, via: _Connection) -> LiveExchange:
         key = self._key()
         options = self._options(request)
         body = self.wire.request_body(
@@ -484,7 +486,7 @@ class LiveModel:
                 self._check_running(via)  # its connection closed under it: say so
                 raise
             self.budget.add(response)
-            return Exchange(request, response, options)
+            return LiveExchange(request, response, options)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _struck(self, text: str, key: str) -> str:
@@ -697,7 +699,7 @@ class LiveProvider(ModelProvider):
         self._model = model
         self._connection = connection
         self._lock = threading.Lock()
-        self._exchanges: list[Exchange] = []
+        self._exchanges: list[LiveExchange] = []
         self.stopped_by_budget = False
         """Whether a request of this case was refused because the budget was spent."""
 
@@ -740,7 +742,7 @@ class LiveProvider(ModelProvider):
         self._model._forget(self._connection)
 
     @property
-    def exchanges(self) -> tuple[Exchange, ...]:
+    def exchanges(self) -> tuple[LiveExchange, ...]:
         """Every request answered so far, with its answer."""
         with self._lock:
             return tuple(self._exchanges)

@@ -24,8 +24,8 @@ from evalrunner.report.outcome import (
 )
 from evalrunner.text import printable, printable_path
 
-# evalrunner.report.stats is imported where a repeated run (--repeat K) needs it: its
-# dataclasses cost every start a millisecond or two that a plain run never uses.
+# evalrunner.report.stats is imported where a repeated run (--repeat K) needs it: building its
+# dataclasses would cost every start time that a plain run never uses.
 
 _GREEN = "\x1b[32m"
 _RED = "\x1b[31m"

@@ -15,7 +15,7 @@ keywords only in lower case, as in pytest. Spaces and tabs separate tokens; any 
 character is an error naming its column.
 
 Its own module, imported only when a run is given ``-k``: its parse tree is five frozen
-dataclasses, which every start would otherwise pay to build (a few milliseconds).
+dataclasses, which every start would otherwise pay to build.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from evalrunner.model import (
 from evalrunner.report.outcome import position_key
 from evalrunner.report.stats import case_stats
 from evalrunner.selection.select import case_identity, suite_order, take_shard
-from evalrunner.text import printable, printable_path
+from evalrunner.text import json_reason, printable, printable_path
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 """Largest report file read: far above a report of the largest suite a run admits."""
@@ -94,7 +94,7 @@ def read_report(path: Path) -> ShardReport:
     except json.JSONDecodeError as exc:
         raise MergeRefused(
             [
-                f"{shown}:{exc.lineno}:{exc.colno}: not JSON ({_decode_message(exc)}); give a "
+                f"{shown}:{exc.lineno}:{exc.colno}: not JSON ({json_reason(exc)}); give a "
                 "JSON report (evalrunner run --json FILE)"
             ]
         ) from None
@@ -116,11 +116,6 @@ def read_report(path: Path) -> ShardReport:
     report = _suite_report(data)
     _check_counts(shown, data, report)
     return ShardReport(shown, report)
-
-
-def _decode_message(exc: json.JSONDecodeError) -> str:
-    # "Invalid control character at": the position follows in the message's prefix already.
-    return exc.msg.removesuffix(" at")
 
 
 def _no_constant(name: str) -> Any:

@@ -30,6 +30,7 @@ from evalrunner.model import (
     ToolSpec,
     argument_json,
 )
+from evalrunner.text import json_reason
 from evalrunner.wire.common import (
     ANTHROPIC,
     Counted,
@@ -499,7 +500,7 @@ def _not_an_object(text: str) -> str | None:
     try:
         value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        return f"not JSON: {exc.msg}"
+        return f"not JSON: {json_reason(exc)}"
     except RecursionError:
         return "nested too deeply"
     except _NotAnObject as exc:

@@ -54,6 +54,7 @@ from evalrunner.model import (
     TextResponse,
     ToolCall,
 )
+from evalrunner.text import json_reason
 from evalrunner.wire.anthropic import AnthropicMessages
 from evalrunner.wire.common import WireAPI, WireRequest, WireRequestError, wire_json
 from evalrunner.wire.openai_chat import OpenAIChat
@@ -318,8 +319,10 @@ class ReplayEndpoint:
     def _answer_model_request(self, wire: WireAPI, raw: bytes) -> _Reply:
         try:
             body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
+        except json.JSONDecodeError as exc:
+            return self._fail(wire, 400, f"the request body is not JSON: {json_reason(exc)}")
+        except (UnicodeDecodeError, RecursionError) as exc:
+            reason = str(exc) or type(exc).__name__
             return self._fail(wire, 400, f"the request body is not JSON: {reason}")
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             return self._fail(wire, 400, f"the request body cannot be read: {exc}")
