@@ -82,15 +82,6 @@ def test_what_a_plain_run_leaves_out_is_there_when_asked_for(bundled: Path) -> N
     assert data["repeat"]["k"] == 2 and len(data["cases"]) == 18
 
 
-def test_the_cache_digest_is_sha256_whichever_module_computes_it() -> None:
-    import hashlib
-
-    from evalrunner.fixture import cache
-
-    data = b"evalrunner \xff\x00 fixture"
-    assert cache.sha256(data).digest() == hashlib.sha256(data).digest()
-
-
 def test_a_warm_run_compiles_none_of_the_patterns_kept_for_unusual_input(bundled: Path) -> None:
     # The source map's, the config's and the surrogate patterns are compiled on first use.
     script = (
