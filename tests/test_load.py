@@ -365,6 +365,26 @@ def test_yaml_duplicate_key(tmp_path: Path) -> None:
     assert where(error) == (4, 3)
 
 
+def test_yaml_every_duplicate_key_and_out_of_range_number_is_reported(tmp_path: Path) -> None:
+    # As JSON and TOML do: the loader stopped at the first, and the next run at the next.
+    text = (
+        "name: x\n"
+        "turns:\n"
+        "  - user_input: {a: 1, a: 2}\n"
+        "expects:\n"
+        "  max_tool_calls: 99999999999999999999999\n"
+        "  min_tool_calls: 1e400\n"
+        "expects: {}\n"
+    )
+    errors = refused(tmp_path, "dup.yaml", text)
+    assert [(e.message.split(";")[0].split(":")[0], where(e)) for e in errors] == [
+        ("duplicate key 'a'", (3, 24)),
+        ("integer 99999999999999999999999 is out of range", (5, 19)),
+        ("number 1e400 is too large for a 64-bit float (at most about 1.8e308)", (6, 19)),
+        ("duplicate key 'expects'", (7, 1)),
+    ]
+
+
 def test_yaml_multiple_documents_are_refused(tmp_path: Path) -> None:
     error = only(refused(tmp_path, "two.yaml", "name: a\n---\nname: b\n"))
     assert "one YAML document" in error.message
