@@ -14,7 +14,9 @@ anything of the command line is imported, and only waits:
   (the verdict) to a pipe, then exits as usual;
 - the parent exits with the verdict. A verdict of 0 holds only if the child then also ended
   with 0: otherwise the parent exits with the child's status. A child that ended without a
-  verdict gets a one-line error naming how it ended, and exit 1.
+  verdict gets a one-line error naming how it ended, and exit 1; one that SIGINT or SIGTERM
+  ended by its default action (outside the run's own handling) ends the parent the same way,
+  as it ended the one process before.
 
 Signals. The child is in the parent's process group, so what a terminal sends to its
 foreground group (Ctrl-C) reaches the child itself, as it reached the one process before; a
@@ -156,6 +158,11 @@ def _exit_as(status: int, reader: int) -> NoReturn:
         verdict = b""
     ended = _how_it_ended(status)
     child_code = os.waitstatus_to_exitcode(status)
+    if not verdict and -child_code in _FORWARDED:
+        # A stop signal that found the child without its handlers (while a report goes to a
+        # FIFO, say) ended it by the signal's default action: so it ends this process, as it
+        # ended the one process before.
+        _die_by(signal.Signals(-child_code))
     if not verdict:
         _say(
             f"evalrunner's run ended before it gave its verdict: the process {ended} "
@@ -172,6 +179,13 @@ def _exit_as(status: int, reader: int) -> NoReturn:
         code = verdict[0]
     # No teardown here: whatever was registered before the fork is the child's to run.
     os._exit(code)
+
+
+def _die_by(sig: signal.Signals) -> NoReturn:
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)  # not reached: the signal's default action ends the process
 
 
 def _how_it_ended(status: int) -> str:
