@@ -37,7 +37,8 @@ the child runs on to its end, its exit code unheard.
 
 What runs in the child's own process can still write to the verdict's pipe, as it can forge
 anything of that process; what this closes is an *end* of the process that its code chose.
-Where the platform cannot fork, the command line runs in the process the user started.
+Where the platform cannot fork, or has no ``sigwaitinfo`` to tell a terminal's signal from a
+process's (macOS), the command line runs in the process the user started.
 """
 
 from __future__ import annotations
