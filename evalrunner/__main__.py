@@ -2,6 +2,10 @@
 
 ``--version`` is answered here, before the command line (typer, the pipeline) is
 imported: a version check in a CI step costs a Python start and nothing more.
+
+Everything else runs in a child process that this one supervises
+(:mod:`evalrunner.process_supervisor`), forked before the command line or any project code is
+imported: the exit code is then the run's verdict, whatever that code does to its process.
 """
 
 import gc
@@ -12,6 +16,15 @@ def main() -> None:
     """Console-script entry point."""
     if sys.argv[1:] == ["--version"] and _said_version():
         return
+    from evalrunner import process_supervisor
+
+    if process_supervisor.can_supervise():
+        process_supervisor.supervise(_command_line)
+    else:
+        _command_line()
+
+
+def _command_line() -> None:
     from evalrunner.cli import main as command_line
 
     # This process is evalrunner's alone, so the collector is tuned for it. What the imports
