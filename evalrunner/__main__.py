@@ -35,7 +35,7 @@ def _command_line() -> None:
         command_line()
     finally:
         # Teardown frees modules one by one, each a cue for a collection that would walk
-        # everything still alive (a fifth of a small run's time); all of it is about to go.
+        # everything still alive, a large share of a small run's time; all of it is about to go.
         gc.freeze()
 
 
