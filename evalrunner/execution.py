@@ -1146,14 +1146,17 @@ def _serve(
     for inherited in parents:
         inherited.close()
     try:
-        with own_refusal() if supervising else contextlib.nullcontext():
-            _serve_orders(connection, load, settings, running)
+        try:
+            with own_refusal() if supervising else contextlib.nullcontext():
+                _serve_orders(connection, load, settings, running)
+        finally:
+            # Served: a SIGTERM from here on (the parent stopping the workers at once) ends
+            # the process as SIGTERM does, not with a traceback from its shutdown.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
     except RunInterrupted:
-        pass  # stopped by the parent between cases: no case was under way, nothing to say
-    finally:
-        # Served: a SIGTERM from here on (the parent stopping the workers at once) ends the
-        # process as SIGTERM does, not with a traceback from the interpreter's shutdown.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # Stopped by the parent between cases (no case was under way, nothing to say), or
+        # just as this finally began, before the handler was reset.
+        pass
 
 
 def _serve_orders(
