@@ -1058,7 +1058,8 @@ class ForkedWorkers:
         refused outside every case since its last report (a thread that outlived its case).
         One that was serving and died without an answer died after its last case."""
         serving = worker.admitted
-        try:
+        # EOFError, OSError: it left already (stood down, or dead): nothing to take.
+        with contextlib.suppress(EOFError, OSError):
             if not worker.admitted:
                 worker.connection.recv()  # what it admitted: no one asked
                 worker.admitted = True
@@ -1066,8 +1067,6 @@ class ForkedWorkers:
             if worker.connection.poll(STOP_GRACE_SECS):
                 _keep(worker, worker.connection.recv(), set(), {})
                 return
-        except (EOFError, OSError):
-            pass  # it left already (stood down, or dead): nothing to take
         if serving:
             worker.process.join(STOP_GRACE_SECS)
             _died_between_cases(worker, "after its last case")
@@ -1145,7 +1144,9 @@ def _serve(
     :func:`evalrunner.process_exit.own_refusal`), which the parent holds against the run."""
     for inherited in parents:
         inherited.close()
-    try:
+    # RunInterrupted here: stopped by the parent between cases (no case was under way,
+    # nothing to say), or just as the finally began, before the handler was reset.
+    with contextlib.suppress(RunInterrupted):
         try:
             with own_refusal() if supervising else contextlib.nullcontext():
                 _serve_orders(connection, load, settings, running)
@@ -1153,10 +1154,6 @@ def _serve(
             # Served: a SIGTERM from here on (the parent stopping the workers at once) ends
             # the process as SIGTERM does, not with a traceback from its shutdown.
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    except RunInterrupted:
-        # Stopped by the parent between cases (no case was under way, nothing to say), or
-        # just as this finally began, before the handler was reset.
-        pass
 
 
 def _serve_orders(

@@ -43,6 +43,7 @@ process's (macOS), the command line runs in the process the user started.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -128,12 +129,10 @@ def _status_of(code: object) -> int:
 
 
 def _give_verdict(writer: int, status: int) -> None:
-    try:
+    # OSError: the parent is gone (killed); no one waits for the verdict, the run ends as it is.
+    with contextlib.suppress(OSError):
         os.write(writer, bytes([status]))
-    except OSError:
-        pass  # the parent is gone (killed): no one waits for the verdict; the run ends as it is
-    finally:
-        os.close(writer)
+    os.close(writer)
 
 
 def _wait(child: int) -> int:
@@ -206,8 +205,6 @@ def _say(line: str) -> None:
     stream = sys.stderr
     if stream is None:  # started with stderr closed
         return
-    try:
+    with contextlib.suppress(OSError, ValueError):  # stderr closed or broken: nowhere to say it
         stream.write(f"{line}\n")
         stream.flush()
-    except (OSError, ValueError):
-        pass
